@@ -1,0 +1,273 @@
+"""Reading one micro-batch from the binlog.
+
+The binlog is read once, from the smallest table offset, and each committed
+transaction is handed to the tables whose own offset it lies past. A batch
+ends only at a transaction boundary (XID, COMMIT, or a DDL statement), after
+`max_events` row changes or `max_seconds`, or at the end of the binlog.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cdc_lib.config import BatchConfig, SourceConfig
+from cdc_lib.errors import BinlogPurgedError, SchemaChangeError, ServerSettingsError, SourceConnectionError
+from cdc_lib.events import Row, TableChanges
+from cdc_lib.positions import BinlogPosition
+from cdc_lib.source import TableSchema, connection_settings
+from cdc_lib.types import binlog_converter
+
+_DDL_TABLE = re.compile(
+    r"^\s*(?:ALTER|DROP|RENAME|TRUNCATE|CREATE)\s+(?:ONLINE\s+|IGNORE\s+)?(?:TABLE\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
+    r"(?:`?(\w+)`?\.)?`?(\w+)`?",
+    re.IGNORECASE,
+)
+_TRUNCATE = re.compile(r"^\s*TRUNCATE\s", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TableCursor:
+    """A table as the reader sees it: its offset and the schema rows decode into."""
+
+    name: str
+    position: BinlogPosition
+    schema: TableSchema
+
+
+@dataclass
+class TableDecoder:
+    schema: TableSchema
+    converters: list[Callable[[Any], Any]]
+    key_positions: tuple[int, ...]
+
+    @classmethod
+    def for_schema(cls, schema: TableSchema) -> TableDecoder:
+        names = schema.column_names
+        return cls(
+            schema=schema,
+            converters=[binlog_converter(column) for column in schema.columns],
+            key_positions=tuple(names.index(key) for key in schema.primary_key),
+        )
+
+    def row(self, values: dict[str, Any]) -> Row:
+        try:
+            return tuple(
+                convert(values[column.name])
+                for convert, column in zip(self.converters, self.schema.columns, strict=True)
+            )
+        except KeyError as missing:
+            raise _schema_changed(self.schema, values) from missing
+
+
+def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
+    table = schema.table.name
+    if any(str(key).startswith("UNKNOWN_COL") for key in values):
+        return ServerSettingsError("binlog_row_metadata", "MINIMAL", "FULL")
+    added = [key for key in values if key not in schema.column_names]
+    missing = [name for name in schema.column_names if name not in values]
+    return SchemaChangeError(
+        f"columns changed in the binlog (added: {added or '-'}, missing: {missing or '-'})",
+        remedy=f"re-snapshot the table: binlake snapshot --table {table}",
+        table=table,
+    )
+
+
+@dataclass(frozen=True)
+class TableFailure:
+    """A table that must stop: `position` is the boundary before the transaction that broke it."""
+
+    error: Exception
+    position: BinlogPosition
+
+
+@dataclass
+class BatchRead:
+    """What one read of the binlog produced."""
+
+    start: BinlogPosition
+    end: BinlogPosition
+    changes: dict[str, TableChanges] = field(default_factory=dict)
+    table_errors: dict[str, TableFailure] = field(default_factory=dict)
+    events_read: int = 0
+    row_changes: int = 0
+    transactions: int = 0
+    reached_end: bool = False
+    last_event_time: dt.datetime | None = None
+    seconds: float = 0.0
+
+    def relevant_changes(self) -> dict[str, TableChanges]:
+        return {name: changes for name, changes in self.changes.items() if not changes.empty}
+
+
+def read_batch(
+    source: SourceConfig,
+    cursors: list[TableCursor],
+    batch: BatchConfig,
+    *,
+    is_mariadb: bool,
+) -> BatchRead:
+    """Read committed transactions past the smallest table offset; see the module docstring."""
+    start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
+    by_name = {cursor.name: cursor for cursor in cursors}
+    decoders = {cursor.name: TableDecoder.for_schema(cursor.schema) for cursor in cursors}
+    result = BatchRead(start=start, end=start)
+    stream = BinLogStreamReader(
+        connection_settings=connection_settings(source),
+        server_id=source.server_id,
+        resume_stream=True,
+        log_file=start.file,
+        log_pos=start.pos,
+        blocking=False,
+        is_mariadb=is_mariadb,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
+                     MariadbGtidEvent, GtidEvent],
+        only_schemas=sorted({cursor.schema.table.database for cursor in cursors}),
+        only_tables=sorted({cursor.schema.table.table for cursor in cursors}),
+        enable_logging=False,
+    )
+    started = time.monotonic()
+    transaction_start = start
+    pending: dict[str, TableChanges] = {}
+    pending_rows = 0
+    gtid: str | None = start.gtid
+    current_file = start.file
+
+    def commit(end_pos: int, event_time: int) -> None:
+        nonlocal transaction_start, pending, pending_rows
+        end = BinlogPosition(current_file, end_pos, gtid)
+        for name, changes in pending.items():
+            if name in result.table_errors or transaction_start < by_name[name].position:
+                continue
+            result.changes.setdefault(name, TableChanges(decoders[name].key_positions)).merge_from(changes)
+        result.row_changes += pending_rows
+        result.transactions += 1
+        result.end = end
+        result.last_event_time = dt.datetime.fromtimestamp(event_time, dt.UTC)
+        transaction_start = end
+        pending, pending_rows = {}, 0
+
+    try:
+        for event in stream:
+            result.events_read += 1
+            if isinstance(event, RotateEvent):
+                current_file = event.next_binlog
+                if transaction_start.file != current_file and not pending:
+                    transaction_start = BinlogPosition(current_file, event.position, gtid)
+                continue
+            if isinstance(event, MariadbGtidEvent):
+                gtid = event.gtid
+                continue
+            if isinstance(event, GtidEvent):
+                gtid = event.gtid
+                continue
+            if isinstance(event, XidEvent):
+                commit(event.packet.log_pos, event.timestamp)
+            elif isinstance(event, QueryEvent):
+                statement = _query_text(event.query)
+                upper = statement.lstrip().upper()
+                if upper.startswith("BEGIN") or upper.startswith("XA START") or upper.startswith("SAVEPOINT"):
+                    continue
+                if not upper.startswith("COMMIT"):
+                    _apply_ddl(statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start)
+                commit(event.packet.log_pos, event.timestamp)
+            else:
+                name = f"{event.schema}.{event.table}"
+                decoder = decoders.get(name)
+                if decoder is None or name in result.table_errors:
+                    continue
+                changes = pending.get(name)
+                if changes is None:
+                    changes = pending[name] = TableChanges(decoder.key_positions)
+                try:
+                    _fold_rows(event, decoder, changes)
+                except (SchemaChangeError, ServerSettingsError) as exc:
+                    if not transaction_start < by_name[name].position:
+                        result.table_errors[name] = TableFailure(exc, transaction_start)
+                    pending.pop(name, None)
+                    continue
+                pending_rows += len(event.rows)
+                continue
+            if result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds:
+                break
+        else:
+            result.reached_end = True
+    except pymysql.MySQLError as exc:
+        raise _describe_read_failure(exc, start) from None
+    finally:
+        stream.close()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None:
+    if isinstance(event, WriteRowsEvent):
+        for row in event.rows:
+            changes.insert(decoder.row(row["values"]))
+    elif isinstance(event, UpdateRowsEvent):
+        for row in event.rows:
+            changes.update(decoder.row(row["before_values"]), decoder.row(row["after_values"]))
+    elif isinstance(event, DeleteRowsEvent):
+        for row in event.rows:
+            changes.delete(decoder.row(row["values"]))
+
+
+def _apply_ddl(
+    statement: str,
+    default_schema: str,
+    by_name: dict[str, TableCursor],
+    pending: dict[str, TableChanges],
+    decoders: dict[str, TableDecoder],
+    result: BatchRead,
+    transaction_start: BinlogPosition,
+) -> None:
+    match = _DDL_TABLE.match(statement)
+    if not match:
+        return
+    name = f"{match.group(1) or default_schema}.{match.group(2)}"
+    if name not in by_name or name in result.table_errors or transaction_start < by_name[name].position:
+        return
+    if _TRUNCATE.match(statement):
+        pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
+        return
+    keyword = statement.split(None, 1)[0].upper()
+    if keyword in ("ALTER", "DROP", "RENAME"):
+        error = SchemaChangeError(
+            f"DDL on the table: {statement[:120]}",
+            remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+            table=name,
+        )
+        result.table_errors[name] = TableFailure(error, transaction_start)
+
+
+def _query_text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
+
+
+def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Exception:
+    code = exc.args[0] if exc.args else None
+    message = str(exc.args[1]) if len(exc.args) > 1 else ""
+    if code == 1236:
+        return BinlogPurgedError(
+            f"the server cannot send the binlog from {start} ({message[:160]})",
+            remedy="re-snapshot the affected tables: binlake snapshot --table db.t",
+        )
+    if code == 1045:
+        return SourceConnectionError("the server refused the credentials", remedy="check source.user and the password")
+    if code in (1227, 1044):
+        return SourceConnectionError(
+            "the user may not read the binlog", remedy="GRANT REPLICATION SLAVE ON *.* TO the binlake user"
+        )
+    return SourceConnectionError(
+        f"reading the binlog failed (MySQL error {code}: {message[:160]})",
+        remedy="retry; check the server's availability and log",
+    )

@@ -1,0 +1,237 @@
+"""Writing to Delta: snapshot overwrites and change MERGEs, each an idempotent Delta transaction.
+
+Every binlake commit carries a SetTransaction (`txnAppId` = pipeline + table,
+`txnVersion` = batch sequence) and a JSON `userMetadata` with the binlog
+position it brings the table to. `read_log_tail` reads that back from the
+`_delta_log` folder without Spark, so reconciling offsets with Delta is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cdc_lib.errors import DeltaStateError
+from cdc_lib.events import TableChanges
+from cdc_lib.source import TableSchema
+from cdc_lib.types import spark_type_ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+OPERATION_COLUMN = "_binlake_op"
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+_TAIL_SEARCH_LIMIT = 200
+
+
+def app_id(pipeline: str, table: str) -> str:
+    return f"binlake:{pipeline}:{table}"
+
+
+@dataclass(frozen=True)
+class BinlakeCommit:
+    """A binlake commit found in a Delta log."""
+
+    delta_version: int
+    txn_version: int
+    metadata: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.metadata.get("kind"))
+
+
+@dataclass(frozen=True)
+class LogTail:
+    latest_version: int
+    last_binlake_commit: BinlakeCommit | None
+
+
+def _local_path(path: str) -> Path:
+    if "://" in path and not path.startswith("file://"):
+        raise DeltaStateError(
+            f"reading the Delta log at {path} is not supported yet",
+            remedy="use a local sink.path",
+        )
+    return Path(path.removeprefix("file://"))
+
+
+def table_exists(path: str) -> bool:
+    return (_local_path(path) / "_delta_log").is_dir()
+
+
+def read_log_tail(path: str, *, application: str) -> LogTail | None:
+    """Latest Delta version and the newest commit written by `application`, read without Spark."""
+    log_dir = _local_path(path) / "_delta_log"
+    if not log_dir.is_dir():
+        return None
+    versions = sorted(
+        (int(match.group(1)) for name in _list(log_dir) if (match := _COMMIT_FILE.match(name))), reverse=True
+    )
+    if not versions:
+        return None
+    for version in versions[:_TAIL_SEARCH_LIMIT]:
+        commit = _binlake_commit(log_dir / f"{version:020d}.json", version, application)
+        if commit is not None:
+            return LogTail(latest_version=versions[0], last_binlake_commit=commit)
+    return LogTail(latest_version=versions[0], last_binlake_commit=None)
+
+
+def _list(folder: Path) -> list[str]:
+    return [entry.name for entry in folder.iterdir()]
+
+
+def _binlake_commit(file: Path, version: int, application: str) -> BinlakeCommit | None:
+    txn_version: int | None = None
+    metadata: dict[str, Any] | None = None
+    for line in file.read_text().splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "txn" in action and action["txn"].get("appId") == application:
+            txn_version = int(action["txn"]["version"])
+        elif "commitInfo" in action and action["commitInfo"].get("userMetadata"):
+            try:
+                candidate = json.loads(action["commitInfo"]["userMetadata"])
+            except ValueError:
+                continue
+            if isinstance(candidate, dict) and candidate.get("app_id") == application:
+                metadata = candidate
+    if txn_version is None or metadata is None:
+        return None
+    return BinlakeCommit(delta_version=version, txn_version=txn_version, metadata=metadata)
+
+
+def spark_schema(schema: TableSchema, *, with_operation: bool = False) -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
+
+    fields = [
+        StructField(column.name, _parse_datatype_string(spark_type_ddl(column)), True) for column in schema.columns
+    ]
+    if with_operation:
+        fields.append(StructField(OPERATION_COLUMN, StringType(), False))
+    return StructType(fields)
+
+
+class _IdempotentCommit:
+    """Session confs that make the next Delta DML an idempotent, annotated transaction."""
+
+    def __init__(self, spark: SparkSession, application: str, version: int, metadata: dict[str, Any]) -> None:
+        self.spark = spark
+        self.settings = {
+            "spark.databricks.delta.write.txnAppId": application,
+            "spark.databricks.delta.write.txnVersion": str(version),
+            "spark.databricks.delta.commitInfo.userMetadata": json.dumps(
+                {**metadata, "app_id": application}, sort_keys=True
+            ),
+        }
+
+    def __enter__(self) -> None:
+        for key, value in self.settings.items():
+            self.spark.conf.set(key, value)
+
+    def __exit__(self, *exc: object) -> None:
+        for key in self.settings:
+            self.spark.conf.unset(key)
+
+
+def write_snapshot(
+    spark: SparkSession,
+    frame: DataFrame,
+    path: str,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+) -> int:
+    """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version."""
+    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
+        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    return _version_of(path, application, txn_version)
+
+
+def merge_changes(
+    spark: SparkSession,
+    path: str,
+    schema: TableSchema,
+    changes: TableChanges,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+) -> int:
+    """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version."""
+    from delta.tables import DeltaTable
+
+    tail = read_log_tail(path, application=application)
+    if tail is None:
+        raise DeltaStateError(
+            f"the Delta table at {path} is missing",
+            remedy=f"re-snapshot the table: binlake snapshot --table {schema.table.name}",
+            table=schema.table.name,
+        )
+    last = tail.last_binlake_commit
+    if last is not None and last.txn_version >= txn_version:
+        return last.delta_version
+    width = len(schema.columns)
+    key_positions = [schema.column_names.index(key) for key in schema.primary_key]
+    records: list[tuple[Any, ...]] = [(*row, "u") for row in changes.upserts()]
+    for key in changes.deleted_keys():
+        placeholder: list[Any] = [None] * width
+        for position, value in zip(key_positions, key, strict=True):
+            placeholder[position] = value
+        records.append((*placeholder, "d"))
+    source = spark.createDataFrame(records, schema=spark_schema(schema, with_operation=True))
+    condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
+    key_filter = _key_range_filter(schema, changes)
+    if key_filter and not changes.truncated:
+        condition = f"{condition} AND {key_filter}"
+    columns = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
+    builder = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), condition)
+        .whenMatchedDelete(condition=f"s.{OPERATION_COLUMN} = 'd'")
+        .whenMatchedUpdate(set=columns)
+        .whenNotMatchedInsert(condition=f"s.{OPERATION_COLUMN} = 'u'", values=columns)
+    )
+    if changes.truncated:
+        builder = builder.whenNotMatchedBySourceDelete()
+    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}):
+        builder.execute()
+    return _version_of(path, application, txn_version)
+
+
+def _key_range_filter(schema: TableSchema, changes: TableChanges) -> str | None:
+    """A predicate on the target's leading key column that lets Delta skip files outside the batch."""
+    lead = schema.primary_key[0]
+    column = next(column for column in schema.columns if column.name == lead)
+    if spark_type_ddl(column) not in ("tinyint", "smallint", "int", "bigint", "decimal(20,0)"):
+        return None
+    values = [key[0] for key in changes.rows]
+    if not values:
+        return None
+    return f"t.`{lead}` BETWEEN {min(values)} AND {max(values)}"
+
+
+def _version_of(path: str, application: str, txn_version: int) -> int:
+    tail = read_log_tail(path, application=application)
+    if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version != txn_version:
+        raise DeltaStateError(
+            f"the Delta commit for batch {txn_version} was not found in {path}/_delta_log",
+            remedy="another writer may be changing the table; make binlake its only writer",
+        )
+    return tail.last_binlake_commit.delta_version
+
+
+def written_rows(path: str, version: int) -> int:
+    """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log."""
+    commit_file = _local_path(path) / "_delta_log" / f"{version:020d}.json"
+    for line in commit_file.read_text().splitlines():
+        if '"commitInfo"' in line:
+            metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
+            return int(metrics.get("numOutputRows", 0))
+    return 0

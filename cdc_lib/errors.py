@@ -1,0 +1,81 @@
+"""One root error for binlake; each subclass keeps its fields and names the remedy."""
+
+from __future__ import annotations
+
+
+class BinlakeError(Exception):
+    """Root of every error binlake raises on purpose.
+
+    The message a person sees is ``"<cause> — remedy: <remedy>"`` on one line.
+    """
+
+    exit_code: int = 2
+
+    def __init__(self, cause: str, *, remedy: str, table: str | None = None) -> None:
+        self.cause = cause
+        self.remedy = remedy
+        self.table = table
+        prefix = f"[{table}] " if table else ""
+        super().__init__(f"{prefix}{cause} — remedy: {remedy}")
+
+
+class ConfigError(BinlakeError):
+    """The configuration file is missing, malformed or names a bad value."""
+
+    def __init__(self, key: str, problem: str, *, remedy: str | None = None) -> None:
+        self.key = key
+        super().__init__(
+            f"config key '{key}': {problem}",
+            remedy=remedy or f"fix '{key}' in the config file",
+        )
+
+
+class SourceConnectionError(BinlakeError):
+    """The MySQL/MariaDB server cannot be reached or refuses the credentials."""
+
+
+class ServerSettingsError(BinlakeError):
+    """The server's binlog settings make CDC impossible or unsafe."""
+
+    def __init__(self, setting: str, actual: str, expected: str) -> None:
+        self.setting = setting
+        self.actual = actual
+        self.expected = expected
+        super().__init__(
+            f"server setting {setting} is '{actual}', binlake needs '{expected}'",
+            remedy=f"set {setting}={expected} in the server's my.cnf (or SET GLOBAL) and restart it",
+        )
+
+
+class MissingGrantError(BinlakeError):
+    """The replication user lacks a privilege binlake needs."""
+
+
+class TableError(BinlakeError):
+    """A configured table is missing, has no primary key, or cannot be copied."""
+
+
+class SchemaChangeError(BinlakeError):
+    """The source table's schema changed in a way binlake will not guess at."""
+
+
+class BinlogPurgedError(BinlakeError):
+    """A stored position is older than the oldest binlog the server still keeps."""
+
+
+class OffsetStoreError(BinlakeError):
+    """The offset store cannot be read or written."""
+
+
+class ConcurrentRunError(BinlakeError):
+    """Another runner holds the pipeline, or won a compare-and-swap race."""
+
+    exit_code = 3
+
+
+class NotSnapshottedError(BinlakeError):
+    """A table has no snapshot yet, so it cannot be synced or reconciled."""
+
+
+class DeltaStateError(BinlakeError):
+    """The Delta table disagrees with the offset store in a way that needs a person."""

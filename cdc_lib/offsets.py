@@ -1,0 +1,386 @@
+"""Offset store: the pipeline's state document, written compare-and-swap.
+
+One JSON document per pipeline holds every table's applied position, its
+snapshot watermarks and the runner's lease. Writes are conditional (S3
+If-Match / If-None-Match; a local folder uses a lock file and an atomic
+rename), so two runners can never both move the offsets.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdc_lib.config import OffsetsConfig
+from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.positions import BinlogPosition
+
+STATE_FILE = "state.json"
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class TableState:
+    """What the pipeline knows of one table."""
+
+    position: BinlogPosition
+    snapshot_low: BinlogPosition
+    snapshot_high: BinlogPosition
+    snapshot_at: str
+    schema: dict[str, Any]
+    applied_seq: int = 0
+    delta_version: int | None = None
+    consistent: bool = False
+    rows_snapshotted: int = 0
+    error: str | None = None
+    last_change_at: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position.to_json(),
+            "snapshot_low": self.snapshot_low.to_json(),
+            "snapshot_high": self.snapshot_high.to_json(),
+            "snapshot_at": self.snapshot_at,
+            "schema": self.schema,
+            "applied_seq": self.applied_seq,
+            "delta_version": self.delta_version,
+            "consistent": self.consistent,
+            "rows_snapshotted": self.rows_snapshotted,
+            "error": self.error,
+            "last_change_at": self.last_change_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TableState:
+        return cls(
+            position=BinlogPosition.from_json(data["position"]),
+            snapshot_low=BinlogPosition.from_json(data["snapshot_low"]),
+            snapshot_high=BinlogPosition.from_json(data["snapshot_high"]),
+            snapshot_at=data["snapshot_at"],
+            schema=data["schema"],
+            applied_seq=int(data.get("applied_seq", 0)),
+            delta_version=data.get("delta_version"),
+            consistent=bool(data.get("consistent", False)),
+            rows_snapshotted=int(data.get("rows_snapshotted", 0)),
+            error=data.get("error"),
+            last_change_at=data.get("last_change_at"),
+        )
+
+
+@dataclass
+class Lease:
+    owner: str
+    host: str
+    pid: int
+    expires_at: str
+
+    def expired(self, now: dt.datetime) -> bool:
+        return dt.datetime.fromisoformat(self.expires_at) <= now
+
+    def holder_is_dead(self) -> bool:
+        """True when the holder was a process on this host that no longer runs."""
+        if self.host != socket.gethostname():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+@dataclass
+class PipelineState:
+    pipeline: str
+    batch_seq: int = 0
+    tables: dict[str, TableState] = field(default_factory=dict)
+    lease: Lease | None = None
+    server_id: int | None = None
+    server_uuid: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": 1,
+            "pipeline": self.pipeline,
+            "batch_seq": self.batch_seq,
+            "server_id": self.server_id,
+            "server_uuid": self.server_uuid,
+            "lease": None if self.lease is None else self.lease.__dict__,
+            "tables": {name: state.to_json() for name, state in sorted(self.tables.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PipelineState:
+        lease = data.get("lease")
+        return cls(
+            pipeline=data["pipeline"],
+            batch_seq=int(data.get("batch_seq", 0)),
+            tables={name: TableState.from_json(value) for name, value in data.get("tables", {}).items()},
+            lease=Lease(**lease) if lease else None,
+            server_id=data.get("server_id"),
+            server_uuid=data.get("server_uuid"),
+        )
+
+
+class OffsetStore(ABC):
+    """A place for one state document per pipeline, with conditional writes."""
+
+    @abstractmethod
+    def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
+        """Return the state and a token for the next conditional write (None, None if absent)."""
+
+    @abstractmethod
+    def write(self, state: PipelineState, token: str | None) -> str:
+        """Write if the stored document still carries `token`; return the new token.
+
+        Raises:
+            ConcurrentRunError: another writer changed the document since `token`.
+        """
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the store lives, for messages."""
+
+    def check_writable(self, pipeline: str) -> None:
+        """Raise OffsetStoreError unless the store can be read (and written)."""
+        self.read(pipeline)
+
+
+def _encode(state: PipelineState) -> bytes:
+    return json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
+
+
+class LocalOffsetStore(OffsetStore):
+    """A folder on local disk; CAS via an exclusive lock file and an atomic rename."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def _folder(self, pipeline: str) -> Path:
+        return self.root / pipeline
+
+    def _ensure_folder(self, pipeline: str) -> Path:
+        folder = self._folder(pipeline)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OffsetStoreError(
+                f"cannot create the offset folder {folder} ({exc.strerror})",
+                remedy="make offsets.uri point at a writable folder",
+            ) from None
+        return folder
+
+    def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
+        path = self._folder(pipeline) / STATE_FILE
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            raise OffsetStoreError(
+                f"cannot read {path} ({exc.strerror})", remedy="check the permissions of offsets.uri"
+            ) from None
+        document = json.loads(raw)
+        return PipelineState.from_json(document), str(document.get("_revision", 0))
+
+    def write(self, state: PipelineState, token: str | None) -> str:
+        folder = self._ensure_folder(state.pipeline)
+        try:
+            lock_handle = open(folder / ".lock", "a+")
+        except OSError as exc:
+            raise OffsetStoreError(
+                f"cannot open the lock file in {folder} ({exc.strerror})", remedy="make offsets.uri writable"
+            ) from None
+        with lock_handle:
+            fcntl.flock(lock_handle, fcntl.LOCK_EX)
+            _, current = self.read(state.pipeline)
+            if current != token:
+                raise ConcurrentRunError(
+                    f"offset store {folder} was changed by another runner (revision {current}, expected {token})",
+                    remedy="only one binlake runner per pipeline may run; wait for the other to finish and retry",
+                )
+            revision = str(int(current or 0) + 1)
+            document = state.to_json()
+            document["_revision"] = int(revision)
+            partial = folder / f".{STATE_FILE}.{uuid.uuid4().hex}"
+            try:
+                with open(partial, "wb") as handle:
+                    handle.write(json.dumps(document, indent=1, sort_keys=True).encode())
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(partial, folder / STATE_FILE)
+            except OSError as exc:
+                partial.unlink(missing_ok=True)
+                raise OffsetStoreError(
+                    f"cannot write {folder / STATE_FILE} ({exc.strerror})", remedy="make offsets.uri writable"
+                ) from None
+            return revision
+
+    def check_writable(self, pipeline: str) -> None:
+        folder = self._ensure_folder(pipeline)
+        probe = folder / f".probe-{uuid.uuid4().hex}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise OffsetStoreError(
+                f"offset folder {folder} is not writable ({exc.strerror})", remedy="make offsets.uri writable"
+            ) from None
+        self.read(pipeline)
+
+
+class S3OffsetStore(OffsetStore):
+    """An S3 (or S3-compatible) prefix; CAS via conditional PUT with If-Match / If-None-Match."""
+
+    def __init__(self, uri: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
+        import boto3
+        from botocore.config import Config
+
+        without_scheme = uri.split("://", 1)[1]
+        self.bucket, _, prefix = without_scheme.partition("/")
+        self.prefix = prefix.strip("/")
+        self.uri = uri
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region or os.environ.get("AWS_REGION") or "us-east-1",
+            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=30),
+        )
+
+    def describe(self) -> str:
+        return self.uri
+
+    def _key(self, pipeline: str) -> str:
+        return "/".join(part for part in (self.prefix, pipeline, STATE_FILE) if part)
+
+    def _store_error(self, action: str, exc: Exception) -> OffsetStoreError:
+        return OffsetStoreError(
+            f"cannot {action} s3://{self.bucket}/{self.prefix} ({exc.__class__.__name__}: {_s3_code(exc)})",
+            remedy="check offsets.uri, offsets.endpoint_url, the bucket and the AWS credentials",
+        )
+
+    def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(pipeline))
+        except ClientError as exc:
+            if _s3_code(exc) in ("NoSuchKey", "404"):
+                return None, None
+            raise self._store_error("read", exc) from None
+        except BotoCoreError as exc:
+            raise self._store_error("read", exc) from None
+        document = json.loads(response["Body"].read())
+        return PipelineState.from_json(document), str(response["ETag"])
+
+    def write(self, state: PipelineState, token: str | None) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        condition = {"IfMatch": token} if token else {"IfNoneMatch": "*"}
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(state.pipeline),
+                Body=_encode(state),
+                ContentType="application/json",
+                **condition,
+            )
+        except ClientError as exc:
+            if _s3_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                raise ConcurrentRunError(
+                    f"offset store {self.uri} was changed by another runner (conditional PUT refused)",
+                    remedy="only one binlake runner per pipeline may run; wait for the other to finish and retry",
+                ) from None
+            raise self._store_error("write", exc) from None
+        except BotoCoreError as exc:
+            raise self._store_error("write", exc) from None
+        return str(response["ETag"])
+
+    def check_writable(self, pipeline: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._store_error("reach", exc) from None
+        self.read(pipeline)
+
+
+def _s3_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def open_offset_store(config: OffsetsConfig) -> OffsetStore:
+    if config.uri.startswith("s3://") or config.uri.startswith("s3a://"):
+        return S3OffsetStore(config.uri, endpoint_url=config.endpoint_url, region=config.region)
+    if "://" in config.uri and not config.uri.startswith("file://"):
+        raise OffsetStoreError(
+            f"offsets.uri scheme of '{config.uri}' is not supported", remedy="use a local folder or s3://bucket/prefix"
+        )
+    return LocalOffsetStore(config.uri.removeprefix("file://"))
+
+
+class StateHandle:
+    """The state of one pipeline held by this runner under a lease.
+
+    `acquire` fails fast when another live runner holds the lease; every later
+    `save` is conditional on the token of the previous one.
+    """
+
+    def __init__(self, store: OffsetStore, pipeline: str, *, lease_seconds: int) -> None:
+        self.store = store
+        self.pipeline = pipeline
+        self.lease_seconds = lease_seconds
+        self.owner = uuid.uuid4().hex
+        self.token: str | None = None
+        self.state = PipelineState(pipeline=pipeline)
+
+    def acquire(self) -> PipelineState:
+        state, token = self.store.read(self.pipeline)
+        state = state or PipelineState(pipeline=self.pipeline)
+        now = utc_now()
+        lease = state.lease
+        if lease is not None and lease.owner != self.owner and not lease.expired(now) and not lease.holder_is_dead():
+            raise ConcurrentRunError(
+                f"pipeline '{self.pipeline}' is held by runner pid {lease.pid} on {lease.host} "
+                f"until {lease.expires_at}",
+                remedy="wait for that run to finish (one runner per pipeline); "
+                "if it died on another host, retry after the lease expires",
+            )
+        self.state, self.token = state, token
+        self.save()
+        return self.state
+
+    def save(self) -> None:
+        self.state.lease = Lease(
+            owner=self.owner,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            expires_at=(utc_now() + dt.timedelta(seconds=self.lease_seconds)).isoformat(),
+        )
+        self.token = self.store.write(self.state, self.token)
+
+    def release(self) -> None:
+        self.state.lease = None
+        try:
+            self.token = self.store.write(self.state, self.token)
+        except ConcurrentRunError:
+            pass

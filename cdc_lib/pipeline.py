@@ -1,0 +1,428 @@
+"""The engine's entry points: validate, snapshot, sync, status and reconcile one pipeline.
+
+Data flow of a sync: take the pipeline lease in the offset store → reconcile
+offsets with each Delta log (the Delta log wins) → read the binlog once from
+the smallest table offset → fold changes per table → MERGE each changed
+table in its own idempotent Delta commit → move every table's offset
+(compare-and-swap). Spark starts only if some table has a change.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_lib import delta_sink
+from cdc_lib import source as mysql
+from cdc_lib.binlog import BatchRead, TableCursor, read_batch
+from cdc_lib.config import PipelineConfig
+from cdc_lib.errors import BinlakeError, BinlogPurgedError, DeltaStateError, NotSnapshottedError, TableError
+from cdc_lib.faults import failpoint
+from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
+from cdc_lib.positions import BinlogPosition
+from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table
+from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.spark import spark_session
+
+log = logging.getLogger("binlake")
+
+
+@dataclass(frozen=True)
+class TableBatchResult:
+    table: str
+    inserted: int
+    updated: int
+    deleted: int
+    rows_written: int
+    delta_version: int | None
+    position: str
+    error: str | None = None
+
+
+@dataclass
+class SyncResult:
+    """One micro-batch."""
+
+    batch_seq: int | None
+    start: str
+    end: str
+    events_read: int
+    row_changes: int
+    transactions: int
+    seconds: float
+    reached_end: bool
+    spark_started: bool
+    tables: list[TableBatchResult] = field(default_factory=list)
+    skipped_tables: dict[str, str] = field(default_factory=dict)
+    end_position: BinlogPosition | None = None
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.row_changes / self.seconds if self.seconds else 0.0
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    table: str
+    snapshotted: bool
+    consistent: bool
+    position: str | None
+    high_watermark: str | None
+    delta_version: int | None
+    lag_bytes: int | None
+    lag_seconds: float | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Pipeline:
+    """One configured pipeline. Thin callers (CLI, Dagster) use only these methods."""
+
+    def __init__(self, config: PipelineConfig, *, store: OffsetStore | None = None) -> None:
+        self.config = config
+        self.store = store or open_offset_store(config.offsets)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def table_path(self, name: str) -> str:
+        ref = TableRef.parse(name)
+        return self.config.sink.table_path(ref.database, ref.table)
+
+    def application(self, name: str) -> str:
+        return delta_sink.app_id(self.config.pipeline, name)
+
+    def _handle(self) -> StateHandle:
+        return StateHandle(self.store, self.config.pipeline, lease_seconds=self.config.offsets.lease_seconds)
+
+    def configured_tables(self, connection: Any) -> list[TableRef]:
+        return mysql.resolve_tables(connection, self.config.source.tables)
+
+    def read_state(self) -> PipelineState:
+        state, _ = self.store.read(self.config.pipeline)
+        return state or PipelineState(pipeline=self.config.pipeline)
+
+    # -- validate --------------------------------------------------------------------------
+
+    def validate(self) -> list[str]:
+        """Check server settings, grants, tables and stores; return what was checked.
+
+        Raises:
+            BinlakeError: the first problem found, with its remedy.
+        """
+        checked = []
+        with mysql.source_connection(self.config.source) as connection:
+            checked.append(f"connected to {self.config.source.host}:{self.config.source.port}")
+            mysql.check_server_settings(connection)
+            checked.append("binlog: log_bin=ON, ROW format, FULL row image, FULL row metadata")
+            mysql.check_grants(connection)
+            checked.append("grants: replication and binlog status readable")
+            tables = self.configured_tables(connection)
+            for ref in tables:
+                mysql.describe_table(connection, ref)
+            checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
+            state = self.read_state()
+            for name, table_state in state.tables.items():
+                mysql.check_position_available(connection, table_state.position, table=name)
+            checked.append("offsets: every stored position is still on the server")
+        self.store.check_writable(self.config.pipeline)
+        checked.append(f"offset store writable: {self.store.describe()}")
+        return checked
+
+    # -- snapshot --------------------------------------------------------------------------
+
+    def snapshot(self, tables: list[str] | None = None) -> list[SnapshotResult]:
+        """Snapshot the chosen tables (all configured ones by default) into Delta."""
+        handle = self._handle()
+        results = []
+        with mysql.source_connection(self.config.source) as connection:
+            mysql.check_server_settings(connection)
+            configured = self.configured_tables(connection)
+            chosen = self._choose(configured, tables)
+            schemas = [mysql.describe_table(connection, ref) for ref in chosen]
+            state = handle.acquire()
+            try:
+                self._reconcile_with_delta(state, connection)
+                handle.save()
+                for schema in schemas:
+                    results.append(self._snapshot_one(handle, connection, schema))
+            finally:
+                handle.release()
+        return results
+
+    def _choose(self, configured: list[TableRef], tables: list[str] | None) -> list[TableRef]:
+        if not tables:
+            return configured
+        names = {ref.name: ref for ref in configured}
+        unknown = [name for name in tables if name not in names]
+        if unknown:
+            raise TableError(
+                f"table {unknown[0]} is not among the configured tables ({', '.join(sorted(names)) or 'none'})",
+                remedy="add it to source.tables, or fix the name",
+                table=unknown[0],
+            )
+        return [names[name] for name in tables]
+
+    def _snapshot_one(self, handle: StateHandle, connection: Any, schema: TableSchema) -> SnapshotResult:
+        name = schema.table.name
+        started = time.monotonic()
+        spark = spark_session(self.config.spark)
+        low = mysql.current_position(connection)
+        predicates, _ = partition_predicates(
+            connection, schema, self.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
+        )
+        handle.state.batch_seq += 1
+        seq = handle.state.batch_seq
+        handle.save()
+        frame = read_table(spark, self.config.source, schema, predicates)
+        metadata = {
+            "pipeline": self.config.pipeline,
+            "table": name,
+            "batch_seq": seq,
+            "snapshot_low": low.to_json(),
+            "end": low.to_json(),
+            "schema": schema.to_json(),
+        }
+        version = delta_sink.write_snapshot(
+            spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
+            metadata=metadata,
+        )
+        high = mysql.current_position(connection)
+        failpoint("after_snapshot_commit")
+        rows = delta_sink.written_rows(self.table_path(name), version)
+        handle.state.tables[name] = TableState(
+            position=low,
+            snapshot_low=low,
+            snapshot_high=high,
+            snapshot_at=utc_now().isoformat(),
+            schema=schema.to_json(),
+            applied_seq=seq,
+            delta_version=version,
+            consistent=high <= low,
+            rows_snapshotted=rows,
+        )
+        handle.save()
+        seconds = time.monotonic() - started
+        log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates))
+        return SnapshotResult(
+            table=name, rows=rows, seconds=seconds, partitions=len(predicates), delta_version=version,
+            low_watermark=str(low), high_watermark=str(high),
+        )
+
+    # -- reconcile offsets with Delta ------------------------------------------------------
+
+    def _reconcile_with_delta(self, state: PipelineState, connection: Any) -> list[str]:
+        """Adopt any binlake commit the Delta log has and the store lacks; the Delta log wins."""
+        adopted = []
+        for name in sorted(set(state.tables) | set(self._delta_tables_on_disk(state))):
+            table_state = state.tables.get(name)
+            tail = delta_sink.read_log_tail(self.table_path(name), application=self.application(name))
+            if tail is None:
+                if table_state is not None:
+                    raise DeltaStateError(
+                        f"the offset store knows this table but its Delta table at {self.table_path(name)} is missing",
+                        remedy=f"re-snapshot it: binlake snapshot --table {name}",
+                        table=name,
+                    )
+                continue
+            commit = tail.last_binlake_commit
+            if commit is None:
+                continue
+            state.batch_seq = max(state.batch_seq, commit.txn_version)
+            if table_state is not None and commit.txn_version <= table_state.applied_seq:
+                continue
+            end = BinlogPosition.from_json(commit.metadata["end"])
+            if commit.kind == "snapshot":
+                state.tables[name] = TableState(
+                    position=end,
+                    snapshot_low=end,
+                    snapshot_high=mysql.current_position(connection),
+                    snapshot_at=utc_now().isoformat(),
+                    schema=commit.metadata["schema"],
+                    applied_seq=commit.txn_version,
+                    delta_version=commit.delta_version,
+                    rows_snapshotted=delta_sink.written_rows(self.table_path(name), commit.delta_version),
+                )
+            elif table_state is not None:
+                table_state.position = end
+                table_state.applied_seq = commit.txn_version
+                table_state.delta_version = commit.delta_version
+                table_state.consistent = table_state.snapshot_high <= end
+            adopted.append(name)
+            log.warning("offsets of %s taken from its Delta log (batch %d)", name, commit.txn_version)
+        return adopted
+
+    def _delta_tables_on_disk(self, state: PipelineState) -> list[str]:
+        # Tables the store does not know yet but a crashed snapshot may have written.
+        names = []
+        for pattern in self.config.source.tables:
+            if "*" in pattern:
+                continue
+            if pattern not in state.tables and delta_sink.table_exists(self.table_path(pattern)):
+                names.append(pattern)
+        return names
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def sync(self, *, until_caught_up: bool = False) -> list[SyncResult]:
+        """Run one micro-batch (or batches until the binlog end seen at start is reached)."""
+        handle = self._handle()
+        results: list[SyncResult] = []
+        with mysql.source_connection(self.config.source) as connection:
+            mysql.check_server_settings(connection)
+            is_mariadb = mysql.is_mariadb(connection)
+            state = handle.acquire()
+            try:
+                self._reconcile_with_delta(state, connection)
+                target = mysql.current_position(connection)
+                while True:
+                    result = self._one_batch(handle, connection, is_mariadb)
+                    results.append(result)
+                    if not until_caught_up or result.reached_end or result.transactions == 0:
+                        break
+                    if result.end_position is not None and result.end_position >= target:
+                        break
+            finally:
+                handle.release()
+        return results
+
+    def _one_batch(self, handle: StateHandle, connection: Any, is_mariadb: bool) -> SyncResult:
+        state = handle.state
+        skipped: dict[str, str] = {}
+        cursors = []
+        for name, table_state in sorted(state.tables.items()):
+            if table_state.error:
+                skipped[name] = table_state.error
+                continue
+            try:
+                mysql.check_position_available(connection, table_state.position, table=name)
+            except BinlogPurgedError as exc:
+                table_state.error = str(exc)
+                skipped[name] = str(exc)
+                continue
+            cursors.append(
+                TableCursor(
+                    name=name,
+                    position=table_state.position,
+                    schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
+                )
+            )
+        if not cursors:
+            handle.save()
+            return SyncResult(None, "-", "-", 0, 0, 0, 0.0, True, False, [], skipped)
+        read = read_batch(self.config.source, cursors, self.config.batch, is_mariadb=is_mariadb)
+        relevant = read.relevant_changes()
+        seq: int | None = None
+        spark_used = False
+        table_results = []
+        if relevant:
+            state.batch_seq += 1
+            seq = state.batch_seq
+            handle.save()
+            spark = spark_session(self.config.spark)
+            spark_used = True
+        now = utc_now().isoformat()
+        for cursor in cursors:
+            name = cursor.name
+            table_state = state.tables[name]
+            failure = read.table_errors.get(name)
+            end = failure.position if failure else read.end
+            changes = relevant.get(name)
+            version = table_state.delta_version
+            if changes is not None and seq is not None:
+                version = delta_sink.merge_changes(
+                    spark,
+                    self.table_path(name),
+                    cursor.schema,
+                    changes,
+                    application=self.application(name),
+                    txn_version=seq,
+                    metadata={"pipeline": self.config.pipeline, "table": name, "batch_seq": seq,
+                              "start": read.start.to_json(), "end": end.to_json()},
+                )
+                failpoint("after_delta_commit")
+                table_state.applied_seq = seq
+                table_state.delta_version = version
+                table_state.last_change_at = now
+            if end > table_state.position:
+                table_state.position = end
+            table_state.consistent = table_state.snapshot_high <= table_state.position
+            if failure:
+                table_state.error = str(failure.error)
+            table_results.append(
+                TableBatchResult(
+                    table=name,
+                    inserted=changes.inserted if changes else 0,
+                    updated=changes.updated if changes else 0,
+                    deleted=changes.deleted if changes else 0,
+                    rows_written=len(changes.rows) if changes else 0,
+                    delta_version=version,
+                    position=str(table_state.position),
+                    error=str(failure.error) if failure else None,
+                )
+            )
+        failpoint("before_offset_write")
+        handle.save()
+        return SyncResult(
+            batch_seq=seq,
+            start=str(read.start),
+            end=str(read.end),
+            events_read=read.events_read,
+            row_changes=read.row_changes,
+            transactions=read.transactions,
+            seconds=read.seconds,
+            reached_end=read.reached_end,
+            spark_started=spark_used,
+            tables=table_results,
+            skipped_tables=skipped,
+            end_position=read.end,
+        )
+
+    # -- status ----------------------------------------------------------------------------
+
+    def status(self) -> list[TableStatus]:
+        state = self.read_state()
+        statuses = []
+        with mysql.source_connection(self.config.source) as connection:
+            logs = mysql.binary_logs(connection)
+            server_end = mysql.current_position(connection)
+            configured = [ref.name for ref in self.configured_tables(connection)]
+        now = utc_now()
+        for name in sorted(set(configured) | set(state.tables)):
+            table_state = state.tables.get(name)
+            if table_state is None:
+                statuses.append(TableStatus(name, False, False, None, None, None, None, None, None))
+                continue
+            lag_bytes = mysql.bytes_behind(table_state.position, logs)
+            caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
+            changed = table_state.last_change_at or table_state.snapshot_at
+            lag_seconds = 0.0 if caught_up else (now - dt.datetime.fromisoformat(changed)).total_seconds()
+            statuses.append(
+                TableStatus(
+                    table=name,
+                    snapshotted=True,
+                    consistent=table_state.consistent,
+                    position=str(table_state.position),
+                    high_watermark=str(table_state.snapshot_high),
+                    delta_version=table_state.delta_version,
+                    lag_bytes=lag_bytes,
+                    lag_seconds=round(lag_seconds, 1),
+                    error=table_state.error,
+                )
+            )
+        return statuses
+
+    def require_snapshot(self, name: str) -> TableState:
+        table_state = self.read_state().tables.get(name)
+        if table_state is None:
+            raise NotSnapshottedError(
+                "the table has no snapshot yet", remedy=f"binlake snapshot --table {name}", table=name
+            )
+        return table_state
+
+
+__all__ = ["BinlakeError", "Pipeline", "SyncResult", "TableStatus", "BatchRead"]

@@ -1,0 +1,295 @@
+"""The MySQL/MariaDB side: connections, server checks, table discovery and binlog positions."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from cdc_lib.config import SourceConfig
+from cdc_lib.errors import (
+    BinlogPurgedError,
+    MissingGrantError,
+    ServerSettingsError,
+    SourceConnectionError,
+    TableError,
+)
+from cdc_lib.positions import BinlogPosition
+from cdc_lib.types import ColumnInfo, spark_type_ddl
+
+REQUIRED_SETTINGS = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+}
+
+
+@dataclass(frozen=True, order=True)
+class TableRef:
+    database: str
+    table: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def parse(cls, name: str) -> TableRef:
+        database, _, table = name.partition(".")
+        return cls(database, table)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    table: TableRef
+    columns: tuple[ColumnInfo, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.columns)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": [column.to_json() for column in self.columns], "primary_key": list(self.primary_key)}
+
+    @classmethod
+    def from_json(cls, table: TableRef, data: dict[str, Any]) -> TableSchema:
+        return cls(
+            table=table,
+            columns=tuple(ColumnInfo.from_json(column) for column in data["columns"]),
+            primary_key=tuple(data["primary_key"]),
+        )
+
+
+def connection_settings(source: SourceConfig) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "host": source.host,
+        "port": source.port,
+        "user": source.user,
+        "passwd": source.password,
+        "connect_timeout": source.connect_timeout,
+        "charset": "utf8mb4",
+    }
+    if source.ssl_ca:
+        settings["ssl"] = {"ca": source.ssl_ca}
+    return settings
+
+
+def _describe_connect_failure(source: SourceConfig, exc: pymysql.MySQLError) -> SourceConnectionError:
+    code = exc.args[0] if exc.args else None
+    where = f"{source.user}@{source.host}:{source.port}"
+    if code == 1045:
+        return SourceConnectionError(
+            f"the server refused the credentials of {where} (access denied)",
+            remedy="check source.user and the password variable; the user needs the grants listed in the README",
+        )
+    if code in (2003, 2002, 2005, 2013):
+        return SourceConnectionError(
+            f"cannot reach the MySQL server at {source.host}:{source.port}",
+            remedy="check source.host and source.port, and that the server is running and reachable",
+        )
+    if code == 1049:
+        return SourceConnectionError(f"unknown database for {where}", remedy="check source.tables")
+    return SourceConnectionError(
+        f"cannot connect as {where} (MySQL error {code})", remedy="check the source settings and the server's log"
+    )
+
+
+def connect(source: SourceConfig) -> pymysql.connections.Connection:
+    settings = connection_settings(source)
+    try:
+        return pymysql.connect(
+            host=settings["host"],
+            port=settings["port"],
+            user=settings["user"],
+            password=settings["passwd"],
+            connect_timeout=settings["connect_timeout"],
+            charset="utf8mb4",
+            autocommit=True,
+            ssl=settings.get("ssl"),
+        )
+    except pymysql.MySQLError as exc:
+        raise _describe_connect_failure(source, exc) from None
+
+
+@contextmanager
+def source_connection(source: SourceConfig) -> Iterator[pymysql.connections.Connection]:
+    connection = connect(source)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET time_zone = '+00:00'")
+        yield connection
+    finally:
+        connection.close()
+
+
+def query(connection: pymysql.connections.Connection, sql: str, arguments: Any = None) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments)
+        return list(cursor.fetchall())
+
+
+def is_mariadb(connection: pymysql.connections.Connection) -> bool:
+    return "mariadb" in str(query(connection, "SELECT VERSION()")[0][0]).lower()
+
+
+def check_server_settings(connection: pymysql.connections.Connection) -> dict[str, str]:
+    """Raise ServerSettingsError unless the binlog is on, ROW, FULL image and FULL metadata."""
+    names = ", ".join(f"'{name}'" for name in REQUIRED_SETTINGS)
+    rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    actual = {str(name).lower(): str(value).upper() for name, value in rows}
+    for setting, expected in REQUIRED_SETTINGS.items():
+        value = actual.get(setting, "<missing>")
+        if value != expected:
+            raise ServerSettingsError(setting, value, expected)
+    return actual
+
+
+def check_grants(connection: pymysql.connections.Connection) -> None:
+    """Raise MissingGrantError unless the user may read the binlog and its status."""
+    grants = " ".join(str(row[0]).upper() for row in query(connection, "SHOW GRANTS"))
+    if "ALL PRIVILEGES ON *.*" in grants:
+        return
+    for privilege in ("REPLICATION SLAVE",):
+        if privilege not in grants and "REPLICA" not in grants.replace("REPLICATION SLAVE", "REPLICA"):
+            raise MissingGrantError(
+                f"the user lacks the {privilege} privilege",
+                remedy="GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO the binlake user",
+            )
+    try:
+        current_position(connection)
+    except SourceConnectionError:
+        raise MissingGrantError(
+            "the user may not read the binlog position (SHOW MASTER STATUS)",
+            remedy="GRANT REPLICATION CLIENT (MariaDB: BINLOG MONITOR) ON *.* TO the binlake user",
+        ) from None
+
+
+def current_position(connection: pymysql.connections.Connection) -> BinlogPosition:
+    try:
+        rows = query(connection, "SHOW MASTER STATUS")
+    except pymysql.MySQLError as exc:
+        raise SourceConnectionError(
+            f"SHOW MASTER STATUS failed (MySQL error {exc.args[0]})",
+            remedy="grant REPLICATION CLIENT / BINLOG MONITOR to the binlake user",
+        ) from None
+    if not rows:
+        raise ServerSettingsError("log_bin", "OFF", "ON")
+    file_name, position = str(rows[0][0]), int(rows[0][1])
+    return BinlogPosition(file=file_name, pos=position, gtid=server_gtid(connection))
+
+
+def server_gtid(connection: pymysql.connections.Connection) -> str | None:
+    for variable in ("@@GLOBAL.gtid_binlog_pos", "@@GLOBAL.gtid_executed"):
+        try:
+            value = query(connection, f"SELECT {variable}")[0][0]
+        except pymysql.MySQLError:
+            continue
+        return str(value).replace("\n", "") if value else None
+    return None
+
+
+def binary_logs(connection: pymysql.connections.Connection) -> list[tuple[str, int]]:
+    return [(str(row[0]), int(row[1])) for row in query(connection, "SHOW BINARY LOGS")]
+
+
+def bytes_behind(position: BinlogPosition, logs: list[tuple[str, int]]) -> int:
+    """Binlog bytes between a position and the end of the newest log."""
+    behind = 0
+    counting = False
+    for name, size in logs:
+        if name == position.file:
+            counting = True
+            behind += max(size - position.pos, 0)
+        elif counting:
+            behind += size
+    if not counting and logs:
+        return sum(size for _, size in logs)
+    return behind
+
+
+def check_position_available(
+    connection: pymysql.connections.Connection, position: BinlogPosition, *, table: str | None = None
+) -> None:
+    """Raise BinlogPurgedError if the server no longer keeps the binlog file of a position."""
+    names = [name for name, _ in binary_logs(connection)]
+    if position.file not in names:
+        oldest = names[0] if names else "<none>"
+        raise BinlogPurgedError(
+            f"binlog {position.file} needed from {position} is gone (oldest on server: {oldest})",
+            remedy=f"re-snapshot: binlake snapshot --table {table}" if table else "re-snapshot the affected tables",
+            table=table,
+        )
+
+
+def resolve_tables(connection: pymysql.connections.Connection, patterns: tuple[str, ...]) -> list[TableRef]:
+    """Expand `db.table` and `db.*` patterns against the server; a named table must exist."""
+    rows = query(
+        connection,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "
+        "('mysql', 'information_schema', 'performance_schema', 'sys')",
+    )
+    existing = sorted(TableRef(str(database), str(table)) for database, table in rows)
+    chosen: list[TableRef] = []
+    for pattern in patterns:
+        matched = [ref for ref in existing if fnmatch.fnmatchcase(ref.name, pattern)]
+        if not matched and "*" not in pattern:
+            raise TableError(
+                f"table {pattern} does not exist on the server",
+                remedy="create it, or fix source.tables in the config",
+                table=pattern,
+            )
+        chosen.extend(ref for ref in matched if ref not in chosen)
+    return chosen
+
+
+def describe_table(connection: pymysql.connections.Connection, ref: TableRef) -> TableSchema:
+    """Columns and primary key of a table; a table without primary key is refused."""
+    rows = query(
+        connection,
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+        "DATETIME_PRECISION, COLUMN_KEY FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (ref.database, ref.table),
+    )
+    if not rows:
+        raise TableError(
+            f"table {ref.name} does not exist on the server", remedy="create it, or fix source.tables", table=ref.name
+        )
+    columns = tuple(
+        ColumnInfo(
+            name=str(name),
+            data_type=str(data_type),
+            column_type=str(column_type),
+            nullable=str(nullable) == "YES",
+            numeric_precision=None if precision is None else int(precision),
+            numeric_scale=None if scale is None else int(scale),
+            datetime_precision=None if datetime_precision is None else int(datetime_precision),
+        )
+        for name, data_type, column_type, nullable, precision, scale, datetime_precision, _ in rows
+    )
+    for column in columns:
+        spark_type_ddl(column, table=ref.name)
+    key_rows = query(
+        connection,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        (ref.database, ref.table),
+    )
+    primary_key = tuple(str(row[0]) for row in key_rows)
+    if not primary_key:
+        raise TableError(
+            f"table {ref.name} has no primary key, so changes cannot be matched to rows",
+            remedy=f"ALTER TABLE {ref.name} ADD PRIMARY KEY (...), or remove it from source.tables",
+            table=ref.name,
+        )
+    return TableSchema(table=ref, columns=columns, primary_key=primary_key)

@@ -1,0 +1,71 @@
+"""The SparkSession binlake uses: Delta enabled, jars from the cache, everything in UTC.
+
+Spark starts only when a caller asks for it; a batch with nothing to write never calls here.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from cdc_lib.config import SparkConfig
+from cdc_lib.jars import ensure_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+started_sessions = 0
+
+
+def spark_session(config: SparkConfig) -> SparkSession:
+    """Return the process's SparkSession, building it on first use."""
+    global _session, started_sessions
+    with _lock:
+        if _session is not None:
+            return _session
+        os.environ.setdefault("TZ", "UTC")
+        os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
+        from pyspark.sql import SparkSession
+
+        jars = ",".join(str(path) for path in ensure_jars())
+        utc_java = "-Duser.timezone=UTC -Dfile.encoding=UTF-8"
+        builder = (
+            SparkSession.builder.appName("binlake")
+            .master(config.master)
+            .config("spark.jars", jars)
+            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.extraJavaOptions", utc_java)
+            .config("spark.executor.extraJavaOptions", utc_java)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.legacy.charVarcharAsString", "true")
+            .config("spark.sql.readSideCharPadding", "false")
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.databricks.delta.snapshotPartitions", "2")
+            .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
+            .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+        )
+        for key, value in config.conf.items():
+            builder = builder.config(key, value)
+        _session = builder.getOrCreate()
+        _session.sparkContext.setLogLevel("ERROR")
+        started_sessions += 1
+        return _session
+
+
+def spark_started() -> bool:
+    return _session is not None
+
+
+def stop_spark() -> None:
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

@@ -1,0 +1,242 @@
+"""The one type mapping: MySQL/MariaDB column → Delta (Spark) type, for snapshot and binlog alike.
+
+The snapshot path reads each column with `jdbc_select_expression` and casts it to
+`spark_type_ddl`; the binlog path turns decoded values into the same Python values
+with `binlog_converter`. Both therefore land the same Delta schema and values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from cdc_lib.errors import TableError
+
+_UTC = dt.UTC
+_ENUM_VALUES = re.compile(r"'((?:[^']|'')*)'")
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """A source column as information_schema describes it."""
+
+    name: str
+    data_type: str  # e.g. "bigint", "varchar", "datetime"
+    column_type: str  # e.g. "bigint(20) unsigned", "enum('a','b')"
+    nullable: bool
+    numeric_precision: int | None = None
+    numeric_scale: int | None = None
+    datetime_precision: int | None = None
+
+    @property
+    def unsigned(self) -> bool:
+        return "unsigned" in self.column_type.lower()
+
+    @property
+    def bit_width(self) -> int:
+        match = re.search(r"\((\d+)\)", self.column_type)
+        return int(match.group(1)) if match else 1
+
+    @property
+    def set_members(self) -> list[str]:
+        return [value.replace("''", "'") for value in _ENUM_VALUES.findall(self.column_type)]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ColumnInfo:
+        return cls(**data)
+
+
+_STRING_TYPES = {
+    "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json",
+}
+_BINARY_TYPES = {
+    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob",
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
+    "multipolygon", "geometrycollection",
+}
+
+
+def spark_type_ddl(column: ColumnInfo, *, table: str | None = None) -> str:
+    """Spark SQL DDL type name for a source column."""
+    kind = column.data_type.lower()
+    unsigned = column.unsigned
+    if kind == "tinyint":
+        return "smallint" if unsigned else "tinyint"
+    if kind == "smallint":
+        return "int" if unsigned else "smallint"
+    if kind == "mediumint":
+        return "int"
+    if kind in ("int", "integer"):
+        return "bigint" if unsigned else "int"
+    if kind == "bigint":
+        return "decimal(20,0)" if unsigned else "bigint"
+    if kind in ("decimal", "numeric"):
+        precision, scale = column.numeric_precision or 10, column.numeric_scale or 0
+        return f"decimal({precision},{scale})" if precision <= 38 else "string"
+    if kind == "float":
+        return "float"
+    if kind in ("double", "real"):
+        return "double"
+    if kind == "bit":
+        return "bigint" if column.bit_width < 64 else "decimal(20,0)"
+    if kind == "year":
+        return "smallint"
+    if kind == "date":
+        return "date"
+    if kind == "datetime":
+        return "timestamp_ntz"
+    if kind == "timestamp":
+        return "timestamp"
+    if kind == "time":
+        return "string"
+    if kind in _STRING_TYPES:
+        return "string"
+    if kind in _BINARY_TYPES:
+        return "binary"
+    raise TableError(
+        f"column '{column.name}' has type {column.column_type}, which binlake cannot map",
+        remedy="exclude the table or change the column type",
+        table=table,
+    )
+
+
+def jdbc_select_expression(column: ColumnInfo) -> str:
+    """SQL expression the snapshot reads for a column, so JDBC hands Spark an exact value."""
+    quoted = quote_identifier(column.name)
+    kind = column.data_type.lower()
+    if kind in ("time", "enum", "set"):
+        return f"CAST({quoted} AS CHAR) AS {quoted}"
+    if kind in ("bit", "year"):
+        return f"CAST({quoted} AS UNSIGNED) AS {quoted}"
+    if kind in ("decimal", "numeric") and (column.numeric_precision or 0) > 38:
+        return f"CAST({quoted} AS CHAR) AS {quoted}"
+    return quoted
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def format_time(value: dt.timedelta, fractional_digits: int) -> str:
+    """MySQL's text form of a TIME value: [-]H+:MM:SS[.f…], hours may exceed 24."""
+    total_micro = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if total_micro < 0 else ""
+    total_micro = abs(total_micro)
+    seconds, micro = divmod(total_micro, 1_000_000)
+    hours, remainder = divmod(seconds, 3600)
+    minutes, secs = divmod(remainder, 60)
+    text = f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}"
+    if fractional_digits > 0:
+        text += "." + f"{micro:06d}"[:fractional_digits]
+    return text
+
+
+def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any]:
+    """A function turning a python-mysql-replication value into the value Spark stores."""
+    kind = column.data_type.lower()
+    target = spark_type_ddl(column)
+
+    def none_safe(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        return lambda value: None if value is None else function(value)
+
+    if target == "decimal(20,0)" and kind in ("bigint", "bit"):
+        if kind == "bit":
+            return none_safe(lambda value: Decimal(_bit_to_int(value)))
+        return none_safe(lambda value: Decimal(int(value)))
+    if kind == "bit":
+        return none_safe(_bit_to_int)
+    if kind in ("decimal", "numeric"):
+        if target == "string":
+            return none_safe(lambda value: format(Decimal(value), "f"))
+        return none_safe(lambda value: value if isinstance(value, Decimal) else Decimal(str(value)))
+    if kind == "timestamp":
+        return none_safe(_timestamp_to_utc)
+    if kind == "datetime":
+        return none_safe(_datetime_or_none)
+    if kind == "date":
+        return none_safe(_date_or_none)
+    if kind == "time":
+        digits = column.datetime_precision or 0
+        return none_safe(lambda value: format_time(value, digits) if isinstance(value, dt.timedelta) else str(value))
+    if kind == "set":
+        members = column.set_members
+        return none_safe(lambda value: _set_text(value, members))
+    if kind == "enum":
+        members = column.set_members
+        return none_safe(lambda value: members[value - 1] if isinstance(value, int) and value > 0 else _text(value))
+    if kind == "json":
+        return none_safe(_json_text)
+    if target == "string":
+        return none_safe(_text)
+    if target == "binary":
+        return none_safe(_binary)
+    if target == "float" or target == "double":
+        return none_safe(float)
+    return none_safe(int)
+
+
+def _bit_to_int(value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes):
+        return int.from_bytes(value, "big")
+    return int(str(value), 2)
+
+
+def _timestamp_to_utc(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=_UTC) if value.tzinfo is None else value.astimezone(_UTC)
+    return None
+
+
+def _datetime_or_none(value: Any) -> dt.datetime | None:
+    return value if isinstance(value, dt.datetime) else None
+
+
+def _date_or_none(value: Any) -> dt.date | None:
+    return value if isinstance(value, dt.date) else None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="surrogateescape")
+    return str(value)
+
+
+def _binary(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode("utf-8", errors="surrogateescape")
+
+
+def _set_text(value: Any, members: list[str]) -> str:
+    if isinstance(value, (set, frozenset, list, tuple)):
+        chosen = {_text(item) for item in value}
+        return ",".join(member for member in members if member in chosen)
+    if isinstance(value, int):
+        return ",".join(member for index, member in enumerate(members) if value & (1 << index))
+    return _text(value)
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, (bytes, str)):
+        return _text(value)
+    return json.dumps(_decode_json_keys(value), ensure_ascii=False)
+
+
+def _decode_json_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_text(key): _decode_json_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decode_json_keys(item) for item in value]
+    if isinstance(value, bytes):
+        return _text(value)
+    return value

@@ -128,7 +128,9 @@ def read_batch(
         log_file=start.file,
         log_pos=start.pos,
         blocking=False,
-        is_mariadb=is_mariadb,
+        # The library's MariaDB mode ignores log_file/log_pos and dumps from the first binlog;
+        # the classic file/position dump works on MariaDB and MySQL alike.
+        is_mariadb=False,
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
                      MariadbGtidEvent, GtidEvent],
         only_schemas=sorted({cursor.schema.table.database for cursor in cursors}),

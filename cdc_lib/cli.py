@@ -1,0 +1,173 @@
+"""The `binlake` command line: a thin caller of cdc_lib.pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict
+from typing import Any, Sequence
+
+from cdc_lib.config import PipelineConfig, load_config
+from cdc_lib.errors import BinlakeError
+
+log = logging.getLogger("binlake")
+
+
+class RedactSecrets(logging.Filter):
+    """Replace known secret values in every log record, whoever logs it."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.secrets = [secret for secret in secrets if secret]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            for secret in self.secrets:
+                message = message.replace(secret, "***")
+            record.msg, record.args = message, None
+        return True
+
+
+def configure_logging(verbose: bool, secrets: Sequence[str] = ()) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets(secrets))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("binlake").setLevel(logging.INFO)
+    for noisy in ("py4j", "pymysqlreplication", "botocore", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="binlake", description="MySQL/MariaDB binlog → Delta Lake CDC")
+    parser.add_argument("--config", help="pipeline YAML (default: $BINLAKE_CONFIG)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("validate", help="check server settings, grants, tables and stores")
+    snapshot = commands.add_parser("snapshot", help="snapshot tables into Delta (all by default)")
+    snapshot.add_argument("--table", action="append", help="db.table; repeat for several")
+    sync = commands.add_parser("sync", help="run one micro-batch from the binlog")
+    sync.add_argument("--until-caught-up", action="store_true", help="repeat batches until the binlog end")
+    sync.add_argument("--json", action="store_true")
+    status = commands.add_parser("status", help="per-table offsets, lag and consistency")
+    status.add_argument("--json", action="store_true")
+    reconcile = commands.add_parser("reconcile", help="compare source and Delta row by row; exit 1 on drift")
+    reconcile.add_argument("--table", action="append")
+    reconcile.add_argument("--json", action="store_true")
+    demo = commands.add_parser("demo", help="run the end-to-end demo against a private MariaDB")
+    demo.add_argument("--workdir", default=".binlake-demo", help="where the demo keeps MariaDB, lake and config")
+    demo.add_argument("--keep-running", action="store_true", help="leave the demo MariaDB running afterwards")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    configure_logging(arguments.verbose)
+    try:
+        if arguments.command == "demo":
+            from cdc_lib.demo import run_demo
+
+            return run_demo(arguments.workdir, keep_running=arguments.keep_running)
+        config = load_config(arguments.config)
+        configure_logging(arguments.verbose, [config.source.password])
+        return _run(arguments, config)
+    except BinlakeError as error:
+        print(f"binlake: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("binlake: interrupted; offsets were not moved past what was committed", file=sys.stderr)
+        return 130
+
+
+def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
+    from cdc_lib.pipeline import Pipeline
+
+    pipeline = Pipeline(config)
+    if arguments.command == "validate":
+        for line in pipeline.validate():
+            print(f"ok  {line}")
+        return 0
+    if arguments.command == "snapshot":
+        for result in pipeline.snapshot(arguments.table):
+            print(
+                f"{result.table}: {result.rows} rows in {result.seconds:.1f}s "
+                f"({result.rows_per_second:,.0f} rows/s, {result.partitions} partitions), "
+                f"Delta version {result.delta_version}, low {result.low_watermark}, high {result.high_watermark}"
+            )
+        return 0
+    if arguments.command == "sync":
+        results = pipeline.sync(until_caught_up=arguments.until_caught_up)
+        if arguments.json:
+            print(json.dumps([_jsonable(asdict(result)) for result in results], indent=1))
+            return 0
+        for result in results:
+            print(
+                f"batch {result.batch_seq or '-'}: {result.row_changes} row changes in {result.transactions} "
+                f"transactions, {result.seconds:.2f}s read, {result.start} → {result.end}"
+                f"{'' if result.spark_started else ' (no change: Spark not started)'}"
+            )
+            for table in result.tables:
+                if table.rows_written or table.error:
+                    print(
+                        f"  {table.table}: +{table.inserted} ~{table.updated} -{table.deleted} "
+                        f"→ Delta v{table.delta_version}" + (f"  ERROR {table.error}" if table.error else "")
+                    )
+            for name, reason in result.skipped_tables.items():
+                print(f"  {name}: skipped — {reason}")
+        return 1 if any(table.error for result in results for table in result.tables) else 0
+    if arguments.command == "status":
+        statuses = pipeline.status()
+        if arguments.json:
+            print(json.dumps([status.to_json() for status in statuses], indent=1))
+        else:
+            print(format_status(statuses))
+        return 1 if any(status.error for status in statuses) else 0
+    if arguments.command == "reconcile":
+        from cdc_lib.reconcile import reconcile
+
+        results = reconcile(pipeline, arguments.table)
+        if arguments.json:
+            print(json.dumps([_jsonable(result.to_json()) for result in results], indent=1))
+        else:
+            for result in results:
+                verdict = "MATCH" if result.matches else "DRIFT"
+                print(
+                    f"{verdict} {result.table}: source {result.source_rows} rows, Delta {result.delta_rows} rows, "
+                    f"missing {result.missing_in_delta}, extra {result.extra_in_delta}"
+                    + (f", sample keys {result.sample_keys}" if result.sample_keys else "")
+                )
+        return 0 if all(result.matches for result in results) else 1
+    raise AssertionError(arguments.command)
+
+
+def format_status(statuses: Sequence[Any]) -> str:
+    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag s", "delta v", "error")
+    rows = [header]
+    for status in statuses:
+        rows.append(
+            (
+                status.table,
+                ("yes" if status.consistent else "no") if status.snapshotted else "not snapshotted",
+                status.position or "-",
+                status.high_watermark or "-",
+                "-" if status.lag_bytes is None else str(status.lag_bytes),
+                "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
+                "-" if status.delta_version is None else str(status.delta_version),
+                status.error or "",
+            )
+        )
+    widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -74,7 +74,7 @@ def connection_settings(source: SourceConfig) -> dict[str, Any]:
         "host": source.host,
         "port": source.port,
         "user": source.user,
-        "passwd": source.password,
+        "password": source.password,
         "connect_timeout": source.connect_timeout,
         "charset": "utf8mb4",
     }
@@ -110,7 +110,7 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
             host=settings["host"],
             port=settings["port"],
             user=settings["user"],
-            password=settings["passwd"],
+            password=settings["password"],
             connect_timeout=settings["connect_timeout"],
             charset="utf8mb4",
             autocommit=True,

@@ -1,0 +1,189 @@
+"""Shared fixtures: one private MariaDB, one moto S3 server and one SparkSession per test session.
+
+Each test gets its own database name, lake folder and pipeline name, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+from cdc_lib.config import PipelineConfig, parse_config  # noqa: E402
+from cdc_lib.local_mariadb import LocalMariaDB, free_port  # noqa: E402
+
+CDC_USER = "binlake_test"
+CDC_PASSWORD = "s3cr3t-Pa55word-never-logged"
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMariaDB]:
+    server = LocalMariaDB(tmp_path_factory.mktemp("mariadb"), server_id=11).start()
+    server.create_cdc_user(CDC_USER, CDC_PASSWORD)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real S3-compatible server (moto in server mode) on 127.0.0.1."""
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except Exception:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("moto S3 server did not start") from None
+            time.sleep(0.2)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_REGION", "us-east-1")
+    yield endpoint
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    import boto3
+
+    name = f"binlake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def database(mariadb: LocalMariaDB) -> Iterator[str]:
+    """A fresh, uniquely named source database for one test."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    mariadb.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    yield name
+    mariadb.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def sql(server: LocalMariaDB, *statements: str, database: str | None = None) -> list[tuple[Any, ...]]:
+    connection = server.admin_connection(database)
+    try:
+        rows: list[tuple[Any, ...]] = []
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+                rows = list(cursor.fetchall())
+        return rows
+    finally:
+        connection.close()
+
+
+ConfigFactory = Callable[..., PipelineConfig]
+
+
+@pytest.fixture
+def make_config(mariadb: LocalMariaDB, tmp_path: Path) -> ConfigFactory:
+    def factory(tables: list[str], **overrides: Any) -> PipelineConfig:
+        document: dict[str, Any] = {
+            "pipeline": overrides.pop("pipeline", f"p{uuid.uuid4().hex[:8]}"),
+            "source": {
+                "host": "127.0.0.1",
+                "port": mariadb.port,
+                "user": CDC_USER,
+                "password": CDC_PASSWORD,
+                "server_id": overrides.pop("server_id", 6000 + (uuid.uuid4().int % 1000)),
+                "tables": tables,
+            },
+            "sink": {"path": str(tmp_path / "lake")},
+            "offsets": {"uri": str(tmp_path / "lake" / "_offsets")},
+            "spark": {"master": "local[2]"},
+            "batch": {"max_events": 100_000, "max_seconds": 60},
+        }
+        for key, value in overrides.items():
+            section, _, field = key.partition("__")
+            if field:
+                document.setdefault(section, {})[field] = value
+            else:
+                document[section] = value
+        return parse_config(document)
+
+    return factory
+
+
+def write_config_file(config: PipelineConfig, path: Path) -> Path:
+    """Write a config as YAML, with the password taken from the environment like a user would."""
+    import yaml
+
+    document = {
+        "pipeline": config.pipeline,
+        "source": {
+            "host": config.source.host,
+            "port": config.source.port,
+            "user": config.source.user,
+            "password": "${BINLAKE_TEST_PASSWORD}",
+            "server_id": config.source.server_id,
+            "tables": list(config.source.tables),
+        },
+        "sink": {"path": config.sink.path},
+        "offsets": {"uri": config.offsets.uri, **({"endpoint_url": config.offsets.endpoint_url}
+                                                  if config.offsets.endpoint_url else {})},
+        "spark": {"master": config.spark.master},
+        "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds)},
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def run_cli(config_path: Path, *arguments: str, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "BINLAKE_TEST_PASSWORD": CDC_PASSWORD, "TZ": "UTC", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), *arguments],
+        capture_output=True, text=True, env=environment, timeout=timeout,
+    )
+
+
+def delta_rows(config: PipelineConfig, table: str) -> list[tuple[Any, ...]]:
+    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.spark import spark_session
+
+    path = Pipeline(config).table_path(table)
+    frame = spark_session(config.spark).read.format("delta").load(path)
+    return sorted(tuple(row) for row in frame.collect())
+
+
+def source_rows(server: LocalMariaDB, table: str) -> list[tuple[Any, ...]]:
+    database, _, name = table.partition(".")
+    return sorted(sql(server, f"SELECT * FROM `{database}`.`{name}`"))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_sockets() -> Iterator[None]:
+    yield
+    shutil.rmtree("spark-warehouse", ignore_errors=True)
+
+
+__all__ = ["CDC_PASSWORD", "CDC_USER", "delta_rows", "pymysql", "run_cli", "source_rows", "sql", "write_config_file"]

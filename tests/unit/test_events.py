@@ -1,0 +1,40 @@
+from cdc_lib.events import TableChanges
+
+
+def test_last_change_per_key_wins() -> None:
+    changes = TableChanges(key_positions=(0,))
+    changes.insert((1, "a"))
+    changes.update((1, "a"), (1, "b"))
+    changes.insert((2, "x"))
+    changes.delete((2, "x"))
+    assert changes.rows == {(1,): ("upsert", (1, "b")), (2,): ("delete", None)}
+    assert (changes.inserted, changes.updated, changes.deleted) == (2, 1, 1)
+
+
+def test_key_change_deletes_old_key_and_upserts_new() -> None:
+    changes = TableChanges(key_positions=(0, 1))
+    changes.update((1, 1, "v"), (1, 2, "v"))
+    assert changes.deleted_keys() == [(1, 1)]
+    assert changes.upserts() == [(1, 2, "v")]
+
+
+def test_insert_update_delete_reinsert_ends_as_upsert() -> None:
+    changes = TableChanges(key_positions=(0,))
+    changes.insert((7, "a"))
+    changes.update((7, "a"), (7, "b"))
+    changes.delete((7, "b"))
+    changes.insert((7, "c"))
+    assert changes.upserts() == [(7, "c")]
+    assert changes.deleted_keys() == []
+
+
+def test_merge_from_applies_later_transaction_on_top() -> None:
+    first = TableChanges(key_positions=(0,))
+    first.insert((1, "a"))
+    later = TableChanges(key_positions=(0,))
+    later.delete((1, "a"))
+    later.truncate()
+    later.insert((3, "z"))
+    first.merge_from(later)
+    assert first.truncated
+    assert first.rows == {(3,): ("upsert", (3, "z"))}

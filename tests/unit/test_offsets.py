@@ -1,0 +1,50 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, utc_now
+
+
+def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:
+    store = LocalOffsetStore(tmp_path)
+    assert store.read("p") == (None, None)
+    token = store.write(PipelineState(pipeline="p", batch_seq=3), None)
+    state, read_token = store.read("p")
+    assert state is not None and state.batch_seq == 3 and read_token == token
+    store.write(PipelineState(pipeline="p", batch_seq=4), token)
+    with pytest.raises(ConcurrentRunError, match="another runner"):
+        store.write(PipelineState(pipeline="p", batch_seq=5), token)
+
+
+def test_second_runner_fails_fast_while_lease_is_held(tmp_path: Path) -> None:
+    store = LocalOffsetStore(tmp_path)
+    first = StateHandle(store, "p", lease_seconds=60)
+    first.acquire()
+    with pytest.raises(ConcurrentRunError, match="one runner per pipeline"):
+        StateHandle(store, "p", lease_seconds=60).acquire()
+    first.release()
+    StateHandle(store, "p", lease_seconds=60).acquire()
+
+
+def test_lease_of_dead_local_process_is_taken_over(tmp_path: Path) -> None:
+    store = LocalOffsetStore(tmp_path)
+    state = PipelineState(pipeline="p")
+    import socket
+
+    state.lease = Lease(owner="x", host=socket.gethostname(), pid=2**22 + 12345, expires_at=utc_now().isoformat())
+    state.lease.expires_at = "2999-01-01T00:00:00+00:00"
+    store.write(state, None)
+    StateHandle(store, "p", lease_seconds=60).acquire()
+
+
+def test_unwritable_store_is_reported(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        target = Path("/proc/binlake-offsets")
+    else:
+        target = tmp_path / "ro"
+        target.mkdir()
+        target.chmod(0o500)
+    with pytest.raises(OffsetStoreError, match="offsets.uri"):
+        LocalOffsetStore(target).check_writable("p")

@@ -180,7 +180,9 @@ def read_batch(
                 if upper.startswith("BEGIN") or upper.startswith("XA START") or upper.startswith("SAVEPOINT"):
                     continue
                 if not upper.startswith("COMMIT"):
-                    _apply_ddl(statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start)
+                    _apply_ddl(
+                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start
+                    )
                 commit(event.packet.log_pos, event.timestamp)
             else:
                 name = f"{event.schema}.{event.table}"

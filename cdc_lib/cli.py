@@ -6,8 +6,9 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
@@ -119,7 +120,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                     )
             for name, reason in result.skipped_tables.items():
                 print(f"  {name}: skipped — {reason}")
-        return 1 if any(table.error for result in results for table in result.tables) else 0
+        failed = any(table.error for result in results for table in result.tables)
+        return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":
         statuses = pipeline.status()
         if arguments.json:
@@ -162,7 +164,8 @@ def format_status(statuses: Sequence[Any]) -> str:
             )
         )
     widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _jsonable(value: Any) -> Any:

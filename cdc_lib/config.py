@@ -111,7 +111,9 @@ def resolve_config_path(explicit: str | os.PathLike[str] | None, environ: Mappin
     return path
 
 
-def load_config(path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None) -> PipelineConfig:
+def load_config(
+    path: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None
+) -> PipelineConfig:
     """Read, expand and validate a pipeline config file.
 
     Raises:

@@ -120,7 +120,9 @@ class LocalMariaDB:
             except pymysql.MySQLError:
                 time.sleep(0.2)
         self.stop()
-        raise BinlakeError(f"mariadbd did not accept connections within {timeout:.0f}s", remedy=f"read {self.error_log}")
+        raise BinlakeError(
+            f"mariadbd did not accept connections within {timeout:.0f}s", remedy=f"read {self.error_log}"
+        )
 
     def _install(self) -> None:
         self.datadir.mkdir(parents=True, exist_ok=True)
@@ -156,12 +158,12 @@ class LocalMariaDB:
 
     def create_cdc_user(self, user: str, password: str) -> None:
         """Create a user with the least privileges binlake needs."""
-        self.execute(
-            f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{password}'",
-            f"CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED BY '{password}'",
-            f"GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'127.0.0.1'",
-            f"GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '{user}'@'localhost'",
-        )
+        grants = "SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR"
+        for host in ("127.0.0.1", "localhost"):
+            self.execute(
+                f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{password}'",
+                f"GRANT {grants} ON *.* TO '{user}'@'{host}'",
+            )
 
     def stop(self, *, timeout: float = 60.0) -> None:
         pid = self._pid()

@@ -59,7 +59,8 @@ def reconcile(pipeline: Pipeline, tables: list[str] | None = None) -> list[Recon
             missing = source_frame.exceptAll(delta_frame)
             extra = delta_frame.exceptAll(source_frame)
             keys = [F.col(f"`{key}`") for key in current.primary_key]
-            sample = [list(row) for row in missing.select(*keys).union(extra.select(*keys)).limit(_SAMPLE_SIZE).collect()]
+            drifted = missing.select(*keys).union(extra.select(*keys)).limit(_SAMPLE_SIZE)
+            sample = [list(row) for row in drifted.collect()]
             results.append(
                 ReconcileResult(
                     table=name,

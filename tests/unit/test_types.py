@@ -49,7 +49,7 @@ def test_binlog_converters() -> None:
     assert binlog_converter(column("bit", "bit(5)"))("10101") == 21
     assert binlog_converter(column("set", "set('x','y','z')"))({"z", "x"}) == "x,z"
     stamp = binlog_converter(column("timestamp"))(dt.datetime(2024, 1, 1, 10))
-    assert stamp == dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)
+    assert stamp == dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)
     assert binlog_converter(column("json"))({"a": [1, 2]}) == '{"a": [1, 2]}'
     assert binlog_converter(column("varchar"))(None) is None
 

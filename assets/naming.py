@@ -1,0 +1,108 @@
+"""Asset keys and Dagster names for one pipeline, in one place so assets, jobs and sensors agree.
+
+Keys carry the pipeline name, so two pipelines (two code locations) never collide:
+
+    ["mysql", pipeline, db, table]      the source table (an external asset)
+    ["binlake", pipeline, db, table]    its Delta copy
+    ["binlake", pipeline, "snapshot"]   the snapshot asset, one partition per table
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import dagster as dg
+
+from cdc_lib.source import TableRef
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+CONSISTENCY_CHECK = "consistency"
+LAG_CHECK = "lag"
+RUNWAY_CHECK = "binlog_runway"
+RECONCILIATION_CHECK = "reconciliation"
+PIPELINE_TAG = "binlake/pipeline"
+
+
+def dagster_name(text: str) -> str:
+    """`text` with every character Dagster refuses in names (jobs, groups, ops) replaced by '_'."""
+    return _NOT_NAME.sub("_", text)
+
+
+@dataclass(frozen=True)
+class PipelineNames:
+    pipeline: str
+
+    @property
+    def slug(self) -> str:
+        return dagster_name(self.pipeline)
+
+    def table_key(self, table: str) -> dg.AssetKey:
+        ref = TableRef.parse(table)
+        return dg.AssetKey(["binlake", self.pipeline, ref.database, ref.table])
+
+    def source_key(self, table: str) -> dg.AssetKey:
+        ref = TableRef.parse(table)
+        return dg.AssetKey(["mysql", self.pipeline, ref.database, ref.table])
+
+    @property
+    def snapshot_key(self) -> dg.AssetKey:
+        return dg.AssetKey(["binlake", self.pipeline, "snapshot"])
+
+    def group(self, table: str) -> str:
+        """One asset group per source database."""
+        return dagster_name(TableRef.parse(table).database)
+
+    @property
+    def control_group(self) -> str:
+        return f"binlake_{self.slug}"
+
+    @property
+    def pool(self) -> str:
+        """Concurrency pool shared by everything that takes the pipeline's lease."""
+        return f"binlake_{self.slug}"
+
+    @property
+    def sync_op(self) -> str:
+        return f"binlake_{self.slug}_sync"
+
+    @property
+    def reconciliation_op(self) -> str:
+        return f"binlake_{self.slug}_reconciliation"
+
+    @property
+    def sync_job(self) -> str:
+        return f"binlake_{self.slug}_sync"
+
+    @property
+    def snapshot_job(self) -> str:
+        return f"binlake_{self.slug}_snapshot"
+
+    @property
+    def reconcile_job(self) -> str:
+        return f"binlake_{self.slug}_reconcile"
+
+    @property
+    def sync_schedule(self) -> str:
+        return f"binlake_{self.slug}_sync_schedule"
+
+    @property
+    def reconcile_schedule(self) -> str:
+        return f"binlake_{self.slug}_reconcile_schedule"
+
+    @property
+    def missing_snapshot_sensor(self) -> str:
+        return f"binlake_{self.slug}_missing_snapshots"
+
+    @property
+    def table_error_sensor(self) -> str:
+        return f"binlake_{self.slug}_table_errors"
+
+    @property
+    def freshness_sensor(self) -> str:
+        return f"binlake_{self.slug}_freshness"
+
+    @property
+    def run_tags(self) -> dict[str, str]:
+        return {PIPELINE_TAG: self.pipeline}

@@ -1,0 +1,387 @@
+"""One Delta asset per source table, the snapshot asset that loads them, and the micro-batch that keeps them in step.
+
+Data flow (one pipeline):
+
+    mysql/<p>/<db>/<table>  (external: the source table)
+            │                       │
+            ▼                       │
+    binlake/<p>/snapshot            │   partitioned by table name: a backfill over
+            │                       │   the chosen partitions runs pipeline.snapshot(...)
+            ▼                       ▼
+    binlake/<p>/<db>/<table>  ← one multi_asset: a single binlog read (pipeline.sync())
+                                 serves every table; only tables that changed are
+                                 materialized, the others are observed (lag, offset)
+
+The cheap health checks (consistency, lag, binlog runway) run inside the
+micro-batch step, so every scheduled run refreshes them for every table.
+"""
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from assets.checks import health_check_specs, health_results
+from assets.naming import PipelineNames
+from cdc_lib.config import PipelineConfig
+from cdc_lib.offsets import PipelineState
+from cdc_lib.pipeline import Pipeline, SyncResult, TableStatus
+from cdc_lib.snapshot import SnapshotResult
+from cdc_lib.source import TableRef
+from cdc_lib.source import TableSchema as SourceSchema
+from cdc_lib.types import spark_type_ddl
+from orchestration.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
+
+KINDS = {"mysql", "spark", "delta"}
+
+
+@dataclass(frozen=True)
+class TableAssets:
+    """Everything `build_table_assets` makes for one pipeline."""
+
+    names: PipelineNames
+    tables: tuple[str, ...]
+    partitions: dg.StaticPartitionsDefinition
+    source_specs: tuple[dg.AssetSpec, ...]
+    snapshot: dg.AssetsDefinition
+    sync: dg.AssetsDefinition
+
+    @property
+    def table_keys(self) -> list[dg.AssetKey]:
+        return [self.names.table_key(table) for table in self.tables]
+
+    def table_for(self, key: dg.AssetKey) -> str:
+        for table in self.tables:
+            if self.names.table_key(table) == key:
+                return table
+        raise KeyError(key)
+
+
+# -- metadata -------------------------------------------------------------------------------------
+
+
+def column_schema(table: str, schema_json: dict[str, Any]) -> dg.TableSchema:
+    """The Delta table's columns (Spark types), each described by its MySQL type; key columns marked."""
+    schema = SourceSchema.from_json(TableRef.parse(table), schema_json)
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=column.name,
+                type=spark_type_ddl(column),
+                description=f"MySQL {column.column_type}"
+                + (" — primary key" if column.name in schema.primary_key else ""),
+                constraints=dg.TableColumnConstraints(
+                    nullable=column.nullable,
+                    unique=schema.primary_key == (column.name,),
+                    other=["primary key"] if column.name in schema.primary_key else [],
+                ),
+            )
+            for column in schema.columns
+        ]
+    )
+
+
+def _position_metadata(position: str | None) -> dict[str, Any]:
+    if not position:
+        return {}
+    point = position.split(" ", 1)[0]
+    file_name, _, offset = point.rpartition(":")
+    metadata: dict[str, Any] = {"binlog_position": dg.MetadataValue.text(position)}
+    if file_name and offset.isdigit():
+        metadata["binlog_file"] = dg.MetadataValue.text(file_name)
+        metadata["binlog_offset"] = dg.MetadataValue.int(int(offset))
+    return metadata
+
+
+def status_metadata(status: TableStatus | None) -> dict[str, Any]:
+    """Lag, offset and Delta version as numbers the UI can plot."""
+    if status is None:
+        return {}
+    metadata: dict[str, Any] = {"consistent": dg.MetadataValue.bool(status.consistent)}
+    if status.lag_seconds is not None:
+        metadata["lag_seconds"] = dg.MetadataValue.float(float(status.lag_seconds))
+    if status.lag_bytes is not None:
+        metadata["lag_bytes"] = dg.MetadataValue.int(int(status.lag_bytes))
+    if status.delta_version is not None:
+        metadata["delta_version"] = dg.MetadataValue.int(int(status.delta_version))
+    metadata.update(_position_metadata(status.position))
+    if status.error:
+        metadata["error"] = dg.MetadataValue.text(status.error)
+    return metadata
+
+
+@dataclass
+class TableBatch:
+    """One table's share of the micro-batches a run made."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    rows_written: int = 0
+    delta_version: int | None = None
+    position: str | None = None
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.rows_written > 0 or self.inserted + self.updated + self.deleted > 0
+
+
+@dataclass
+class BatchSummary:
+    """The micro-batches of one run, added up."""
+
+    events_read: int = 0
+    row_changes: int = 0
+    transactions: int = 0
+    seconds: float = 0.0
+    batch_seq: int | None = None
+    spark_started: bool = False
+    tables: dict[str, TableBatch] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, results: list[SyncResult]) -> "BatchSummary":
+        summary = cls()
+        for result in results:
+            summary.events_read += result.events_read
+            summary.row_changes += result.row_changes
+            summary.transactions += result.transactions
+            summary.seconds += result.seconds
+            summary.batch_seq = result.batch_seq if result.batch_seq is not None else summary.batch_seq
+            summary.spark_started = summary.spark_started or result.spark_started
+            summary.skipped.update(result.skipped_tables)
+            for table_result in result.tables:
+                table = summary.tables.setdefault(table_result.table, TableBatch())
+                table.inserted += table_result.inserted
+                table.updated += table_result.updated
+                table.deleted += table_result.deleted
+                table.rows_written += table_result.rows_written
+                table.delta_version = table_result.delta_version
+                table.position = table_result.position
+                table.error = table_result.error or table.error
+        return summary
+
+    def metadata(self) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "events_read": dg.MetadataValue.int(self.events_read),
+            "transactions": dg.MetadataValue.int(self.transactions),
+            "batch_seconds": dg.MetadataValue.float(round(self.seconds, 3)),
+            "spark_started": dg.MetadataValue.bool(self.spark_started),
+        }
+        if self.batch_seq is not None:
+            metadata["batch_seq"] = dg.MetadataValue.int(self.batch_seq)
+        return metadata
+
+
+def change_metadata(
+    table: str, batch: BatchSummary, status: TableStatus | None, state: PipelineState, pipeline: Pipeline
+) -> dict[str, Any]:
+    """Metadata of a table a micro-batch changed: row counts, batch numbers, lag, offset, Delta version."""
+    changes = batch.tables[table]
+    metadata: dict[str, Any] = {
+        "rows_inserted": dg.MetadataValue.int(changes.inserted),
+        "rows_updated": dg.MetadataValue.int(changes.updated),
+        "rows_deleted": dg.MetadataValue.int(changes.deleted),
+        "rows_written": dg.MetadataValue.int(changes.rows_written),
+        **batch.metadata(),
+        **status_metadata(status),
+        "dagster/uri": dg.MetadataValue.path(pipeline.table_path(table)),
+    }
+    if changes.delta_version is not None:
+        metadata["delta_version"] = dg.MetadataValue.int(changes.delta_version)
+    table_state = state.tables.get(table)
+    if table_state is not None:
+        metadata["dagster/column_schema"] = column_schema(table, table_state.schema)
+    return metadata
+
+
+def observation_metadata(status: TableStatus | None, *, now: float) -> dict[str, Any]:
+    """Metadata of a table with no change: its lag, and (when healthy) how current the copy is."""
+    metadata = status_metadata(status)
+    if status is not None and status.snapshotted and not status.error and status.lag_seconds is not None:
+        # The copy holds every source change up to (now - lag): that is when its data was last brought up to date.
+        metadata["dagster/last_updated_timestamp"] = dg.MetadataValue.timestamp(now - float(status.lag_seconds))
+    return metadata
+
+
+def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pipeline) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "kind": dg.MetadataValue.text("snapshot"),
+        "dagster/row_count": dg.MetadataValue.int(result.rows),
+        "rows": dg.MetadataValue.int(result.rows),
+        "snapshot_seconds": dg.MetadataValue.float(round(result.seconds, 3)),
+        "partitions_read": dg.MetadataValue.int(result.partitions),
+        "delta_version": dg.MetadataValue.int(result.delta_version),
+        "low_watermark": dg.MetadataValue.text(result.low_watermark),
+        "high_watermark": dg.MetadataValue.text(result.high_watermark),
+        "dagster/uri": dg.MetadataValue.path(pipeline.table_path(result.table)),
+    }
+    table_state = state.tables.get(result.table)
+    if table_state is not None:
+        metadata["dagster/column_schema"] = column_schema(result.table, table_state.schema)
+    return metadata
+
+
+# -- builders -------------------------------------------------------------------------------------
+
+
+def source_spec(*, config: PipelineConfig, names: PipelineNames, table: str) -> dg.AssetSpec:
+    """The MySQL table, as an external asset upstream of its Delta copy."""
+    where = f"{config.source.host}:{config.source.port}"
+    return dg.AssetSpec(
+        key=names.source_key(table),
+        description=f"MySQL/MariaDB table `{table}` on {where}, read by binlake pipeline `{config.pipeline}`.",
+        group_name=names.group(table),
+        kinds={"mysql"},
+        metadata={"server": where, "table": table},
+        tags={"binlake/pipeline": config.pipeline},
+    )
+
+
+def table_spec(*, config: PipelineConfig, names: PipelineNames, table: str) -> dg.AssetSpec:
+    """The Delta copy of one table."""
+    ref = TableRef.parse(table)
+    path = config.sink.table_path(ref.database, ref.table)
+    return dg.AssetSpec(
+        key=names.table_key(table),
+        deps=[names.source_key(table), names.snapshot_key],
+        description=(
+            f"Delta Lake copy of MySQL table `{table}` at `{path}`, kept in step with the source's binlog by "
+            f"binlake pipeline `{config.pipeline}`. A snapshot (re)loads it; each scheduled micro-batch MERGEs "
+            "the committed row changes since the table's own binlog offset."
+        ),
+        group_name=names.group(table),
+        kinds=KINDS,
+        metadata={"dagster/uri": dg.MetadataValue.path(path), "source_table": table, "pipeline": config.pipeline},
+        tags={"binlake/pipeline": config.pipeline},
+        skippable=True,
+    )
+
+
+def build_table_assets(*, config: PipelineConfig, tables: list[str]) -> TableAssets:
+    """Source specs, the snapshot asset and the micro-batch multi_asset for the given tables."""
+    names = PipelineNames(config.pipeline)
+    partitions = dg.StaticPartitionsDefinition(list(tables))
+    source_specs = tuple(source_spec(config=config, names=names, table=table) for table in tables)
+    snapshot = _build_snapshot_asset(config=config, names=names, tables=tables, partitions=partitions)
+    sync = _build_sync_asset(config=config, names=names, tables=tables)
+    return TableAssets(
+        names=names,
+        tables=tuple(tables),
+        partitions=partitions,
+        source_specs=source_specs,
+        snapshot=snapshot,
+        sync=sync,
+    )
+
+
+def _build_snapshot_asset(
+    *, config: PipelineConfig, names: PipelineNames, tables: list[str], partitions: dg.StaticPartitionsDefinition
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=names.snapshot_key,
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        deps=[names.source_key(table) for table in tables],
+        group_name=names.control_group,
+        kinds=KINDS,
+        pool=names.pool,
+        retry_policy=TRANSIENT_RETRY,
+        tags={"binlake/pipeline": config.pipeline},
+        description=(
+            f"Lock-free snapshots of the tables of pipeline `{config.pipeline}`, one partition per table. "
+            "Materializing partitions (a backfill) re-reads exactly those tables over parallel JDBC and "
+            "replaces their Delta copies; the binlog micro-batches then continue from each table's low watermark."
+        ),
+    )
+    def snapshot(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> dg.MaterializeResult:
+        chosen = list(context.partition_keys)
+        pipeline = binlake.pipeline()
+        context.log.info(f"snapshotting {', '.join(chosen)}")
+        with engine_errors(f"snapshot of {', '.join(chosen)}", context.log):
+            results = pipeline.snapshot(chosen)
+            state = pipeline.read_state()
+        for result in results:
+            context.log.info(
+                f"{result.table}: {result.rows} rows in {result.seconds:.1f}s → Delta v{result.delta_version} "
+                f"(low {result.low_watermark}, high {result.high_watermark})"
+            )
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=names.table_key(result.table),
+                    description=f"snapshot: {result.rows} rows",
+                    metadata=snapshot_metadata(result, state, pipeline),
+                )
+            )
+        metadata: dict[str, Any] = {
+            "tables": dg.MetadataValue.text(", ".join(result.table for result in results)),
+            "rows": dg.MetadataValue.int(sum(result.rows for result in results)),
+            "snapshot_seconds": dg.MetadataValue.float(round(sum(result.seconds for result in results), 3)),
+        }
+        if len(results) == 1:
+            metadata.update(snapshot_metadata(results[0], state, pipeline))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return snapshot
+
+
+def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: list[str]) -> dg.AssetsDefinition:
+    by_key = {names.table_key(table): table for table in tables}
+
+    @dg.multi_asset(
+        name=names.sync_op,
+        specs=[table_spec(config=config, names=names, table=table) for table in tables],
+        check_specs=health_check_specs(names=names, tables=tables),
+        can_subset=True,
+        pool=names.pool,
+        retry_policy=TRANSIENT_RETRY,
+        description=(
+            f"One binlog micro-batch of pipeline `{config.pipeline}`: reads the binlog once from the smallest table "
+            "offset and MERGEs each changed table. Unchanged tables are observed (lag, offset), not re-materialized."
+        ),
+    )
+    def sync(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> Iterator[Any]:
+        pipeline = binlake.pipeline()
+        selected = set(context.selected_asset_keys)
+        results: list[SyncResult] = []
+        if selected:
+            with engine_errors("binlog micro-batch", context.log):
+                results = pipeline.sync()
+        batch = BatchSummary.of(results)
+        with engine_errors("reading the pipeline status", context.log):
+            statuses = {status.table: status for status in pipeline.status()}
+            state = pipeline.read_state()
+        now = time.time()
+        for key, table in by_key.items():
+            status = statuses.get(table)
+            changes = batch.tables.get(table)
+            if changes is not None and changes.error:
+                context.log.error(f"{table} stopped: {changes.error}")
+            if changes is not None and changes.changed:
+                metadata = change_metadata(table, batch, status, state, pipeline)
+                if key in selected:
+                    yield dg.MaterializeResult(asset_key=key, metadata=metadata)
+                else:
+                    # The single binlog read wrote this table although it was not selected: record it truthfully.
+                    context.log_event(dg.AssetMaterialization(asset_key=key, metadata=metadata))
+            elif key in selected:
+                context.log_event(dg.AssetObservation(asset_key=key, metadata=observation_metadata(status, now=now)))
+        for name, reason in batch.skipped.items():
+            context.log.warning(f"{name} skipped: {reason}")
+        if results:
+            context.log.info(
+                f"micro-batch: {batch.row_changes} row changes in {batch.transactions} transactions, "
+                f"{batch.events_read} events in {batch.seconds:.2f}s"
+                + ("" if batch.spark_started else " (no change: Spark not started)")
+            )
+        check_keys = set(context.selected_asset_check_keys)
+        if check_keys:
+            yield from health_results(
+                context=context, binlake=binlake, pipeline=pipeline, by_key=by_key, statuses=statuses,
+                check_keys=check_keys,
+            )
+
+    return sync

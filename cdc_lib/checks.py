@@ -1,0 +1,656 @@
+"""Proofs that a Delta copy is right and stays recoverable, cheap enough for big tables.
+
+Chunked reconciliation. A table is split into chunks by primary-key range
+(or, when the leading key column is not an integer, by a hash of the key).
+For every chunk both sides compute a row count and a content digest — the sum
+of a 60-bit hash of each row's canonical text:
+
+    MySQL  → one aggregate query per chunk, over an index range; no row leaves the server
+    Delta  → one Spark job that groups every row into its chunk
+
+The canonical text of a value is derived from the one type mapping
+(`cdc_lib.types.spark_type_ddl`), so both engines produce the same bytes for the
+same value. FLOAT and DOUBLE columns have no common text form; they are
+compared as per-chunk sums (and non-null counts) with a relative tolerance.
+
+A mismatch is *confirmed* when the source did not move during the check and
+the table's offset was at the end of the binlog (so the copy had every
+change), or when it persists in a second pass taken after the pipeline caught
+up with the point the first pass saw. Otherwise it may be changes still in
+flight, and is reported as such.
+
+Binlog runway. The server purges a binlog file once it is older than
+`binlog_expire_logs_seconds` (or `expire_logs_days`); a file's age counts from
+when it was closed, which is when the next file was created. The runway of a
+table is the time left before the file holding its offset is purged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import pymysql
+
+from cdc_lib import source as mysql
+from cdc_lib.errors import NotSnapshottedError, SourceConnectionError
+from cdc_lib.offsets import PipelineState
+from cdc_lib.positions import BinlogPosition
+from cdc_lib.source import TableRef
+from cdc_lib.spark import spark_session
+from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from cdc_lib.pipeline import Pipeline
+
+ChunkMode = Literal["key_range", "key_hash"]
+
+_INTEGER_TARGETS = {"tinyint", "smallint", "int", "bigint", "decimal(20,0)"}
+_FLOAT_TARGETS = {"float", "double"}
+_TEXT_KINDS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
+_NULL_MARK = "N"
+_FLOAT_TOLERANCE = 1e-9
+_SAMPLE_MISMATCHES = 10
+
+
+# -- canonical text, one definition per engine ----------------------------------------------------
+
+
+def hashed_columns(columns: Iterable[ColumnInfo]) -> list[ColumnInfo]:
+    """Columns that take part in the row digest (every column but FLOAT/DOUBLE)."""
+    return [column for column in columns if spark_type_ddl(column) not in _FLOAT_TARGETS]
+
+
+def float_columns(columns: Iterable[ColumnInfo]) -> list[ColumnInfo]:
+    return [column for column in columns if spark_type_ddl(column) in _FLOAT_TARGETS]
+
+
+def mysql_text(column: ColumnInfo) -> str:
+    """SQL giving the canonical text of a column's value as bytes (NULL stays NULL)."""
+    quoted = quote_identifier(column.name)
+    kind = column.data_type.lower()
+    target = spark_type_ddl(column)
+    if kind in ("bit", "year"):
+        text = f"CAST(CAST({quoted} AS UNSIGNED) AS CHAR)"
+    elif target == "binary":
+        text = f"HEX({quoted})"
+    elif target in ("timestamp", "timestamp_ntz"):
+        text = f"DATE_FORMAT({quoted}, '%Y-%m-%d %H:%i:%s.%f')"
+    elif kind in _TEXT_KINDS:
+        text = f"CONVERT({quoted} USING utf8mb4)"
+    else:
+        text = f"CAST({quoted} AS CHAR)"
+    return f"CAST({text} AS BINARY)"
+
+
+def mysql_row_text(columns: list[ColumnInfo]) -> str:
+    """Length-prefixed concatenation, so no value can shift into its neighbour."""
+    fields = [f"IFNULL(CONCAT(LENGTH({mysql_text(c)}), ':', {mysql_text(c)}), '{_NULL_MARK}')" for c in columns]
+    return f"CONCAT({', '.join(fields)})" if fields else "''"
+
+
+def mysql_digest(columns: list[ColumnInfo]) -> str:
+    return f"CAST(CONV(LEFT(MD5({mysql_row_text(columns)}), 15), 16, 10) AS UNSIGNED)"
+
+
+def spark_text(column: ColumnInfo) -> Column:
+    from pyspark.sql import functions as F
+
+    value = F.col(f"`{column.name}`")
+    target = spark_type_ddl(column)
+    if target == "binary":
+        return F.hex(value)
+    if target in ("timestamp", "timestamp_ntz"):
+        return F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+    if target == "string":
+        return value
+    return value.cast("string")
+
+
+def spark_row_text(columns: list[ColumnInfo]) -> Column:
+    from pyspark.sql import functions as F
+
+    fields = [
+        F.coalesce(F.concat(F.octet_length(spark_text(c)).cast("string"), F.lit(":"), spark_text(c)), F.lit(_NULL_MARK))
+        for c in columns
+    ]
+    return F.concat(*fields) if fields else F.lit("")
+
+
+def spark_digest(columns: list[ColumnInfo]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.conv(F.substring(F.md5(spark_row_text(columns)), 1, 15), 16, 10).cast("decimal(38,0)")
+
+
+# -- chunks ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """How a table is cut: key ranges split at `boundaries`, or `buckets` hash buckets of the key."""
+
+    mode: ChunkMode
+    key: tuple[ColumnInfo, ...]
+    boundaries: tuple[Any, ...] = ()
+    buckets: int = 1
+
+    @property
+    def chunks(self) -> int:
+        return len(self.boundaries) + 1 if self.mode == "key_range" else self.buckets
+
+    def bounds(self, chunk: int) -> tuple[Any | None, Any | None]:
+        """Inclusive lower and exclusive upper key of a range chunk (None: unbounded)."""
+        lower = self.boundaries[chunk - 1] if chunk > 0 else None
+        upper = self.boundaries[chunk] if chunk < len(self.boundaries) else None
+        return lower, upper
+
+    def describe(self, chunk: int) -> str:
+        if self.mode == "key_hash":
+            return f"hash bucket {chunk}/{self.buckets} of ({', '.join(c.name for c in self.key)})"
+        lower, upper = self.bounds(chunk)
+        name = self.key[0].name
+        if lower is None and upper is None:
+            return "whole table"
+        if lower is None:
+            return f"{name} < {upper}"
+        if upper is None:
+            return f"{name} >= {lower}"
+        return f"{lower} <= {name} < {upper}"
+
+
+def bucket_expression(value: Column, boundaries: list[Any], offset: int = 0) -> Column:
+    """Index of the range holding `value` — a balanced tree of comparisons, log2(chunks) deep."""
+    from pyspark.sql import functions as F
+
+    if not boundaries:
+        return F.lit(offset)
+    middle = len(boundaries) // 2
+    return F.when(value < F.lit(boundaries[middle]), bucket_expression(value, boundaries[:middle], offset)).otherwise(
+        bucket_expression(value, boundaries[middle + 1 :], offset + middle + 1)
+    )
+
+
+def _table_sql(ref: TableRef) -> str:
+    return f"{quote_identifier(ref.database)}.{quote_identifier(ref.table)}"
+
+
+def plan_chunks(
+    connection: pymysql.connections.Connection,
+    ref: TableRef,
+    key: tuple[ColumnInfo, ...],
+    *,
+    rows: int,
+    chunk_rows: int,
+    max_chunks: int,
+) -> ChunkPlan:
+    """Cut a table into chunks of about `chunk_rows` rows (at most `max_chunks` of them)."""
+    chunk_rows = max(chunk_rows, math.ceil(rows / max_chunks) if max_chunks else chunk_rows, 1)
+    lead = key[0]
+    if spark_type_ddl(lead) in _INTEGER_TARGETS:
+        return ChunkPlan("key_range", key, tuple(_range_boundaries(connection, ref, lead, chunk_rows)))
+    if any(spark_type_ddl(column) in _FLOAT_TARGETS for column in key):
+        return ChunkPlan("key_hash", key, buckets=1)
+    return ChunkPlan("key_hash", key, buckets=max(1, math.ceil(rows / chunk_rows)))
+
+
+def _range_boundaries(
+    connection: pymysql.connections.Connection, ref: TableRef, lead: ColumnInfo, chunk_rows: int
+) -> list[Any]:
+    """Walk the primary-key index: each boundary is the key `chunk_rows` rows after the previous one."""
+    table, column = _table_sql(ref), quote_identifier(lead.name)
+    boundaries: list[Any] = []
+    while True:
+        where = f"WHERE {column} >= {connection.escape(boundaries[-1])} " if boundaries else ""
+        found = mysql.query(
+            connection, f"SELECT {column} FROM {table} {where}ORDER BY {column} LIMIT 1 OFFSET {chunk_rows}"
+        )
+        if not found:
+            return boundaries
+        value = found[0][0]
+        if boundaries and value <= boundaries[-1]:
+            # More than chunk_rows rows share the leading key value: move to the next value.
+            after = connection.escape(boundaries[-1])
+            found = mysql.query(connection, f"SELECT MIN({column}) FROM {table} WHERE {column} > {after}")
+            value = found[0][0] if found else None
+            if value is None:
+                return boundaries
+        boundaries.append(value)
+
+
+# -- tallies --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkTally:
+    rows: int
+    digest: int
+    float_sums: tuple[float | None, ...] = ()
+    float_counts: tuple[int, ...] = ()
+
+    def same_as(self, other: ChunkTally) -> bool:
+        if (self.rows, self.digest, self.float_counts) != (other.rows, other.digest, other.float_counts):
+            return False
+        for mine, theirs in zip(self.float_sums, other.float_sums, strict=True):
+            if mine is None or theirs is None:
+                if mine is not theirs:
+                    return False
+            elif not math.isclose(mine, theirs, rel_tol=_FLOAT_TOLERANCE, abs_tol=_FLOAT_TOLERANCE):
+                return False
+        return True
+
+
+_EMPTY = ChunkTally(rows=0, digest=0)
+
+
+def _empty(floats: int) -> ChunkTally:
+    return ChunkTally(rows=0, digest=0, float_sums=(None,) * floats, float_counts=(0,) * floats)
+
+
+def _tally(row: tuple[Any, ...], floats: int) -> ChunkTally:
+    rows, digest = int(row[0] or 0), int(row[1] or 0)
+    sums = tuple(None if value is None else float(value) for value in row[2 : 2 + floats])
+    counts = tuple(int(value or 0) for value in row[2 + floats : 2 + 2 * floats])
+    return ChunkTally(rows=rows, digest=digest, float_sums=sums, float_counts=counts)
+
+
+def _mysql_aggregates(hashed: list[ColumnInfo], floats: list[ColumnInfo]) -> str:
+    parts = ["COUNT(*)", f"SUM({mysql_digest(hashed)})"]
+    parts += [f"SUM({quote_identifier(c.name)})" for c in floats]
+    parts += [f"COUNT({quote_identifier(c.name)})" for c in floats]
+    return ", ".join(parts)
+
+
+def _mysql_key_bucket(plan: ChunkPlan) -> str:
+    return f"CAST(CONV(LEFT(MD5({mysql_row_text(list(plan.key))}), 8), 16, 10) AS UNSIGNED) % {plan.buckets}"
+
+
+def source_tallies(
+    connection: pymysql.connections.Connection,
+    ref: TableRef,
+    plan: ChunkPlan,
+    hashed: list[ColumnInfo],
+    floats: list[ColumnInfo],
+    *,
+    only: set[int] | None = None,
+) -> dict[int, ChunkTally]:
+    """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
+    table, aggregates = _table_sql(ref), _mysql_aggregates(hashed, floats)
+    tallies: dict[int, ChunkTally] = {}
+    if plan.mode == "key_hash":
+        bucket = _mysql_key_bucket(plan)
+        for row in mysql.query(connection, f"SELECT {bucket} AS chunk, {aggregates} FROM {table} GROUP BY chunk"):
+            if only is None or int(row[0]) in only:
+                tallies[int(row[0])] = _tally(row[1:], len(floats))
+        return tallies
+    lead = quote_identifier(plan.key[0].name)
+    for chunk in range(plan.chunks):
+        if only is not None and chunk not in only:
+            continue
+        lower, upper = plan.bounds(chunk)
+        conditions = []
+        if lower is not None:
+            conditions.append(f"{lead} >= {connection.escape(lower)}")
+        if upper is not None:
+            conditions.append(f"{lead} < {connection.escape(upper)}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        tallies[chunk] = _tally(mysql.query(connection, f"SELECT {aggregates} FROM {table}{where}")[0], len(floats))
+    return tallies
+
+
+def _spark_chunk(plan: ChunkPlan) -> Column:
+    from pyspark.sql import functions as F
+
+    if plan.mode == "key_range":
+        return bucket_expression(F.col(f"`{plan.key[0].name}`"), list(plan.boundaries))
+    key_hash = F.conv(F.substring(F.md5(spark_row_text(list(plan.key))), 1, 8), 16, 10).cast("bigint")
+    return F.pmod(key_hash, F.lit(plan.buckets))
+
+
+def delta_tallies(
+    frame: DataFrame,
+    plan: ChunkPlan,
+    hashed: list[ColumnInfo],
+    floats: list[ColumnInfo],
+    *,
+    only: set[int] | None = None,
+) -> dict[int, ChunkTally]:
+    """Per-chunk tallies of the Delta table, all chunks in one Spark job."""
+    from pyspark.sql import functions as F
+
+    chunked = frame.withColumn("__chunk", _spark_chunk(plan))
+    if only is not None:
+        chunked = chunked.where(F.col("__chunk").isin(sorted(only)))
+    aggregates = [F.count(F.lit(1)), F.sum(spark_digest(hashed))]
+    aggregates += [F.sum(F.col(f"`{c.name}`").cast("double")) for c in floats]
+    aggregates += [F.count(F.col(f"`{c.name}`")) for c in floats]
+    rows = chunked.groupBy("__chunk").agg(*aggregates).collect()
+    return {int(row[0]): _tally(tuple(row[1:]), len(floats)) for row in rows}
+
+
+# -- reconciliation -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkMismatch:
+    chunk: int
+    where: str
+    source_rows: int
+    delta_rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ReconciliationReport:
+    table: str
+    mode: ChunkMode
+    chunks: int
+    columns: int
+    source_rows: int
+    delta_rows: int
+    mismatches: tuple[ChunkMismatch, ...]
+    schema_differences: tuple[str, ...]
+    confirmed: bool
+    rechecked: bool
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def matches(self) -> bool:
+        return not self.mismatches and not self.schema_differences and self.source_rows == self.delta_rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **{key: value for key, value in self.__dict__.items() if key != "mismatches"},
+            "mismatches": [mismatch.to_json() for mismatch in self.mismatches],
+            "matches": self.matches,
+        }
+
+
+def _at_end(state: PipelineState, table: str, logs: list[tuple[str, int]]) -> bool:
+    table_state = state.tables.get(table)
+    return table_state is not None and mysql.bytes_behind(table_state.position, logs) == 0
+
+
+def reconcile_table(
+    pipeline: Pipeline,
+    table: str,
+    *,
+    chunk_rows: int = 100_000,
+    max_chunks: int = 1024,
+    recheck_after_seconds: float = 0.0,
+    recheck_timeout_seconds: float = 600.0,
+) -> ReconciliationReport:
+    """Compare a table's source and Delta copy chunk by chunk; see the module docstring.
+
+    Args:
+        chunk_rows: rows per chunk (raised so that there are at most `max_chunks`).
+        recheck_after_seconds: when a mismatch is not confirmed, wait this long, then
+            (once the table's offset reaches the binlog end the first pass saw, within
+            `recheck_timeout_seconds`) compare the mismatched chunks again. 0 disables it.
+
+    Raises:
+        NotSnapshottedError: the table has no snapshot yet.
+        BinlakeError: the source or the offset store cannot be read.
+    """
+    started = time.monotonic()
+    pipeline.require_snapshot(table)
+    ref = TableRef.parse(table)
+    spark = spark_session(pipeline.config.spark)
+    path = pipeline.table_path(table)
+    frame = spark.read.format("delta").load(path)
+    with mysql.source_connection(pipeline.config.source) as connection:
+        schema = mysql.describe_table(connection, ref)
+        delta_names = set(frame.columns)
+        differences = [f"column {c} is not in the Delta table" for c in schema.column_names if c not in delta_names]
+        extra = sorted(delta_names - set(schema.column_names))
+        differences += [f"column {c} is only in the Delta table" for c in extra]
+        columns = [column for column in schema.columns if column.name in delta_names]
+        hashed, floats = hashed_columns(columns), float_columns(columns)
+        key = tuple(column for column in schema.columns if column.name in schema.primary_key)
+        key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
+
+        end_before = mysql.current_position(connection)
+        quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection))
+        rows = int(mysql.query(connection, f"SELECT COUNT(*) FROM {_table_sql(ref)}")[0][0])
+        plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
+        source = source_tallies(connection, ref, plan, hashed, floats)
+        delta = delta_tallies(frame, plan, hashed, floats)
+        end_after = mysql.current_position(connection)
+        mismatched = _mismatched(source, delta, len(floats))
+        confirmed = quiet_table and end_before.same_point(end_after)
+        notes: list[str] = []
+        rechecked = False
+        if mismatched and not confirmed and recheck_after_seconds > 0:
+            rechecked = True
+            caught_up = _wait_for_offset(pipeline, table, end_after, recheck_after_seconds, recheck_timeout_seconds)
+            if caught_up:
+                only = set(mismatched)
+                for tallies in (source, delta):
+                    tallies.update({chunk: _empty(len(floats)) for chunk in only})
+                source.update(source_tallies(connection, ref, plan, hashed, floats, only=only))
+                fresh = spark.read.format("delta").load(path)
+                delta.update(delta_tallies(fresh, plan, hashed, floats, only=only))
+                mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, len(floats))
+                confirmed = True
+                notes.append("mismatched chunks were compared again after the pipeline caught up")
+            else:
+                notes.append("the pipeline did not catch up in time for a second pass")
+        elif mismatched and not confirmed:
+            notes.append("the source changed during the check or the table had unapplied changes")
+    mismatches = tuple(
+        ChunkMismatch(chunk, plan.describe(chunk), source.get(chunk, _EMPTY).rows, delta.get(chunk, _EMPTY).rows)
+        for chunk in sorted(mismatched)
+    )
+    return ReconciliationReport(
+        table=table,
+        mode=plan.mode,
+        chunks=plan.chunks,
+        columns=len(columns),
+        source_rows=sum(tally.rows for tally in source.values()),
+        delta_rows=sum(tally.rows for tally in delta.values()),
+        mismatches=mismatches,
+        schema_differences=tuple(differences),
+        confirmed=confirmed or not mismatches,
+        rechecked=rechecked,
+        seconds=time.monotonic() - started,
+        notes=tuple(notes),
+    )
+
+
+def _mismatched(source: dict[int, ChunkTally], delta: dict[int, ChunkTally], floats: int) -> list[int]:
+    empty = _empty(floats)
+    return [
+        chunk
+        for chunk in sorted(set(source) | set(delta))
+        if not source.get(chunk, empty).same_as(delta.get(chunk, empty))
+    ]
+
+
+def _wait_for_offset(
+    pipeline: Pipeline, table: str, target: BinlogPosition, pause: float, timeout: float
+) -> bool:
+    time.sleep(pause)
+    deadline = time.monotonic() + timeout
+    while True:
+        table_state = pipeline.read_state().tables.get(table)
+        if table_state is None:
+            raise NotSnapshottedError(
+                "the table's snapshot vanished during the check", remedy="re-run the check", table=table
+            )
+        if table_state.position >= target:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(pause, 15.0))
+
+
+# -- binlog runway --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExpirySettings:
+    """How the server expires binlogs: by age (seconds) and/or by total size (bytes)."""
+
+    expire_seconds: float | None
+    size_limit_bytes: int | None
+
+    @classmethod
+    def from_variables(cls, variables: dict[str, str]) -> ExpirySettings:
+        seconds = _number(variables.get("binlog_expire_logs_seconds"))
+        days = _number(variables.get("expire_logs_days"))
+        expire = seconds if seconds else (days * 86_400 if days else None)
+        limits = [_number(variables.get(name)) for name in ("max_binlog_total_size", "binlog_space_limit")]
+        size_limit = next((int(limit) for limit in limits if limit), None)
+        return cls(expire_seconds=expire, size_limit_bytes=size_limit)
+
+
+def _number(text: str | None) -> float:
+    try:
+        return float(text) if text not in (None, "") else 0.0
+    except ValueError:
+        return 0.0
+
+
+@dataclass(frozen=True)
+class TableRunway:
+    table: str
+    needed_file: str
+    oldest_on_server: str | None
+    purged: bool
+    rotated_at: dt.datetime | None
+    runway_seconds: float | None
+    expiry: ExpirySettings
+    bytes_from_offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "needed_file": self.needed_file,
+            "oldest_on_server": self.oldest_on_server,
+            "purged": self.purged,
+            "rotated_at": None if self.rotated_at is None else self.rotated_at.isoformat(),
+            "runway_seconds": self.runway_seconds,
+            "expire_seconds": self.expiry.expire_seconds,
+            "size_limit_bytes": self.expiry.size_limit_bytes,
+            "bytes_from_offset": self.bytes_from_offset,
+        }
+
+
+def runway_seconds(
+    *, expiry: ExpirySettings, rotated_at: dt.datetime | None, now: dt.datetime
+) -> float | None:
+    """Seconds before a file is purged by age; None when the server never purges by age.
+
+    A file still being written (`rotated_at` None) cannot expire before it is closed,
+    so its runway is at least the full expiry period.
+    """
+    if expiry.expire_seconds is None:
+        return None
+    if rotated_at is None:
+        return expiry.expire_seconds
+    return (rotated_at - now).total_seconds() + expiry.expire_seconds
+
+
+def binlog_runway(
+    pipeline: Pipeline, tables: list[str] | None = None, *, now: dt.datetime | None = None
+) -> dict[str, TableRunway]:
+    """Runway of each snapshotted table's binlog offset (tables with a recorded error are left out)."""
+    now = now or dt.datetime.now(dt.UTC)
+    state = pipeline.read_state()
+    chosen = {
+        name: table_state
+        for name, table_state in state.tables.items()
+        if (tables is None or name in tables) and not table_state.error
+    }
+    with mysql.source_connection(pipeline.config.source) as connection:
+        logs = mysql.binary_logs(connection)
+        variables = {
+            str(name).lower(): str(value)
+            for name, value in mysql.query(
+                connection,
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                "('binlog_expire_logs_seconds', 'expire_logs_days', 'max_binlog_total_size', 'binlog_space_limit')",
+            )
+        }
+    expiry = ExpirySettings.from_variables(variables)
+    names = [name for name, _ in logs]
+    rotations: dict[str, dt.datetime | None] = {}
+    result = {}
+    for name, table_state in sorted(chosen.items()):
+        needed = table_state.position.file
+        purged = needed not in names
+        if not purged and needed not in rotations:
+            following = names.index(needed) + 1
+            rotations[needed] = (
+                file_created_at(pipeline, names[following]) if following < len(names) else None
+            )
+        rotated_at = rotations.get(needed)
+        result[name] = TableRunway(
+            table=name,
+            needed_file=needed,
+            oldest_on_server=names[0] if names else None,
+            purged=purged,
+            rotated_at=rotated_at,
+            runway_seconds=0.0 if purged else runway_seconds(expiry=expiry, rotated_at=rotated_at, now=now),
+            expiry=expiry,
+            bytes_from_offset=mysql.bytes_behind(table_state.position, logs),
+        )
+    return result
+
+
+def probe_server_id(server_id: int) -> int:
+    """A replica id for short probes, distinct from the pipeline's own (a server drops a duplicate's dump)."""
+    return (server_id + 0x2F00_0000) % (2**32 - 1) or 1
+
+
+def file_created_at(pipeline: Pipeline, log_file: str) -> dt.datetime | None:
+    """Creation time of a binlog file: the timestamp of its format description event."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import FormatDescriptionEvent
+
+    source = pipeline.config.source
+    stream = BinLogStreamReader(
+        connection_settings=mysql.connection_settings(source),
+        server_id=probe_server_id(source.server_id),
+        resume_stream=True,
+        log_file=log_file,
+        log_pos=4,
+        blocking=False,
+        is_mariadb=False,
+        only_events=[FormatDescriptionEvent],
+        enable_logging=False,
+    )
+    try:
+        for event in stream:
+            if event.timestamp:
+                return dt.datetime.fromtimestamp(event.timestamp, dt.UTC)
+        return None
+    except pymysql.MySQLError as exc:
+        raise SourceConnectionError(
+            f"reading the start of binlog {log_file} failed (MySQL error {exc.args[0] if exc.args else '?'})",
+            remedy="check that the binlake user has REPLICATION SLAVE",
+        ) from None
+    finally:
+        stream.close()
+
+
+__all__ = [
+    "ChunkMismatch",
+    "ChunkPlan",
+    "ChunkTally",
+    "ExpirySettings",
+    "ReconciliationReport",
+    "TableRunway",
+    "binlog_runway",
+    "reconcile_table",
+    "runway_seconds",
+]

@@ -1,0 +1,52 @@
+"""The three jobs of a pipeline: micro-batch, snapshot (partitioned by table) and reconciliation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
+from assets.tables import TableAssets
+
+
+@dataclass(frozen=True)
+class PipelineJobs:
+    sync: dg.UnresolvedAssetJobDefinition
+    snapshot: dg.UnresolvedAssetJobDefinition
+    reconcile: dg.UnresolvedAssetJobDefinition
+
+    def all(self) -> list[dg.UnresolvedAssetJobDefinition]:
+        return [self.sync, self.snapshot, self.reconcile]
+
+
+def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition) -> PipelineJobs:
+    names = assets.names
+    health_checks = [
+        dg.AssetCheckKey(key, check)
+        for key in assets.table_keys
+        for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)
+    ]
+    # The Delta tables with their cheap checks only: reconciliation and freshness run elsewhere.
+    tables_only = dg.AssetSelection.assets(*assets.table_keys).without_checks()
+    sync = dg.define_asset_job(
+        names.sync_job,
+        selection=tables_only | dg.AssetSelection.checks(*health_checks),
+        tags=names.run_tags,
+        description=f"One binlog micro-batch for every table of pipeline `{names.pipeline}`, then the health checks.",
+    )
+    snapshot = dg.define_asset_job(
+        names.snapshot_job,
+        selection=dg.AssetSelection.assets(assets.snapshot),
+        partitions_def=assets.partitions,
+        tags=names.run_tags,
+        description=f"Snapshot the chosen tables of pipeline `{names.pipeline}` (one partition per table); "
+        "launch a backfill over the partitions to (re-)load several.",
+    )
+    reconcile = dg.define_asset_job(
+        names.reconcile_job,
+        selection=dg.AssetSelection.checks(reconciliation),
+        tags=names.run_tags,
+        description=f"Compare every table of pipeline `{names.pipeline}` with its source, chunk by chunk.",
+    )
+    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile)

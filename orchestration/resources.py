@@ -1,0 +1,81 @@
+"""The `binlake` resource: one pipeline, named by its config file, and how engine errors become Dagster failures.
+
+Transient errors (dropped connection, S3 5xx, a lease held by another runner)
+are re-raised so the asset's `RetryPolicy` retries them. Permanent ones (bad
+credentials, purged binlog, schema change, bad config) become
+`dagster.Failure(allow_retries=False)`: the run fails at once, with the
+remedy in its metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+from pydantic import Field, PrivateAttr
+
+from cdc_lib.config import PipelineConfig, load_config
+from cdc_lib.errors import BinlakeError
+from cdc_lib.failures import is_transient
+from cdc_lib.pipeline import Pipeline
+
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=15, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def failure_for(error: BinlakeError, action: str) -> dg.Failure:
+    """A Dagster failure that skips retries and tells the person what to do."""
+    metadata: dict[str, Any] = {
+        "error": error.__class__.__name__,
+        "cause": error.cause,
+        "remedy": error.remedy,
+        "retryable": False,
+    }
+    if error.table:
+        metadata["table"] = error.table
+    return dg.Failure(description=f"{action} failed: {error}", metadata=metadata, allow_retries=False)
+
+
+@contextmanager
+def engine_errors(action: str, log: Any | None = None) -> Iterator[None]:
+    """Let transient engine errors through to the retry policy; turn permanent ones into a final Failure."""
+    try:
+        yield
+    except BinlakeError as error:
+        if is_transient(error):
+            if log is not None:
+                log.warning(f"{action}: transient failure, the retry policy will try again: {error}")
+            raise
+        raise failure_for(error, action) from None
+
+
+class BinlakeResource(dg.ConfigurableResource):
+    """A binlake pipeline: assets, checks and sensors call the engine through `pipeline()`."""
+
+    config_path: str = Field(description="Path of the pipeline YAML (the file $BINLAKE_CONFIG named at load).")
+    auto_resnapshot: bool = Field(
+        default=False, description="Re-snapshot a table that stopped with an error (purged binlog, schema change)."
+    )
+    lag_warn_seconds: float = Field(default=300.0, description="The lag check warns above this many seconds.")
+    runway_warn_hours: float = Field(
+        default=72.0, description="The binlog runway check warns when a needed binlog expires sooner than this."
+    )
+    reconcile_chunk_rows: int = Field(default=100_000, description="Rows per reconciliation chunk.")
+    reconcile_recheck_seconds: float = Field(
+        default=90.0, description="Pause before re-comparing chunks that differed while the source was busy (0: off)."
+    )
+
+    _pipeline: Pipeline | None = PrivateAttr(default=None)
+
+    def load_config(self) -> PipelineConfig:
+        with engine_errors("loading the pipeline config"):
+            return load_config(self.config_path)
+
+    def pipeline(self) -> Pipeline:
+        """The pipeline, built once per resource instance (once per run step)."""
+        if self._pipeline is None:
+            config = self.load_config()
+            with engine_errors("opening the offset store"):
+                self._pipeline = Pipeline(config)
+        return self._pipeline

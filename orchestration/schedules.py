@@ -1,0 +1,70 @@
+"""Schedules: the micro-batch (every minute by default, on from the start) and the daily reconciliation."""
+
+import dagster as dg
+
+from assets.naming import PIPELINE_TAG, PipelineNames
+from cdc_lib.errors import ConfigError
+
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def run_in_flight(instance: dg.DagsterInstance, pipeline: str) -> str | None:
+    """Id of a run of this pipeline that has not finished yet, if any."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={PIPELINE_TAG: pipeline}, statuses=IN_FLIGHT), limit=1
+    )
+    return records[0].dagster_run.run_id if records else None
+
+
+def _checked_cron(cron: str, variable: str) -> str:
+    """The cron string, or ConfigError naming the variable if Dagster refuses it."""
+    try:
+        dg.ScheduleDefinition(name="cron_probe", cron_schedule=cron, job_name="cron_probe")
+    except (dg.DagsterInvalidDefinitionError, dg.DagsterInvariantViolationError) as error:
+        raise ConfigError(
+            variable, f"'{cron}' is not a valid cron expression ({error})", remedy=f"set {variable}, e.g. '* * * * *'"
+        ) from None
+    return cron
+
+
+def build_sync_schedule(
+    *, names: PipelineNames, job: dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
+) -> dg.ScheduleDefinition:
+    """One micro-batch per tick; a tick is skipped while another run of the pipeline is still going."""
+
+    @dg.schedule(
+        name=names.sync_schedule,
+        cron_schedule=_checked_cron(cron, "BINLAKE_SYNC_CRON"),
+        job=job,
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"Micro-batch of pipeline `{names.pipeline}` ({cron}); change it with BINLAKE_SYNC_CRON.",
+    )
+    def sync_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        running = run_in_flight(context.instance, names.pipeline)
+        if running:
+            return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
+        tick = context.scheduled_execution_time
+        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.run_tags)
+
+    return sync_schedule
+
+
+def build_reconcile_schedule(
+    *, names: PipelineNames, job: dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
+) -> dg.ScheduleDefinition:
+    return dg.ScheduleDefinition(
+        name=names.reconcile_schedule,
+        cron_schedule=_checked_cron(cron, "BINLAKE_RECONCILE_CRON"),
+        job=job,
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        tags=names.run_tags,
+        description=f"Source-vs-Delta reconciliation of pipeline `{names.pipeline}` ({cron}); "
+        "change it with BINLAKE_RECONCILE_CRON.",
+    )

@@ -148,7 +148,7 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
 
 
 def format_status(statuses: Sequence[Any]) -> str:
-    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag s", "delta v", "error")
+    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v", "error")
     rows = [header]
     for status in statuses:
         rows.append(
@@ -158,6 +158,7 @@ def format_status(statuses: Sequence[Any]) -> str:
                 status.position or "-",
                 status.high_watermark or "-",
                 "-" if status.lag_bytes is None else str(status.lag_bytes),
+                "-" if status.lag_events is None else str(status.lag_events),
                 "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
                 "-" if status.delta_version is None else str(status.delta_version),
                 status.error or "",

@@ -73,6 +73,7 @@ class TableStatus:
     high_watermark: str | None
     delta_version: int | None
     lag_bytes: int | None
+    lag_events: int | None
     lag_seconds: float | None
     error: str | None
 
@@ -391,11 +392,15 @@ class Pipeline:
             logs = mysql.binary_logs(connection)
             server_end = mysql.current_position(connection)
             configured = [ref.name for ref in self.configured_tables(connection)]
+            lag_events = {
+                name: mysql.events_behind(connection, table_state.position, logs)
+                for name, table_state in state.tables.items()
+            }
         now = utc_now()
         for name in sorted(set(configured) | set(state.tables)):
             table_state = state.tables.get(name)
             if table_state is None:
-                statuses.append(TableStatus(name, False, False, None, None, None, None, None, None))
+                statuses.append(TableStatus(name, False, False, None, None, None, None, None, None, None))
                 continue
             lag_bytes = mysql.bytes_behind(table_state.position, logs)
             caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
@@ -410,6 +415,7 @@ class Pipeline:
                     high_watermark=str(table_state.snapshot_high),
                     delta_version=table_state.delta_version,
                     lag_bytes=lag_bytes,
+                    lag_events=lag_events[name],
                     lag_seconds=round(lag_seconds, 1),
                     error=table_state.error,
                 )

@@ -216,6 +216,28 @@ def bytes_behind(position: BinlogPosition, logs: list[tuple[str, int]]) -> int:
     return behind
 
 
+def events_behind(
+    connection: pymysql.connections.Connection,
+    position: BinlogPosition,
+    logs: list[tuple[str, int]],
+    *,
+    cap: int = 100_000,
+) -> int:
+    """Binlog events after a position, counted up to `cap` (status reports ">= cap" beyond it)."""
+    names = [name for name, _ in logs]
+    if position.file not in names:
+        return cap
+    counted = 0
+    for name in names[names.index(position.file):]:
+        start = position.pos if name == position.file else 4
+        rows = query(connection, f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {cap - counted + 1}", (name,))
+        # Every file after the first starts with a format description event that is not a change.
+        counted += max(len(rows) - (0 if name == position.file else 1), 0)
+        if counted >= cap:
+            return cap
+    return counted
+
+
 def check_position_available(
     connection: pymysql.connections.Connection, position: BinlogPosition, *, table: str | None = None
 ) -> None:

@@ -117,6 +117,7 @@ def test_snapshot_under_writes_then_sync_is_row_for_row_equal(mariadb, database,
         assert delta_rows(config, table) == source_rows(mariadb, table), table
     statuses = {status.table: status for status in pipeline.status()}
     assert all(statuses[table].consistent and statuses[table].lag_bytes == 0 for table in tables)
+    assert all(statuses[table].lag_events == 0 and statuses[table].lag_seconds == 0 for table in tables)
     assert all(result.matches for result in reconcile(pipeline))
 
 
@@ -129,6 +130,8 @@ def test_batches_end_at_transaction_boundaries(mariadb, database, make_config) -
     # One transaction of 25 rows is larger than max_events: the batch must take all of it.
     sql(mariadb, "START TRANSACTION", f"INSERT INTO {db}.t SELECT seq, seq FROM {db}.seq_1_to_25", "COMMIT")
     sql(mariadb, f"INSERT INTO {db}.t VALUES (100, 1)")
+    behind = pipeline.status()[0]
+    assert behind.lag_bytes > 0 and behind.lag_events >= 2 and behind.lag_seconds >= 0
     first = pipeline.sync()[0]
     assert first.row_changes == 25 and not first.reached_end
     assert len(delta_rows(config, f"{db}.t")) == 25

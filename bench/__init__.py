@@ -1,0 +1,1 @@
+"""binlake benchmarks: `python -m bench --help`."""

@@ -1,0 +1,240 @@
+"""Benchmarks binlake against its baselines in one run and prints medians and ratios.
+
+Starts its own MariaDB, generates the workload server-side, then measures:
+  snapshot     binlake snapshot rows/s  vs  mysqldump --single-transaction to /dev/null
+  sync         binlake sync --until-caught-up rows/s  vs  a bare python-mysql-replication loop
+  idle         wall time of a `binlake sync` process with no relevant change (and whether Spark started)
+Sizes are flags; `--quick` fits in a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ["TZ"] = "UTC"
+
+from cdc_lib.config import load_config  # noqa: E402
+from cdc_lib.local_mariadb import LocalMariaDB  # noqa: E402
+from cdc_lib.pipeline import Pipeline  # noqa: E402
+
+USER, PASSWORD = "bench", "bench-pw"
+ORDERS = (
+    "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, amount DECIMAL(12,2) NOT NULL, "
+    "status VARCHAR(16) NOT NULL, note VARCHAR(200), created DATETIME(6) NOT NULL, updated TIMESTAMP(6) NOT NULL)"
+)
+
+
+def median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+    values = [measure() for _ in range(runs)]
+    return statistics.median(values), values
+
+
+def load_rows(server: LocalMariaDB, rows: int) -> None:
+    server.execute("DROP DATABASE IF EXISTS bench", "CREATE DATABASE bench", ORDERS)
+    chunk = 200_000
+    for start in range(0, rows, chunk):
+        count = min(chunk, rows - start)
+        server.execute(
+            "INSERT INTO bench.orders SELECT seq, seq % 5000, (seq % 100000) / 100, ELT(1 + seq % 3, 'new', 'paid', "
+            "'shipped'), REPEAT(CHAR(97 + seq % 26), 20 + seq % 150), TIMESTAMP('2026-01-01') + INTERVAL seq SECOND, "
+            f"TIMESTAMP('2026-01-01') + INTERVAL seq SECOND FROM bench.seq_{start + 1}_to_{start + count}"
+        )
+
+
+def make_changes(server: LocalMariaDB, changes: int, first_new_id: int) -> int:
+    """Inserts, multi-row updates and deletes, ~1000 rows per transaction; returns rows changed."""
+    done, next_id, step = 0, first_new_id, 0
+    while done < changes:
+        kind = step % 3
+        if kind == 0:
+            server.execute(
+                "INSERT INTO bench.orders SELECT seq, seq % 5000, 1.25, 'new', 'fresh', NOW(6), NOW(6) "
+                f"FROM bench.seq_{next_id}_to_{next_id + 999}"
+            )
+            next_id += 1000
+        elif kind == 1:
+            low = 1 + (step * 1000) % max(first_new_id - 1001, 1)
+            server.execute(
+                f"UPDATE bench.orders SET amount = amount + 1, status = 'paid' WHERE id BETWEEN {low} AND {low + 999}"
+            )
+        else:
+            low = next_id - 1000
+            server.execute(f"DELETE FROM bench.orders WHERE id BETWEEN {low} AND {low + 499}")
+            server.execute(f"UPDATE bench.orders SET note = 'touched' WHERE id BETWEEN {low + 500} AND {low + 999}")
+        done += 1000
+        step += 1
+    return done
+
+
+def config_text(port: int, lake: Path, pipeline: str) -> str:
+    return (
+        f"pipeline: {pipeline}\n"
+        f"source: {{host: 127.0.0.1, port: {port}, user: {USER}, password: {PASSWORD}, server_id: 7701, "
+        "tables: [bench.orders]}\n"
+        f"sink: {{path: {lake}}}\n"
+        'spark: {master: "local[2]"}\n'
+        "batch: {max_events: 200000, max_seconds: 600}\n"
+        "snapshot: {rows_per_partition: 1000000, max_partitions: 8}\n"
+    )
+
+
+def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float]:
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    started = time.perf_counter()
+    stream = BinLogStreamReader(
+        connection_settings={"host": "127.0.0.1", "port": server.port, "user": USER, "password": PASSWORD},
+        server_id=7702, resume_stream=True, log_file=start["file"], log_pos=start["pos"], blocking=False,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_tables=["orders"],
+        only_schemas=["bench"], enable_logging=False,
+    )
+    rows = 0
+    touched = 0
+    for event in stream:
+        for row in event.rows:
+            values = row.get("after_values") or row["values"]
+            for value in values.values():
+                touched += value is not None
+            rows += 1
+    stream.close()
+    return rows, time.perf_counter() - started
+
+
+def run(arguments: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
+    server = LocalMariaDB(work / "mariadb", server_id=1).start()
+    results: dict[str, Any] = {"rows": arguments.rows, "changes": arguments.changes, "repeat": arguments.repeat}
+    try:
+        server.create_cdc_user(USER, PASSWORD)
+        print(f"loading {arguments.rows:,} rows …", flush=True)
+        load_rows(server, arguments.rows)
+
+        dump = shutil.which("mariadb-dump") or shutil.which("mysqldump") or "mysqldump"
+
+        def mysqldump_seconds() -> float:
+            started = time.perf_counter()
+            subprocess.run(
+                [dump, "--single-transaction", f"--socket={server.socket_path}", "-uroot", "bench", "orders"],
+                stdout=subprocess.DEVNULL, check=True,
+            )
+            return time.perf_counter() - started
+
+        dump_median, dump_runs = median_of(arguments.repeat, mysqldump_seconds)
+        results["mysqldump_rows_per_s"] = arguments.rows / dump_median
+
+        config_path = work / "binlake.yaml"
+        config_path.write_text(config_text(server.port, work / "lake", "bench"))
+        pipeline = Pipeline(load_config(config_path))
+        started = time.perf_counter()
+        pipeline.snapshot()  # the first one includes the JVM start and the first-write warm-up
+        results["first_snapshot_s_with_jvm_start"] = time.perf_counter() - started
+
+        def snapshot_seconds() -> float:
+            return pipeline.snapshot()[0].seconds
+
+        snap_median, snap_runs = median_of(arguments.repeat, snapshot_seconds)
+        results["snapshot_rows_per_s"] = arguments.rows / snap_median
+        results["snapshot_vs_mysqldump"] = results["snapshot_rows_per_s"] / results["mysqldump_rows_per_s"]
+
+        # A snapshot before the changes, kept aside so every sync run starts from the same offset.
+        pipeline.snapshot()
+        pristine = work / "lake-pristine"
+        shutil.copytree(work / "lake", pristine)
+        start = pipeline.read_state().tables["bench.orders"].position.to_json()
+        print(f"writing {arguments.changes:,} row changes …", flush=True)
+        changed = make_changes(server, arguments.changes, arguments.rows + 1)
+
+        def sync_seconds() -> float:
+            shutil.rmtree(work / "lake")
+            shutil.copytree(pristine, work / "lake")
+            started = time.perf_counter()
+            batches = pipeline.sync(until_caught_up=True)
+            seconds = time.perf_counter() - started
+            assert sum(batch.row_changes for batch in batches) == changed, "sync must carry every change"
+            return seconds
+
+        sync_median, sync_runs = median_of(arguments.repeat, sync_seconds)
+        results["sync_rows_per_s"] = changed / sync_median
+
+        def bare_seconds() -> float:
+            rows, seconds = bare_reader(server, start)
+            assert rows == changed, (rows, changed)
+            return seconds
+
+        bare_median, bare_runs = median_of(arguments.repeat, bare_seconds)
+        results["bare_reader_rows_per_s"] = changed / bare_median
+        results["sync_vs_bare_reader"] = results["sync_rows_per_s"] / results["bare_reader_rows_per_s"]
+
+        def idle_seconds() -> float:
+            started = time.perf_counter()
+            output = subprocess.run(
+                [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "sync", "--json"],
+                capture_output=True, text=True, check=True,
+            ).stdout
+            seconds = time.perf_counter() - started
+            assert json.loads(output)[0]["spark_started"] is False
+            return seconds
+
+        idle_median, idle_runs = median_of(arguments.repeat, idle_seconds)
+        results["idle_sync_wall_s"] = idle_median
+        results["runs"] = {
+            "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
+            "idle_sync_s": idle_runs,
+        }
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        f"workload: {results['rows']:,} rows snapshot, {results['changes']:,} row changes, "
+        f"median of {results['repeat']} runs",
+        "",
+        "| measurement | binlake | baseline | ratio |",
+        "| --- | --- | --- | --- |",
+        f"| snapshot rows/s | {results['snapshot_rows_per_s']:,.0f} | mysqldump {results['mysqldump_rows_per_s']:,.0f} "
+        f"| {results['snapshot_vs_mysqldump']:.2f}× |",
+        f"| sync rows/s | {results['sync_rows_per_s']:,.0f} | bare python-mysql-replication "
+        f"{results['bare_reader_rows_per_s']:,.0f} | {results['sync_vs_bare_reader']:.2f}× |",
+        f"| idle sync wall s | {results['idle_sync_wall_s']:.2f} | target ≤ 5 s, no JVM | — |",
+        f"| first snapshot incl. JVM start s | {results['first_snapshot_s_with_jvm_start']:.1f} | — | — |",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    arguments = parser.parse_args()
+    if arguments.quick:
+        arguments.rows, arguments.changes = 200_000, 100_000
+    results = run(arguments)
+    text = report(results)
+    print(text)
+    if arguments.json:
+        arguments.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

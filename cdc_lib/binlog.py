@@ -90,6 +90,15 @@ class TableFailure:
     position: BinlogPosition
 
 
+@dataclass(frozen=True)
+class SchemaChange:
+    """A DDL statement on a followed table; the table pauses there until the pipeline has handled it."""
+
+    statement: str
+    before: BinlogPosition
+    after: BinlogPosition
+
+
 @dataclass
 class BatchRead:
     """What one read of the binlog produced."""
@@ -98,12 +107,16 @@ class BatchRead:
     end: BinlogPosition
     changes: dict[str, TableChanges] = field(default_factory=dict)
     table_errors: dict[str, TableFailure] = field(default_factory=dict)
+    schema_changes: dict[str, SchemaChange] = field(default_factory=dict)
     events_read: int = 0
     row_changes: int = 0
     transactions: int = 0
     reached_end: bool = False
     last_event_time: dt.datetime | None = None
     seconds: float = 0.0
+
+    def stopped(self, name: str) -> bool:
+        return name in self.table_errors or name in self.schema_changes
 
     def relevant_changes(self) -> dict[str, TableChanges]:
         return {name: changes for name, changes in self.changes.items() if not changes.empty}
@@ -148,7 +161,7 @@ def read_batch(
         nonlocal transaction_start, pending, pending_rows
         end = BinlogPosition(current_file, end_pos, gtid)
         for name, changes in pending.items():
-            if name in result.table_errors or transaction_start < by_name[name].position:
+            if result.stopped(name) or transaction_start < by_name[name].position:
                 continue
             result.changes.setdefault(name, TableChanges(decoders[name].key_positions)).merge_from(changes)
         result.row_changes += pending_rows
@@ -179,15 +192,19 @@ def read_batch(
                 upper = statement.lstrip().upper()
                 if upper.startswith("BEGIN") or upper.startswith("XA START") or upper.startswith("SAVEPOINT"):
                     continue
+                altered: str | None = None
+                before = transaction_start
                 if not upper.startswith("COMMIT"):
-                    _apply_ddl(
+                    altered = _apply_ddl(
                         statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start
                     )
                 commit(event.packet.log_pos, event.timestamp)
+                if altered is not None:
+                    result.schema_changes[altered] = SchemaChange(statement[:2000], before, result.end)
             else:
                 name = f"{event.schema}.{event.table}"
                 decoder = decoders.get(name)
-                if decoder is None or name in result.table_errors:
+                if decoder is None or result.stopped(name):
                     continue
                 changes = pending.get(name)
                 if changes is None:
@@ -233,24 +250,28 @@ def _apply_ddl(
     decoders: dict[str, TableDecoder],
     result: BatchRead,
     transaction_start: BinlogPosition,
-) -> None:
+) -> str | None:
+    """Handle a DDL statement; return the table name when the table must pause for a schema change."""
     match = _DDL_TABLE.match(statement)
     if not match:
-        return
+        return None
     name = f"{match.group(1) or default_schema}.{match.group(2)}"
-    if name not in by_name or name in result.table_errors or transaction_start < by_name[name].position:
-        return
+    if name not in by_name or result.stopped(name) or transaction_start < by_name[name].position:
+        return None
     if _TRUNCATE.match(statement):
         pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
-        return
+        return None
     keyword = statement.split(None, 1)[0].upper()
-    if keyword in ("ALTER", "DROP", "RENAME"):
+    if keyword == "ALTER":
+        return name
+    if keyword in ("DROP", "RENAME"):
         error = SchemaChangeError(
-            f"DDL on the table: {statement[:120]}",
-            remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+            f"the table was dropped or renamed: {statement[:120]}",
+            remedy=f"remove {name} from source.tables, or re-create it and run binlake snapshot --table {name}",
             table=name,
         )
         result.table_errors[name] = TableFailure(error, transaction_start)
+    return None
 
 
 def _query_text(value: Any) -> str:
@@ -275,3 +296,49 @@ def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Ex
         f"reading the binlog failed (MySQL error {code}: {message[:160]})",
         remedy="retry; check the server's availability and log",
     )
+
+
+SUPERSEDED = "superseded"
+
+
+def columns_after_ddl(
+    source: SourceConfig, table: TableSchema, position: BinlogPosition, *, max_events: int = 1_000_000
+) -> list[str] | str | None:
+    """The table's column names right after a DDL, as the binlog itself records them.
+
+    Returns the names from the next table-map event of the table; `SUPERSEDED` when another
+    DDL on the table comes first (so this one changed no row's shape); None when the binlog
+    ends first (the server's current schema is then the one after the DDL).
+    """
+    from pymysqlreplication.row_event import TableMapEvent
+
+    stream = BinLogStreamReader(
+        connection_settings=connection_settings(source),
+        server_id=source.server_id,
+        resume_stream=True,
+        log_file=position.file,
+        log_pos=position.pos,
+        blocking=False,
+        is_mariadb=False,
+        only_events=[TableMapEvent, QueryEvent],
+        only_schemas=[table.table.database],
+        only_tables=[table.table.table],
+        enable_logging=False,
+    )
+    name = table.table.name
+    try:
+        for seen, event in enumerate(stream):
+            if seen >= max_events:
+                break
+            if isinstance(event, TableMapEvent):
+                if f"{event.schema}.{event.table}" == name:
+                    return [str(column.name) for column in event.columns]
+            elif isinstance(event, QueryEvent):
+                match = _DDL_TABLE.match(_query_text(event.query))
+                if match and f"{match.group(1) or _query_text(event.schema)}.{match.group(2)}" == name:
+                    return SUPERSEDED
+    except pymysql.MySQLError as exc:
+        raise _describe_read_failure(exc, position) from None
+    finally:
+        stream.close()
+    return None

@@ -45,6 +45,7 @@ class TableState:
     rows_snapshotted: int = 0
     error: str | None = None
     last_change_at: str | None = None
+    ddl_log: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class TableState:
             "rows_snapshotted": self.rows_snapshotted,
             "error": self.error,
             "last_change_at": self.last_change_at,
+            "ddl_log": self.ddl_log,
         }
 
     @classmethod
@@ -75,6 +77,7 @@ class TableState:
             rows_snapshotted=int(data.get("rows_snapshotted", 0)),
             error=data.get("error"),
             last_change_at=data.get("last_change_at"),
+            ddl_log=list(data.get("ddl_log", [])),
         )
 
 

@@ -17,12 +17,20 @@ from typing import Any
 
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
-from cdc_lib.binlog import BatchRead, TableCursor, read_batch
+from cdc_lib.binlog import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl, read_batch
 from cdc_lib.config import PipelineConfig
-from cdc_lib.errors import BinlakeError, BinlogPurgedError, DeltaStateError, NotSnapshottedError, TableError
+from cdc_lib.errors import (
+    BinlakeError,
+    BinlogPurgedError,
+    DeltaStateError,
+    NotSnapshottedError,
+    SchemaChangeError,
+    TableError,
+)
 from cdc_lib.faults import failpoint
 from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.schema import compare_schemas, evolve_delta_table, schema_with_columns
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spark import spark_session
@@ -58,6 +66,7 @@ class SyncResult:
     tables: list[TableBatchResult] = field(default_factory=list)
     skipped_tables: dict[str, str] = field(default_factory=dict)
     end_position: BinlogPosition | None = None
+    schema_changes: list[str] = field(default_factory=list)
 
     @property
     def rows_per_second(self) -> float:
@@ -195,6 +204,7 @@ class Pipeline:
         high = mysql.current_position(connection)
         failpoint("after_snapshot_commit")
         rows = delta_sink.written_rows(self.table_path(name), version)
+        previous = handle.state.tables.get(name)
         handle.state.tables[name] = TableState(
             position=low,
             snapshot_low=low,
@@ -205,6 +215,7 @@ class Pipeline:
             delta_version=version,
             consistent=high <= low,
             rows_snapshotted=rows,
+            ddl_log=previous.ddl_log if previous else [],
         )
         handle.save()
         seconds = time.monotonic() - started
@@ -283,7 +294,11 @@ class Pipeline:
                 while True:
                     result = self._one_batch(handle, connection, is_mariadb)
                     results.append(result)
-                    if not until_caught_up or result.reached_end or result.transactions == 0:
+                    if not until_caught_up:
+                        break
+                    if result.schema_changes:
+                        continue  # a table paused at an ALTER resumes in the next batch
+                    if result.reached_end or result.transactions == 0:
                         break
                     if result.end_position is not None and result.end_position >= target:
                         break
@@ -318,25 +333,24 @@ class Pipeline:
         read = read_batch(self.config.source, cursors, self.config.batch, is_mariadb=is_mariadb)
         relevant = read.relevant_changes()
         seq: int | None = None
-        spark_used = False
+        spark_used = bool(relevant)
         table_results = []
         if relevant:
             state.batch_seq += 1
             seq = state.batch_seq
             handle.save()
-            spark = spark_session(self.config.spark)
-            spark_used = True
         now = utc_now().isoformat()
         for cursor in cursors:
             name = cursor.name
             table_state = state.tables[name]
             failure = read.table_errors.get(name)
-            end = failure.position if failure else read.end
+            schema_change = read.schema_changes.get(name)
+            end = failure.position if failure else schema_change.before if schema_change else read.end
             changes = relevant.get(name)
             version = table_state.delta_version
             if changes is not None and seq is not None:
                 version = delta_sink.merge_changes(
-                    spark,
+                    spark_session(self.config.spark),
                     self.table_path(name),
                     cursor.schema,
                     changes,
@@ -351,6 +365,9 @@ class Pipeline:
                 table_state.last_change_at = now
             if end > table_state.position:
                 table_state.position = end
+            if schema_change is not None and failure is None:
+                failure, evolved = self._apply_schema_change(connection, cursor, table_state, schema_change)
+                spark_used = spark_used or evolved
             table_state.consistent = table_state.snapshot_high <= table_state.position
             if failure:
                 table_state.error = str(failure.error)
@@ -381,7 +398,47 @@ class Pipeline:
             tables=table_results,
             skipped_tables=skipped,
             end_position=read.end,
+            schema_changes=sorted(read.schema_changes),
         )
+
+    def _apply_schema_change(
+        self, connection: Any, cursor: TableCursor, table_state: TableState, change: SchemaChange
+    ) -> tuple[TableFailure | None, bool]:
+        """Evolve the table past an ALTER, or stop it with the remedy; record the DDL either way.
+
+        Returns the failure (if the table must stop) and whether Spark was needed.
+        """
+        name = cursor.name
+        entry = {"statement": change.statement, "position": change.before.to_json(), "at": utc_now().isoformat()}
+        try:
+            names_after = columns_after_ddl(self.config.source, cursor.schema, change.after)
+            if names_after == SUPERSEDED:
+                # Another DDL on the table follows before any row: that one decides the shape.
+                table_state.position = change.after
+                table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": "superseded by a later DDL"}][-100:]
+                return None, False
+            current = mysql.describe_table(connection, cursor.schema.table)
+            if isinstance(names_after, list):
+                current = schema_with_columns(current, names_after, table=name)
+            diff = compare_schemas(cursor.schema, current)
+            if not diff.compatible:
+                raise SchemaChangeError(
+                    f"incompatible schema change ({'; '.join(diff.problems)})",
+                    remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+                    table=name,
+                )
+            if diff.added:
+                evolve_delta_table(spark_session(self.config.spark), self.table_path(name), diff, table=name)
+        except BinlakeError as error:
+            table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"stopped: {error.cause}"}][-100:]
+            return TableFailure(error, change.before), False
+        added = [column.name for column in diff.added]
+        table_state.schema = current.to_json()
+        table_state.position = change.after
+        table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"added columns {added}" if added
+                                                      else "no column change"}][-100:]
+        log.info("%s: schema change applied (%s)", name, change.statement[:120])
+        return None, bool(diff.added)
 
     # -- status ----------------------------------------------------------------------------
 
@@ -431,4 +488,4 @@ class Pipeline:
         return table_state
 
 
-__all__ = ["BinlakeError", "Pipeline", "SyncResult", "TableStatus", "BatchRead"]
+__all__ = ["BinlakeError", "Pipeline", "SyncResult", "TableStatus"]

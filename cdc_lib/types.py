@@ -32,6 +32,7 @@ class ColumnInfo:
     numeric_precision: int | None = None
     numeric_scale: int | None = None
     datetime_precision: int | None = None
+    column_default: str | None = None
 
     @property
     def unsigned(self) -> bool:

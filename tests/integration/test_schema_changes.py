@@ -1,0 +1,80 @@
+"""Schema changes are handled, never guessed: ADD COLUMN evolves, TRUNCATE empties, DROP stops only that table."""
+
+from __future__ import annotations
+
+from cdc_lib.pipeline import Pipeline
+from tests.conftest import delta_rows, source_rows, sql
+
+
+def test_added_columns_evolve_the_delta_table(mariadb, database, make_config) -> None:
+    db = database
+    sql(
+        mariadb,
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a VARCHAR(10), b INT)",
+        f"INSERT INTO {db}.t VALUES (1, 'x', 10), (2, 'y', 20)",
+    )
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(
+        mariadb,
+        f"INSERT INTO {db}.t VALUES (3, 'before', 30)",
+        f"ALTER TABLE {db}.t ADD COLUMN c INT NOT NULL DEFAULT 7",
+        f"INSERT INTO {db}.t VALUES (4, 'after', 40, 41)",
+        f"ALTER TABLE {db}.t ADD COLUMN m VARCHAR(5) DEFAULT 'dflt' AFTER a",
+        f"UPDATE {db}.t SET m = 'set', c = 8 WHERE id = 1",
+    )
+    results = pipeline.sync(until_caught_up=True)
+    assert not [table.error for result in results for table in result.tables if table.error]
+    columns = ["id", "a", "m", "b", "c"]
+    expected = sorted(sql(mariadb, f"SELECT {', '.join(columns)} FROM {db}.t"))
+    from cdc_lib.spark import spark_session
+
+    frame = spark_session(config.spark).read.format("delta").load(pipeline.table_path(f"{db}.t"))
+    assert sorted(tuple(row) for row in frame.select(*columns).collect()) == expected
+    table_state = pipeline.read_state().tables[f"{db}.t"]
+    assert table_state.error is None
+    assert [entry["action"] for entry in table_state.ddl_log] == ["added columns ['c']", "added columns ['m']"]
+
+
+def test_truncate_empties_the_delta_table(mariadb, database, make_config) -> None:
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)")
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"INSERT INTO {db}.t VALUES (3, 3)", f"TRUNCATE TABLE {db}.t", f"INSERT INTO {db}.t VALUES (9, 9)")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, f"{db}.t") == [(9, 9)]
+
+
+def test_dropped_column_stops_only_that_table(mariadb, database, make_config) -> None:
+    db = database
+    sql(
+        mariadb,
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a INT, b INT)",
+        f"CREATE TABLE {db}.other (id INT PRIMARY KEY)",
+        f"INSERT INTO {db}.t VALUES (1, 1, 1)",
+    )
+    config = make_config([f"{db}.t", f"{db}.other"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(
+        mariadb,
+        f"UPDATE {db}.t SET a = 2 WHERE id = 1",
+        f"ALTER TABLE {db}.t DROP COLUMN b",
+        f"INSERT INTO {db}.t VALUES (2, 2)",
+        f"INSERT INTO {db}.other VALUES (5)",
+    )
+    results = pipeline.sync(until_caught_up=True)
+    errors = [table.error for result in results for table in result.tables if table.table == f"{db}.t" and table.error]
+    assert errors and "dropped or renamed" in errors[0] and "binlake snapshot --table" in errors[0]
+    assert delta_rows(config, f"{db}.t") == [(1, 2, 1)], "the change before the DROP was applied, none after"
+    assert delta_rows(config, f"{db}.other") == [(5,)]
+    status = {entry.table: entry for entry in pipeline.status()}
+    assert status[f"{db}.t"].error and not status[f"{db}.other"].error
+
+    pipeline.snapshot([f"{db}.t"])
+    sql(mariadb, f"INSERT INTO {db}.t VALUES (3, 3)")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, f"{db}.t") == source_rows(mariadb, f"{db}.t")

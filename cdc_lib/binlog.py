@@ -17,6 +17,7 @@ from typing import Any
 
 import pymysql
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -49,6 +50,7 @@ class TableDecoder:
     schema: TableSchema
     converters: list[Callable[[Any], Any]]
     key_positions: tuple[int, ...]
+    set_columns: frozenset[str]
 
     @classmethod
     def for_schema(cls, schema: TableSchema) -> TableDecoder:
@@ -57,9 +59,15 @@ class TableDecoder:
             schema=schema,
             converters=[binlog_converter(column) for column in schema.columns],
             key_positions=tuple(names.index(key) for key in schema.primary_key),
+            set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
         )
 
-    def row(self, values: dict[str, Any]) -> Row:
+    def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
+        if self.set_columns and none_sources:
+            # The reader reports an empty SET as None; only its none_sources tell it from NULL.
+            for name in self.set_columns:
+                if none_sources.get(name) == NONE_SOURCE.EMPTY_SET:
+                    values = {**values, name: ""}
         try:
             return tuple(
                 convert(values[column.name])
@@ -233,13 +241,16 @@ def read_batch(
 def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None:
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
-            changes.insert(decoder.row(row["values"]))
+            changes.insert(decoder.row(row["values"], row.get("none_sources")))
     elif isinstance(event, UpdateRowsEvent):
         for row in event.rows:
-            changes.update(decoder.row(row["before_values"]), decoder.row(row["after_values"]))
+            changes.update(
+                decoder.row(row["before_values"], row.get("before_none_sources")),
+                decoder.row(row["after_values"], row.get("after_none_sources")),
+            )
     elif isinstance(event, DeleteRowsEvent):
         for row in event.rows:
-            changes.delete(decoder.row(row["values"]))
+            changes.delete(decoder.row(row["values"], row.get("none_sources")))
 
 
 def _apply_ddl(

@@ -10,8 +10,11 @@ of a 60-bit hash of each row's canonical text:
 
 The canonical text of a value is derived from the one type mapping
 (`cdc_lib.types.spark_type_ddl`), so both engines produce the same bytes for the
-same value. FLOAT and DOUBLE columns have no common text form; they are
-compared as per-chunk sums (and non-null counts) with a relative tolerance.
+same value. FLOAT and DOUBLE columns have no common text form; each is compared
+per chunk by its non-null count, its sum and a sum weighted by a hash of the
+row's key (so values swapped between rows do not cancel out), within the
+type's own precision: 6 significant digits for FLOAT (what MySQL prints, and
+so what a JDBC snapshot reads), 12 for DOUBLE.
 
 A mismatch is *confirmed* when the source did not move during the check and
 the table's offset was at the end of the binlog (so the copy had every
@@ -55,7 +58,9 @@ _INTEGER_TARGETS = {"tinyint", "smallint", "int", "bigint", "decimal(20,0)"}
 _FLOAT_TARGETS = {"float", "double"}
 _TEXT_KINDS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _NULL_MARK = "N"
-_FLOAT_TOLERANCE = 1e-9
+# Relative precision a value keeps through the text protocol: FLT_DIG = 6 digits for FLOAT, DBL_DIG = 15 for DOUBLE.
+_RELATIVE_PRECISION = {"float": 1e-6, "double": 1e-12}
+_KEY_WEIGHTS = 997
 _SAMPLE_MISMATCHES = 10
 
 
@@ -228,42 +233,65 @@ def _range_boundaries(
 
 
 @dataclass(frozen=True)
+class FloatTally:
+    """One FLOAT/DOUBLE column of one chunk: non-null count, sum, sum of magnitudes, key-weighted sum."""
+
+    count: int = 0
+    total: float = 0.0
+    magnitude: float = 0.0
+    weighted: float = 0.0
+
+    def same_as(self, other: FloatTally, precision: float) -> bool:
+        scale = max(self.magnitude, other.magnitude)
+        slack = precision * scale + 1e-300
+        return (
+            self.count == other.count
+            and abs(self.total - other.total) <= slack
+            and abs(self.weighted - other.weighted) <= slack * _KEY_WEIGHTS
+        )
+
+
+@dataclass(frozen=True)
 class ChunkTally:
     rows: int
     digest: int
-    float_sums: tuple[float | None, ...] = ()
-    float_counts: tuple[int, ...] = ()
+    floats: tuple[FloatTally, ...] = ()
 
-    def same_as(self, other: ChunkTally) -> bool:
-        if (self.rows, self.digest, self.float_counts) != (other.rows, other.digest, other.float_counts):
+    def same_as(self, other: ChunkTally, precisions: tuple[float, ...]) -> bool:
+        if (self.rows, self.digest) != (other.rows, other.digest):
             return False
-        for mine, theirs in zip(self.float_sums, other.float_sums, strict=True):
-            if mine is None or theirs is None:
-                if mine is not theirs:
-                    return False
-            elif not math.isclose(mine, theirs, rel_tol=_FLOAT_TOLERANCE, abs_tol=_FLOAT_TOLERANCE):
-                return False
-        return True
-
-
-_EMPTY = ChunkTally(rows=0, digest=0)
+        return all(
+            mine.same_as(theirs, precision)
+            for mine, theirs, precision in zip(self.floats, other.floats, precisions, strict=True)
+        )
 
 
 def _empty(floats: int) -> ChunkTally:
-    return ChunkTally(rows=0, digest=0, float_sums=(None,) * floats, float_counts=(0,) * floats)
+    return ChunkTally(rows=0, digest=0, floats=(FloatTally(),) * floats)
 
 
 def _tally(row: tuple[Any, ...], floats: int) -> ChunkTally:
+    """A chunk's tally from a result row: count, digest, then four values per float column."""
     rows, digest = int(row[0] or 0), int(row[1] or 0)
-    sums = tuple(None if value is None else float(value) for value in row[2 : 2 + floats])
-    counts = tuple(int(value or 0) for value in row[2 + floats : 2 + 2 * floats])
-    return ChunkTally(rows=rows, digest=digest, float_sums=sums, float_counts=counts)
+    values = [0.0 if value is None else float(value) for value in row[2 : 2 + 4 * floats]]
+    tallies = tuple(
+        FloatTally(count=int(values[index]), total=values[index + 1], magnitude=values[index + 2],
+                   weighted=values[index + 3])
+        for index in range(0, 4 * floats, 4)
+    )
+    return ChunkTally(rows=rows, digest=digest, floats=tallies)
 
 
-def _mysql_aggregates(hashed: list[ColumnInfo], floats: list[ColumnInfo]) -> str:
+def precisions(floats: list[ColumnInfo]) -> tuple[float, ...]:
+    return tuple(_RELATIVE_PRECISION[spark_type_ddl(column)] for column in floats)
+
+
+def _mysql_aggregates(hashed: list[ColumnInfo], floats: list[ColumnInfo], key: tuple[ColumnInfo, ...]) -> str:
     parts = ["COUNT(*)", f"SUM({mysql_digest(hashed)})"]
-    parts += [f"SUM({quote_identifier(c.name)})" for c in floats]
-    parts += [f"COUNT({quote_identifier(c.name)})" for c in floats]
+    weight = f"(CAST(CONV(LEFT(MD5({mysql_row_text(list(key))}), 4), 16, 10) AS UNSIGNED) % {_KEY_WEIGHTS} + 1)"
+    for column in floats:
+        value = quote_identifier(column.name)
+        parts += [f"COUNT({value})", f"SUM({value})", f"SUM(ABS({value}))", f"SUM({value} * {weight})"]
     return ", ".join(parts)
 
 
@@ -281,7 +309,7 @@ def source_tallies(
     only: set[int] | None = None,
 ) -> dict[int, ChunkTally]:
     """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
-    table, aggregates = _table_sql(ref), _mysql_aggregates(hashed, floats)
+    table, aggregates = _table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
     tallies: dict[int, ChunkTally] = {}
     if plan.mode == "key_hash":
         bucket = _mysql_key_bucket(plan)
@@ -328,8 +356,11 @@ def delta_tallies(
     if only is not None:
         chunked = chunked.where(F.col("__chunk").isin(sorted(only)))
     aggregates = [F.count(F.lit(1)), F.sum(spark_digest(hashed))]
-    aggregates += [F.sum(F.col(f"`{c.name}`").cast("double")) for c in floats]
-    aggregates += [F.count(F.col(f"`{c.name}`")) for c in floats]
+    key_hash = F.conv(F.substring(F.md5(spark_row_text(list(plan.key))), 1, 4), 16, 10).cast("bigint")
+    weight = F.pmod(key_hash, F.lit(_KEY_WEIGHTS)) + 1
+    for column in floats:
+        value = F.col(f"`{column.name}`").cast("double")
+        aggregates += [F.count(value), F.sum(value), F.sum(F.abs(value)), F.sum(value * weight)]
     rows = chunked.groupBy("__chunk").agg(*aggregates).collect()
     return {int(row[0]): _tally(tuple(row[1:]), len(floats)) for row in rows}
 
@@ -425,7 +456,7 @@ def reconcile_table(
         source = source_tallies(connection, ref, plan, hashed, floats)
         delta = delta_tallies(frame, plan, hashed, floats)
         end_after = mysql.current_position(connection)
-        mismatched = _mismatched(source, delta, len(floats))
+        mismatched = _mismatched(source, delta, precisions(floats))
         confirmed = quiet_table and end_before.same_point(end_after)
         notes: list[str] = []
         rechecked = False
@@ -439,15 +470,16 @@ def reconcile_table(
                 source.update(source_tallies(connection, ref, plan, hashed, floats, only=only))
                 fresh = spark.read.format("delta").load(path)
                 delta.update(delta_tallies(fresh, plan, hashed, floats, only=only))
-                mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, len(floats))
+                mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, precisions(floats))
                 confirmed = True
                 notes.append("mismatched chunks were compared again after the pipeline caught up")
             else:
                 notes.append("the pipeline did not catch up in time for a second pass")
         elif mismatched and not confirmed:
             notes.append("the source changed during the check or the table had unapplied changes")
+    empty = _empty(len(floats))
     mismatches = tuple(
-        ChunkMismatch(chunk, plan.describe(chunk), source.get(chunk, _EMPTY).rows, delta.get(chunk, _EMPTY).rows)
+        ChunkMismatch(chunk, plan.describe(chunk), source.get(chunk, empty).rows, delta.get(chunk, empty).rows)
         for chunk in sorted(mismatched)
     )
     return ReconciliationReport(
@@ -466,12 +498,14 @@ def reconcile_table(
     )
 
 
-def _mismatched(source: dict[int, ChunkTally], delta: dict[int, ChunkTally], floats: int) -> list[int]:
-    empty = _empty(floats)
+def _mismatched(
+    source: dict[int, ChunkTally], delta: dict[int, ChunkTally], tolerances: tuple[float, ...]
+) -> list[int]:
+    empty = _empty(len(tolerances))
     return [
         chunk
         for chunk in sorted(set(source) | set(delta))
-        if not source.get(chunk, empty).same_as(delta.get(chunk, empty))
+        if not source.get(chunk, empty).same_as(delta.get(chunk, empty), tolerances)
     ]
 
 

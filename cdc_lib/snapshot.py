@@ -10,7 +10,7 @@ import pymysql
 
 from cdc_lib.config import SnapshotConfig, SourceConfig
 from cdc_lib.source import TableSchema, query
-from cdc_lib.types import jdbc_select_expression, quote_identifier, spark_type_ddl
+from cdc_lib.types import TEXT_TRANSFERRED_TEMPORALS, jdbc_select_expression, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,9 +97,15 @@ def read_table(
     subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
     frame = spark.read.jdbc(jdbc_url(source), subquery, predicates=predicates, properties=properties)
-    return frame.select(
-        *[F.col(f"`{column.name}`").cast(spark_type_ddl(column)).alias(column.name) for column in schema.columns]
-    )
+    columns = []
+    for column in schema.columns:
+        value = F.col(f"`{column.name}`")
+        target = spark_type_ddl(column)
+        # Zero and partial dates ('0000-00-00') become NULL, as they do on the binlog path.
+        text_temporal = column.data_type.lower() in TEXT_TRANSFERRED_TEMPORALS
+        converted = value.try_cast(target) if text_temporal else value.cast(target)
+        columns.append(converted.alias(column.name))
+    return frame.select(*columns)
 
 
 @dataclass(frozen=True)

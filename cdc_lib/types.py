@@ -109,11 +109,16 @@ def spark_type_ddl(column: ColumnInfo, *, table: str | None = None) -> str:
     )
 
 
+# Read as text over JDBC and parsed by Spark: java.sql dates use the hybrid Julian calendar and
+# would shift values before 1582; Spark parses text in the proleptic Gregorian calendar like MySQL.
+TEXT_TRANSFERRED_TEMPORALS = frozenset({"date", "datetime", "timestamp"})
+
+
 def jdbc_select_expression(column: ColumnInfo) -> str:
     """SQL expression the snapshot reads for a column, so JDBC hands Spark an exact value."""
     quoted = quote_identifier(column.name)
     kind = column.data_type.lower()
-    if kind in ("time", "enum", "set"):
+    if kind in ("time", "enum", "set") or kind in TEXT_TRANSFERRED_TEMPORALS:
         return f"CAST({quoted} AS CHAR) AS {quoted}"
     if kind in ("bit", "year"):
         return f"CAST({quoted} AS UNSIGNED) AS {quoted}"
@@ -177,6 +182,10 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any]:
         return none_safe(_json_text)
     if target == "string":
         return none_safe(_text)
+    if kind == "binary":
+        # The binlog drops BINARY(n)'s trailing zero bytes; MySQL returns the value padded to n.
+        width = column.bit_width
+        return none_safe(lambda value: _binary(value).ljust(width, b"\x00"))
     if target == "binary":
         return none_safe(_binary)
     if target == "float" or target == "double":

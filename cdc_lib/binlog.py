@@ -9,6 +9,7 @@ ends only at a transaction boundary (XID, COMMIT, or a DDL statement), after
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import re
 import time
 from collections.abc import Callable
@@ -47,19 +48,31 @@ class TableCursor:
 
 @dataclass
 class TableDecoder:
+    """Turns the reader's row dicts into tuples in schema order, converting only where needed."""
+
     schema: TableSchema
-    converters: list[Callable[[Any], Any]]
+    conversions: tuple[tuple[int, Callable[[Any], Any]], ...]
     key_positions: tuple[int, ...]
     set_columns: frozenset[str]
+    pick: Callable[[dict[str, Any]], Any]
+    width: int
 
     @classmethod
     def for_schema(cls, schema: TableSchema) -> TableDecoder:
         names = schema.column_names
+        conversions = []
+        for index, column in enumerate(schema.columns):
+            converter = binlog_converter(column)
+            if converter is not None:
+                conversions.append((index, converter))
+        getter = operator.itemgetter(*names)
         return cls(
             schema=schema,
-            converters=[binlog_converter(column) for column in schema.columns],
+            conversions=tuple(conversions),
             key_positions=tuple(names.index(key) for key in schema.primary_key),
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
+            pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
+            width=len(names),
         )
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
@@ -68,13 +81,20 @@ class TableDecoder:
             for name in self.set_columns:
                 if none_sources.get(name) == NONE_SOURCE.EMPTY_SET:
                     values = {**values, name: ""}
+        if len(values) != self.width:
+            raise _schema_changed(self.schema, values)
         try:
-            return tuple(
-                convert(values[column.name])
-                for convert, column in zip(self.converters, self.schema.columns, strict=True)
-            )
+            picked = self.pick(values)
         except KeyError as missing:
             raise _schema_changed(self.schema, values) from missing
+        if not self.conversions:
+            return picked  # type: ignore[no-any-return]
+        row = list(picked)
+        for index, convert in self.conversions:
+            value = row[index]
+            if value is not None:
+                row[index] = convert(value)
+        return tuple(row)
 
 
 def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:

@@ -145,52 +145,51 @@ def format_time(value: dt.timedelta, fractional_digits: int) -> str:
     return text
 
 
-def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any]:
-    """A function turning a python-mysql-replication value into the value Spark stores."""
+# Types python-mysql-replication 1.0 already decodes to the value Spark stores.
+_PASSTHROUGH = frozenset(
+    {"tinyint", "smallint", "mediumint", "int", "integer", "year", "float", "double", "real", "char", "varchar",
+     "date", "datetime", "enum"}
+)
+
+
+def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
+    """A function turning a non-NULL python-mysql-replication value into the value Spark stores.
+
+    None means the reader's value is already right; the caller skips NULLs.
+    """
     kind = column.data_type.lower()
     target = spark_type_ddl(column)
-
-    def none_safe(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        return lambda value: None if value is None else function(value)
-
+    if kind in _PASSTHROUGH or (kind == "bigint" and target == "bigint"):
+        return None
+    if kind in ("decimal", "numeric"):
+        return None if target != "string" else (lambda value: format(Decimal(value), "f"))
     if target == "decimal(20,0)" and kind in ("bigint", "bit"):
         if kind == "bit":
-            return none_safe(lambda value: Decimal(_bit_to_int(value)))
-        return none_safe(lambda value: Decimal(int(value)))
+            return lambda value: Decimal(_bit_to_int(value))
+        return lambda value: Decimal(int(value))
     if kind == "bit":
-        return none_safe(_bit_to_int)
-    if kind in ("decimal", "numeric"):
-        if target == "string":
-            return none_safe(lambda value: format(Decimal(value), "f"))
-        return none_safe(lambda value: value if isinstance(value, Decimal) else Decimal(str(value)))
+        return _bit_to_int
     if kind == "timestamp":
-        return none_safe(_timestamp_to_utc)
-    if kind == "datetime":
-        return none_safe(_datetime_or_none)
-    if kind == "date":
-        return none_safe(_date_or_none)
+        return _timestamp_to_utc
     if kind == "time":
         digits = column.datetime_precision or 0
-        return none_safe(lambda value: format_time(value, digits) if isinstance(value, dt.timedelta) else str(value))
+        return lambda value: format_time(value, digits) if isinstance(value, dt.timedelta) else str(value)
     if kind == "set":
         members = column.set_members
-        return none_safe(lambda value: _set_text(value, members))
-    if kind == "enum":
-        members = column.set_members
-        return none_safe(lambda value: members[value - 1] if isinstance(value, int) and value > 0 else _text(value))
+        return lambda value: _set_text(value, members)
     if kind == "json":
-        return none_safe(_json_text)
+        return _json_text
     if target == "string":
-        return none_safe(_text)
+        return _text
     if kind == "binary":
         # The binlog drops BINARY(n)'s trailing zero bytes; MySQL returns the value padded to n.
         width = column.bit_width
-        return none_safe(lambda value: _binary(value).ljust(width, b"\x00"))
+        return lambda value: _binary(value).ljust(width, b"\x00")
     if target == "binary":
-        return none_safe(_binary)
+        return _binary
     if target == "float" or target == "double":
-        return none_safe(float)
-    return none_safe(int)
+        return float
+    return int
 
 
 def _bit_to_int(value: Any) -> int:
@@ -205,14 +204,6 @@ def _timestamp_to_utc(value: Any) -> dt.datetime | None:
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=_UTC) if value.tzinfo is None else value.astimezone(_UTC)
     return None
-
-
-def _datetime_or_none(value: Any) -> dt.datetime | None:
-    return value if isinstance(value, dt.datetime) else None
-
-
-def _date_or_none(value: Any) -> dt.date | None:
-    return value if isinstance(value, dt.date) else None
 
 
 def _text(value: Any) -> str:

@@ -15,6 +15,7 @@ reads both copies and runs on its own schedule or from the UI.
 """
 
 import datetime as dt
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -262,14 +263,23 @@ def build_reconciliation_checks(*, names: PipelineNames, tables: list[str]) -> d
 def build_freshness_checks(
     *, names: PipelineNames, tables: list[str], minutes: float
 ) -> list[dg.AssetChecksDefinition]:
-    """Dagster's last-update freshness checks; the micro-batch's observations keep idle tables fresh."""
-    return list(
-        dg.build_last_update_freshness_checks(
-            assets=[names.table_key(table) for table in tables],
-            lower_bound_delta=dt.timedelta(minutes=minutes),
-            severity=WARN,
+    """Dagster's last-update freshness checks; the micro-batch's observations keep idle tables fresh.
+
+    Dagster marks this factory as superseded by `FreshnessPolicy`, but a
+    `FreshnessPolicy` only counts materializations, and a CDC table with no
+    source change is not re-materialized: it would turn stale while perfectly
+    current. These checks also accept observations carrying
+    `dagster/last_updated_timestamp`, which every micro-batch records.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.SupersessionWarning)
+        return list(
+            dg.build_last_update_freshness_checks(
+                assets=[names.table_key(table) for table in tables],
+                lower_bound_delta=dt.timedelta(minutes=minutes),
+                severity=WARN,
+            )
         )
-    )
 
 
-__all__ = ["build_freshness_checks", "build_reconciliation_checks", "engine_errors", "health_check_specs"]
+__all__ = ["build_freshness_checks", "build_reconciliation_checks", "health_check_specs", "health_results"]

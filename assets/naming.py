@@ -23,6 +23,8 @@ LAG_CHECK = "lag"
 RUNWAY_CHECK = "binlog_runway"
 RECONCILIATION_CHECK = "reconciliation"
 PIPELINE_TAG = "binlake/pipeline"
+# Carried by the runs that take the pipeline's lease (micro-batch, snapshot): at most one may be in flight.
+LEASE_TAG = "binlake/lease"
 
 
 def dagster_name(text: str) -> str:
@@ -65,7 +67,7 @@ class PipelineNames:
 
     @property
     def sync_op(self) -> str:
-        return f"binlake_{self.slug}_sync"
+        return f"binlake_{self.slug}_microbatch"
 
     @property
     def reconciliation_op(self) -> str:
@@ -105,4 +107,10 @@ class PipelineNames:
 
     @property
     def run_tags(self) -> dict[str, str]:
+        """Tags of every run of the pipeline (filter on them in the Runs page)."""
         return {PIPELINE_TAG: self.pipeline}
+
+    @property
+    def lease_tags(self) -> dict[str, str]:
+        """Tags of the runs that write: the micro-batch and the snapshots."""
+        return {PIPELINE_TAG: self.pipeline, LEASE_TAG: self.pipeline}

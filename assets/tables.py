@@ -17,6 +17,7 @@ micro-batch step, so every scheduled run refreshes them for every table.
 """
 
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,8 @@ def status_metadata(status: TableStatus | None) -> dict[str, Any]:
         metadata["lag_seconds"] = dg.MetadataValue.float(float(status.lag_seconds))
     if status.lag_bytes is not None:
         metadata["lag_bytes"] = dg.MetadataValue.int(int(status.lag_bytes))
+    if status.lag_events is not None:
+        metadata["lag_events"] = dg.MetadataValue.int(int(status.lag_events))
     if status.delta_version is not None:
         metadata["delta_version"] = dg.MetadataValue.int(int(status.delta_version))
     metadata.update(_position_metadata(status.position))
@@ -281,6 +284,15 @@ def build_table_assets(*, config: PipelineConfig, tables: list[str]) -> TableAss
 def _build_snapshot_asset(
     *, config: PipelineConfig, names: PipelineNames, tables: list[str], partitions: dg.StaticPartitionsDefinition
 ) -> dg.AssetsDefinition:
+    with warnings.catch_warnings():
+        # BackfillPolicy is beta in Dagster 1.13; single_run lets one run (one Spark session) load many tables.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return _snapshot_asset(config=config, names=names, tables=tables, partitions=partitions)
+
+
+def _snapshot_asset(
+    *, config: PipelineConfig, names: PipelineNames, tables: list[str], partitions: dg.StaticPartitionsDefinition
+) -> dg.AssetsDefinition:
     @dg.asset(
         key=names.snapshot_key,
         partitions_def=partitions,
@@ -297,13 +309,22 @@ def _build_snapshot_asset(
             "replaces their Delta copies; the binlog micro-batches then continue from each table's low watermark."
         ),
     )
-    def snapshot(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> dg.MaterializeResult:
+    def snapshot(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> Iterator[dg.MaterializeResult]:
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()
         context.log.info(f"snapshotting {', '.join(chosen)}")
         with engine_errors(f"snapshot of {', '.join(chosen)}", context.log):
             results = pipeline.snapshot(chosen)
             state = pipeline.read_state()
+        metadata: dict[str, Any] = {
+            "tables": dg.MetadataValue.text(", ".join(result.table for result in results)),
+            "rows": dg.MetadataValue.int(sum(result.rows for result in results)),
+            "snapshot_seconds": dg.MetadataValue.float(round(sum(result.seconds for result in results), 3)),
+        }
+        if len(results) == 1:
+            metadata.update(snapshot_metadata(results[0], state, pipeline))
+        yield dg.MaterializeResult(metadata=metadata)
+        # Recorded after the snapshot partitions, so each Delta table reads as up to date with its snapshot.
         for result in results:
             context.log.info(
                 f"{result.table}: {result.rows} rows in {result.seconds:.1f}s → Delta v{result.delta_version} "
@@ -316,14 +337,6 @@ def _build_snapshot_asset(
                     metadata=snapshot_metadata(result, state, pipeline),
                 )
             )
-        metadata: dict[str, Any] = {
-            "tables": dg.MetadataValue.text(", ".join(result.table for result in results)),
-            "rows": dg.MetadataValue.int(sum(result.rows for result in results)),
-            "snapshot_seconds": dg.MetadataValue.float(round(sum(result.seconds for result in results), 3)),
-        }
-        if len(results) == 1:
-            metadata.update(snapshot_metadata(results[0], state, pipeline))
-        return dg.MaterializeResult(metadata=metadata)
 
     return snapshot
 

@@ -25,6 +25,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
+from bench import scenarios  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -116,7 +117,8 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
-    results: dict[str, Any] = {"rows": arguments.rows, "changes": arguments.changes, "repeat": arguments.repeat}
+    results: dict[str, Any] = {"rows": arguments.rows, "changes": arguments.changes, "repeat": arguments.repeat,
+                               "merge_changes": arguments.merge_changes}
     try:
         server.create_cdc_user(USER, PASSWORD)
         print(f"loading {arguments.rows:,} rows …", flush=True)
@@ -178,6 +180,18 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         results["bare_reader_rows_per_s"] = changed / bare_median
         results["sync_vs_bare_reader"] = results["sync_rows_per_s"] / results["bare_reader_rows_per_s"]
 
+        if "merge" in arguments.only:
+            print("MERGE scaling …", flush=True)
+            results["merge_scaling_s"] = scenarios.merge_scaling(
+                pipeline, arguments.merge_sizes, arguments.merge_changes, arguments.repeat
+            )
+        if "memory" in arguments.only:
+            print("memory …", flush=True)
+            results["memory"] = {
+                str(size): scenarios.memory(config_path, pristine, work / "lake", size)
+                for size in (arguments.changes // 10, arguments.changes // 2)
+            }  # each run ends caught up, so the idle measurement below finds nothing to do
+
         def idle_seconds() -> float:
             started = time.perf_counter()
             output = subprocess.run(
@@ -190,6 +204,11 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
 
         idle_median, idle_runs = median_of(arguments.repeat, idle_seconds)
         results["idle_sync_wall_s"] = idle_median
+        if "freshness" in arguments.only:
+            print("freshness …", flush=True)
+            results["freshness"] = scenarios.freshness(
+                server, config_path, rows_per_second=500, seconds=arguments.freshness_seconds
+            )
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
             "idle_sync_s": idle_runs,
@@ -215,6 +234,19 @@ def report(results: dict[str, Any]) -> str:
         f"| idle sync wall s | {results['idle_sync_wall_s']:.2f} | target ≤ 5 s, no JVM | — |",
         f"| first snapshot incl. JVM start s | {results['first_snapshot_s_with_jvm_start']:.1f} | — | — |",
     ]
+    if "merge_scaling_s" in results:
+        merge = results["merge_scaling_s"]
+        sizes = [key for key in merge if key.isdigit()]
+        figures = ", ".join(f"{int(size):,} rows {merge[size]:.2f} s" for size in sizes)
+        lines.append(f"| MERGE of {results['merge_changes']:,} changes | {figures} | target largest ≤ 3× smallest "
+                     f"| {merge['largest_vs_smallest']:.2f}× |")
+    if "freshness" in results:
+        fresh = results["freshness"]
+        lines.append(f"| freshness at {fresh['rows_per_second']} rows/s | p50 {fresh['p50_s']:.2f} s, "
+                     f"p95 {fresh['p95_s']:.2f} s ({fresh['samples']} commits) | — | — |")
+    for size, peak in results.get("memory", {}).items():
+        lines.append(f"| peak RSS, max_events={int(size):,} | Python {peak['python_peak_mb']:.0f} MB, "
+                     f"JVM {peak['jvm_peak_mb']:.0f} MB ({peak['batches']} batches) | — | — |")
     return "\n".join(lines)
 
 
@@ -226,9 +258,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    parser.add_argument("--only", default="merge,freshness,memory",
+                        help="extra measurements to run, comma separated: merge,freshness,memory (or 'none')")
+    parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
+    parser.add_argument("--merge-changes", type=int, default=10_000)
+    parser.add_argument("--freshness-seconds", type=float, default=30.0)
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.rows, arguments.changes = 200_000, 100_000
+        arguments.merge_sizes = "10000,100000,1000000"
+        arguments.freshness_seconds = 15.0
+    arguments.only = set(arguments.only.split(","))
+    arguments.merge_sizes = [int(size) for size in arguments.merge_sizes.split(",")]
     results = run(arguments)
     text = report(results)
     print(text)

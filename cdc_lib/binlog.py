@@ -184,9 +184,11 @@ def read_batch(
     pending_rows = 0
     gtid: str | None = start.gtid
     current_file = start.file
+    in_transaction = False
 
     def commit(end_pos: int, event_time: int) -> None:
-        nonlocal transaction_start, pending, pending_rows
+        nonlocal transaction_start, pending, pending_rows, in_transaction
+        in_transaction = False
         end = BinlogPosition(current_file, end_pos, gtid)
         for name, changes in pending.items():
             if result.stopped(name) or transaction_start < by_name[name].position:
@@ -204,14 +206,15 @@ def read_batch(
             result.events_read += 1
             if isinstance(event, RotateEvent):
                 current_file = event.next_binlog
-                if transaction_start.file != current_file and not pending:
+                if not in_transaction and not pending:
+                    # Between transactions a rotation is a boundary too: idle tables follow it.
                     transaction_start = BinlogPosition(current_file, event.position, gtid)
+                    if transaction_start > result.end:
+                        result.end = transaction_start
                 continue
-            if isinstance(event, MariadbGtidEvent):
+            if isinstance(event, (MariadbGtidEvent, GtidEvent)):
                 gtid = event.gtid
-                continue
-            if isinstance(event, GtidEvent):
-                gtid = event.gtid
+                in_transaction = True
                 continue
             if isinstance(event, XidEvent):
                 commit(event.packet.log_pos, event.timestamp)
@@ -219,6 +222,7 @@ def read_batch(
                 statement = _query_text(event.query)
                 upper = statement.lstrip().upper()
                 if upper.startswith("BEGIN") or upper.startswith("XA START") or upper.startswith("SAVEPOINT"):
+                    in_transaction = True
                     continue
                 altered: str | None = None
                 before = transaction_start
@@ -250,6 +254,11 @@ def read_batch(
                 break
         else:
             result.reached_end = True
+            if not in_transaction and not pending:
+                # Trailing non-transaction events (a new file's header, checkpoints) are passed too.
+                tail = BinlogPosition(stream.log_file or current_file, int(stream.log_pos or 0), gtid)
+                if tail.file == current_file and tail > result.end:
+                    result.end = tail
     except pymysql.MySQLError as exc:
         raise _describe_read_failure(exc, start) from None
     finally:
@@ -318,10 +327,14 @@ def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Ex
             remedy="re-snapshot the affected tables: binlake snapshot --table db.t",
         )
     if code == 1045:
-        return SourceConnectionError("the server refused the credentials", remedy="check source.user and the password")
+        return SourceConnectionError(
+            "the server refused the credentials", remedy="check source.user and the password", retryable=False
+        )
     if code in (1227, 1044):
         return SourceConnectionError(
-            "the user may not read the binlog", remedy="GRANT REPLICATION SLAVE ON *.* TO the binlake user"
+            "the user may not read the binlog",
+            remedy="GRANT REPLICATION SLAVE ON *.* TO the binlake user",
+            retryable=False,
         )
     return SourceConnectionError(
         f"reading the binlog failed (MySQL error {code}: {message[:160]})",

@@ -61,7 +61,6 @@ _NULL_MARK = "N"
 # Relative precision a value keeps through the text protocol: FLT_DIG = 6 digits for FLOAT, DBL_DIG = 15 for DOUBLE.
 _RELATIVE_PRECISION = {"float": 1e-6, "double": 1e-12}
 _KEY_WEIGHTS = 997
-_SAMPLE_MISMATCHES = 10
 
 
 # -- canonical text, one definition per engine ----------------------------------------------------
@@ -682,6 +681,7 @@ __all__ = [
     "ChunkPlan",
     "ChunkTally",
     "ExpirySettings",
+    "FloatTally",
     "ReconciliationReport",
     "TableRunway",
     "binlog_runway",

@@ -25,11 +25,32 @@ class RedactSecrets(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.secrets:
-            message = record.getMessage()
-            for secret in self.secrets:
-                message = message.replace(secret, "***")
-            record.msg, record.args = message, None
+            record.msg, record.args = redact(record.getMessage(), self.secrets), None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = redact(record.exc_text, self.secrets)
         return True
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def summarize(error: BaseException) -> str:
+    """One line about an unexpected exception; for a JVM error, the Java exception rather than py4j's wrapper."""
+    java = getattr(error, "java_exception", None)
+    text = str(error)
+    if java is not None:
+        try:
+            text = str(java.toString())
+        except Exception:  # noqa: BLE001 - the JVM may be gone; keep py4j's text
+            pass
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join((lines[0] if lines else "").split())[:300]
 
 
 def configure_logging(verbose: bool, secrets: Sequence[str] = ()) -> None:
@@ -69,20 +90,32 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
     configure_logging(arguments.verbose)
+    secrets: list[str] = []
     try:
         if arguments.command == "demo":
             from cdc_lib.demo import run_demo
 
             return run_demo(arguments.workdir, keep_running=arguments.keep_running)
         config = load_config(arguments.config)
-        configure_logging(arguments.verbose, [config.source.password])
+        secrets = [config.source.password]
+        configure_logging(arguments.verbose, secrets)
         return _run(arguments, config)
     except BinlakeError as error:
-        print(f"binlake: error: {error}", file=sys.stderr)
+        print(f"binlake: error: {redact(str(error), secrets)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("binlake: interrupted; offsets were not moved past what was committed", file=sys.stderr)
         return 130
+    except Exception as error:  # noqa: BLE001 - the last line of defence: still one line, still no secret
+        if arguments.verbose:
+            log.error("unexpected failure", exc_info=error)
+        print(
+            f"binlake: error: unexpected {type(error).__name__}: {redact(summarize(error), secrets)} — remedy: "
+            "nothing past the last committed batch was applied; rerun (with -v for the traceback), and report "
+            "it if it persists",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:

@@ -10,11 +10,17 @@ class BinlakeError(Exception):
     """
 
     exit_code: int = 2
+    #: Whether the same call can succeed later without a person acting (orchestrators retry these).
+    retryable: bool = False
 
-    def __init__(self, cause: str, *, remedy: str, table: str | None = None) -> None:
+    def __init__(
+        self, cause: str, *, remedy: str, table: str | None = None, retryable: bool | None = None
+    ) -> None:
         self.cause = cause
         self.remedy = remedy
         self.table = table
+        if retryable is not None:
+            self.retryable = retryable
         prefix = f"[{table}] " if table else ""
         super().__init__(f"{prefix}{cause} — remedy: {remedy}")
 
@@ -31,19 +37,21 @@ class ConfigError(BinlakeError):
 
 
 class SourceConnectionError(BinlakeError):
-    """The MySQL/MariaDB server cannot be reached or refuses the credentials."""
+    """The MySQL/MariaDB server cannot be reached (retryable) or refuses the credentials (not)."""
+
+    retryable = True
 
 
 class ServerSettingsError(BinlakeError):
     """The server's binlog settings make CDC impossible or unsafe."""
 
-    def __init__(self, setting: str, actual: str, expected: str) -> None:
+    def __init__(self, setting: str, actual: str, expected: str, *, remedy: str | None = None) -> None:
         self.setting = setting
         self.actual = actual
         self.expected = expected
         super().__init__(
             f"server setting {setting} is '{actual}', binlake needs '{expected}'",
-            remedy=f"set {setting}={expected} in the server's my.cnf (or SET GLOBAL) and restart it",
+            remedy=remedy or f"set {setting}={expected} in the server's my.cnf (or SET GLOBAL) and restart it",
         )
 
 
@@ -64,13 +72,14 @@ class BinlogPurgedError(BinlakeError):
 
 
 class OffsetStoreError(BinlakeError):
-    """The offset store cannot be read or written."""
+    """The offset store cannot be read or written; retryable when the store was unreachable or busy."""
 
 
 class ConcurrentRunError(BinlakeError):
     """Another runner holds the pipeline, or won a compare-and-swap race."""
 
     exit_code = 3
+    retryable = True
 
 
 class NotSnapshottedError(BinlakeError):

@@ -12,47 +12,22 @@ them at once instead of retrying.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from cdc_lib.errors import BinlakeError, ConcurrentRunError, OffsetStoreError, SourceConnectionError
+from cdc_lib.errors import BinlakeError
 
 FailureKind = Literal["transient", "permanent"]
 
-# SourceConnectionError covers both a dropped connection and a refusal; these causes are refusals.
-_PERMANENT_CONNECTION_CAUSES = ("refused the credentials", "may not read", "unknown database")
-# OffsetStoreError ends its S3 causes with "(<exception class>: <S3 error code>)".
-_STORE_FAILURE = re.compile(r"\((\w+): ([\w.-]*)\)\s*$")
-_TRANSIENT_STORE_CLASSES = {
-    "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-    "ConnectionError", "HTTPClientError",
-}
-_TRANSIENT_STORE_CODES = {
-    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException",
-    "RequestTimeTooSkewed",
-}
-
 
 def classify(error: BaseException) -> FailureKind:
-    """Say whether retrying the same call later can succeed."""
-    if isinstance(error, ConcurrentRunError):
-        return "transient"
-    if isinstance(error, SourceConnectionError):
-        cause = error.cause.lower()
-        return "permanent" if any(marker in cause for marker in _PERMANENT_CONNECTION_CAUSES) else "transient"
-    if isinstance(error, OffsetStoreError):
-        return "transient" if _store_failure_is_transient(error.cause) else "permanent"
+    """Say whether retrying the same call later can succeed.
+
+    binlake's own errors say so themselves (`BinlakeError.retryable`); anything else is
+    unexpected (a JVM hiccup, an OS error) and treated as transient.
+    """
     if isinstance(error, BinlakeError):
-        return "permanent"
+        return "transient" if error.retryable else "permanent"
     return "transient"
-
-
-def _store_failure_is_transient(cause: str) -> bool:
-    match = _STORE_FAILURE.search(cause)
-    if match is None:
-        return False
-    exception_class, code = match.groups()
-    return exception_class in _TRANSIENT_STORE_CLASSES or code in _TRANSIENT_STORE_CODES or code.startswith("5")
 
 
 def is_transient(error: BaseException) -> bool:

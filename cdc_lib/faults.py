@@ -1,14 +1,41 @@
-"""Named failpoints: `BINLAKE_FAILPOINT=<name>` makes the process SIGKILL itself there.
+"""Named failpoints, so fault tests can stop a real run at the exact step under test.
 
-They exist so crash-safety tests can stop a real run at the exact step under test.
+- `BINLAKE_FAILPOINT=<name>` makes the process SIGKILL itself there.
+- `BINLAKE_FAILPOINT_PAUSE=<name>` makes it pause there while the test breaks something (stops a
+  server, cuts a proxy). With `BINLAKE_FAILPOINT_PAUSE_FILE=<path>` the process creates that file
+  on arrival and waits until the test deletes it (at most `BINLAKE_FAILPOINT_PAUSE_SECONDS`, 120 by
+  default); without a file it sleeps `BINLAKE_FAILPOINT_PAUSE_SECONDS` (default 5).
+
+Nothing happens unless one of these variables names the failpoint.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
+
+KILL_VARIABLE = "BINLAKE_FAILPOINT"
+PAUSE_VARIABLE = "BINLAKE_FAILPOINT_PAUSE"
+PAUSE_FILE_VARIABLE = "BINLAKE_FAILPOINT_PAUSE_FILE"
+PAUSE_SECONDS_VARIABLE = "BINLAKE_FAILPOINT_PAUSE_SECONDS"
 
 
 def failpoint(name: str) -> None:
-    if os.environ.get("BINLAKE_FAILPOINT") == name:
+    if os.environ.get(KILL_VARIABLE) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(PAUSE_VARIABLE) == name:
+        _pause()
+
+
+def _pause() -> None:
+    flag = os.environ.get(PAUSE_FILE_VARIABLE)
+    if not flag:
+        time.sleep(float(os.environ.get(PAUSE_SECONDS_VARIABLE, "5")))
+        return
+    path = Path(flag)
+    path.write_text(str(os.getpid()))
+    deadline = time.monotonic() + float(os.environ.get(PAUSE_SECONDS_VARIABLE, "120"))
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)

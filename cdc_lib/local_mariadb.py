@@ -184,6 +184,22 @@ class LocalMariaDB:
             os.kill(pid, signal.SIGKILL)
         self.process = None
 
+    def kill(self, *, timeout: float = 30.0) -> None:
+        """SIGKILL the server this object started, as a crash would stop it, and wait until it is gone.
+
+        `start()` afterwards restarts it on the same port and datadir (InnoDB and binlog recovery run).
+        """
+        if self.process is None:
+            raise BinlakeError("this LocalMariaDB did not start a server", remedy="call start() first")
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=timeout)
+        self.process = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the server this object started, while it runs."""
+        return None if self.process is None else self.process.pid
+
     def _pid(self) -> int | None:
         if self.process is not None:
             return self.process.pid

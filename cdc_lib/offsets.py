@@ -272,9 +272,12 @@ class S3OffsetStore(OffsetStore):
         return "/".join(part for part in (self.prefix, pipeline, STATE_FILE) if part)
 
     def _store_error(self, action: str, exc: Exception) -> OffsetStoreError:
+        code = _s3_code(exc)
+        detail = code or " ".join(str(exc).split())[:160]
         return OffsetStoreError(
-            f"cannot {action} s3://{self.bucket}/{self.prefix} ({exc.__class__.__name__}: {_s3_code(exc)})",
+            f"cannot {action} s3://{self.bucket}/{self.prefix} ({exc.__class__.__name__}: {detail})",
             remedy="check offsets.uri, offsets.endpoint_url, the bucket and the AWS credentials",
+            retryable=_transient_s3_failure(exc, code),
         )
 
     def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
@@ -321,7 +324,28 @@ class S3OffsetStore(OffsetStore):
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:
             raise self._store_error("reach", exc) from None
+        # Reading is not enough: a read-only credential would only fail at the first offset write.
+        probe = "/".join(part for part in (self.prefix, pipeline, f".probe-{uuid.uuid4().hex}") if part)
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"")
+            self.client.delete_object(Bucket=self.bucket, Key=probe)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._store_error("write", exc) from None
         self.read(pipeline)
+
+
+_TRANSIENT_S3_CODES = frozenset(
+    {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
+)
+
+
+def _transient_s3_failure(exc: Exception, code: str) -> bool:
+    """Unreachable, timed out, throttled or 5xx: worth retrying. Denied, missing bucket: not."""
+    from botocore.exceptions import ClientError
+
+    if not isinstance(exc, ClientError):
+        return True  # BotoCoreError: connection refused, timeouts, closed connections
+    return code in _TRANSIENT_S3_CODES or code.startswith("5")
 
 
 def _s3_code(exc: Exception) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from cdc_lib.config import SnapshotConfig, SourceConfig
+from cdc_lib.faults import failpoint
 from cdc_lib.source import TableSchema, query
 from cdc_lib.types import TEXT_TRANSFERRED_TEMPORALS, jdbc_select_expression, quote_identifier, spark_type_ddl
 
@@ -27,7 +28,8 @@ def jdbc_url(source: SourceConfig) -> str:
         f"connectTimeout={source.connect_timeout * 1000}",
     ]
     if source.ssl_ca:
-        options += ["sslMode=verify-ca", f"serverSslCert={source.ssl_ca}"]
+        # As on the pymysql side: the certificate must chain to ssl_ca and name source.host.
+        options += ["sslMode=verify-full", f"serverSslCert={source.ssl_ca}"]
     return f"jdbc:mysql://{source.host}:{source.port}/?" + "&".join(options)
 
 
@@ -105,6 +107,7 @@ def read_table(
         text_temporal = column.data_type.lower() in TEXT_TRANSFERRED_TEMPORALS
         converted = value.try_cast(target) if text_temporal else value.cast(target)
         columns.append(converted.alias(column.name))
+    failpoint("before_snapshot_write")
     return frame.select(*columns)
 
 

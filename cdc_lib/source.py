@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import fnmatch
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pymysql
+from pymysql.constants import CLIENT
 
 from cdc_lib.config import SourceConfig
 from cdc_lib.errors import (
+    BinlakeError,
     BinlogPurgedError,
+    ConfigError,
     MissingGrantError,
     ServerSettingsError,
     SourceConnectionError,
@@ -27,6 +31,8 @@ REQUIRED_SETTINGS = {
     "binlog_row_image": "FULL",
     "binlog_row_metadata": "FULL",
 }
+#: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
+LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
 
 
 @dataclass(frozen=True, order=True)
@@ -70,6 +76,13 @@ class TableSchema:
 
 
 def connection_settings(source: SourceConfig) -> dict[str, Any]:
+    """pymysql keyword arguments for the source; the binlog reader connects with the same ones.
+
+    With `source.ssl_ca` every connection uses TLS, checks the server certificate against that CA
+    and the certificate's names against `source.host` (the JDBC snapshot does the same). Without it
+    TLS is off: pymysql would otherwise negotiate TLS that checks nothing, while the JDBC driver
+    would not use TLS at all, so a server that requires TLS is refused at the first connection.
+    """
     settings: dict[str, Any] = {
         "host": source.host,
         "port": source.port,
@@ -79,45 +92,101 @@ def connection_settings(source: SourceConfig) -> dict[str, Any]:
         "charset": "utf8mb4",
     }
     if source.ssl_ca:
-        settings["ssl"] = {"ca": source.ssl_ca}
+        settings.update(ssl_ca=source.ssl_ca, ssl_verify_cert=True, ssl_verify_identity=True)
+    else:
+        settings["ssl_disabled"] = True
     return settings
 
 
-def _describe_connect_failure(source: SourceConfig, exc: pymysql.MySQLError) -> SourceConnectionError:
+#: Client and server error codes that mean the connection itself is gone.
+CONNECTION_LOST_CODES = frozenset({2002, 2003, 2005, 2006, 2013, 2055, 4031})
+_TLS_REQUIRED_CODES = frozenset({3159})  # MySQL: insecure transport prohibited (MariaDB answers 1045)
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, pymysql.MySQLError) and len(exc.args) > 1:
+        return f"MySQL error {exc.args[0]}: {str(exc.args[1])[:200]}"
+    return f"{exc.__class__.__name__}: {str(exc)[:200]}"
+
+
+def _describe_connect_failure(
+    source: SourceConfig, exc: pymysql.MySQLError, *, server_offers_tls: bool = False
+) -> BinlakeError:
     code = exc.args[0] if exc.args else None
+    message = str(exc.args[1]) if len(exc.args) > 1 else ""
     where = f"{source.user}@{source.host}:{source.port}"
+    if source.ssl_ca and ("CERTIFICATE_VERIFY_FAILED" in message or "SSL" in message or code == 2026):
+        reason = message.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" )")
+        if "doesn't support" in message or "not support" in message:
+            return SourceConnectionError(
+                f"source.ssl_ca is set but the server at {source.host}:{source.port} does not offer TLS",
+                remedy="configure TLS on the server (ssl_cert, ssl_key), or remove source.ssl_ca",
+                retryable=False,
+            )
+        return SourceConnectionError(
+            f"TLS to {source.host}:{source.port} failed: the server certificate does not check out "
+            f"against source.ssl_ca {source.ssl_ca} ({reason[:160]})",
+            remedy="set source.ssl_ca to the CA that signed the server certificate, and source.host to a "
+            "name or IP address the certificate lists",
+            retryable=False,
+        )
+    if code in _TLS_REQUIRED_CODES:
+        return SourceConnectionError(
+            f"the server at {source.host}:{source.port} requires TLS and source.ssl_ca is not set",
+            remedy="set source.ssl_ca to the PEM file of the CA that signed the server certificate",
+            retryable=False,
+        )
     if code == 1045:
+        if server_offers_tls and not source.ssl_ca:
+            return SourceConnectionError(
+                f"the server refused the credentials of {where} (access denied) over a connection without "
+                "TLS; the server offers TLS and source.ssl_ca is not set, and a server that requires secure "
+                "transport (require_secure_transport=ON) refuses such logins as access denied",
+                remedy="if the server requires TLS, set source.ssl_ca to the CA certificate of the server; "
+                "otherwise check source.user and the password variable",
+                retryable=False,
+            )
         return SourceConnectionError(
             f"the server refused the credentials of {where} (access denied)",
             remedy="check source.user and the password variable; the user needs the grants listed in the README",
+            retryable=False,
         )
-    if code in (2003, 2002, 2005, 2013):
+    if code in CONNECTION_LOST_CODES:
         return SourceConnectionError(
             f"cannot reach the MySQL server at {source.host}:{source.port}",
             remedy="check source.host and source.port, and that the server is running and reachable",
         )
     if code == 1049:
-        return SourceConnectionError(f"unknown database for {where}", remedy="check source.tables")
+        return SourceConnectionError(f"unknown database for {where}", remedy="check source.tables", retryable=False)
     return SourceConnectionError(
-        f"cannot connect as {where} (MySQL error {code})", remedy="check the source settings and the server's log"
+        f"cannot connect as {where} ({_error_text(exc)})", remedy="check the source settings and the server's log"
     )
 
 
 def connect(source: SourceConfig) -> pymysql.connections.Connection:
+    """Open an autocommit connection to the source.
+
+    Raises:
+        SourceConnectionError: unreachable (retryable), refused, or TLS that does not check out.
+        ConfigError: `source.ssl_ca` cannot be read.
+    """
     settings = connection_settings(source)
     try:
-        return pymysql.connect(
-            host=settings["host"],
-            port=settings["port"],
-            user=settings["user"],
-            password=settings["password"],
-            connect_timeout=settings["connect_timeout"],
-            charset="utf8mb4",
-            autocommit=True,
-            ssl=settings.get("ssl"),
-        )
+        connection = pymysql.connections.Connection(**settings, autocommit=True, defer_connect=True)
+    except (OSError, ssl.SSLError) as exc:
+        # pymysql loads the CA file before it connects.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
+        raise ConfigError(
+            "source.ssl_ca",
+            f"cannot load the CA certificate {source.ssl_ca} ({reason})",
+            remedy="point source.ssl_ca at the PEM file of the CA that signed the server certificate",
+        ) from None
+    try:
+        connection.connect()
     except pymysql.MySQLError as exc:
-        raise _describe_connect_failure(source, exc) from None
+        offers_tls = bool(getattr(connection, "server_capabilities", 0) & CLIENT.SSL)
+        raise _describe_connect_failure(source, exc, server_offers_tls=offers_tls) from None
+    return connection
 
 
 @contextmanager
@@ -132,24 +201,62 @@ def source_connection(source: SourceConfig) -> Iterator[pymysql.connections.Conn
 
 
 def query(connection: pymysql.connections.Connection, sql: str, arguments: Any = None) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, arguments)
-        return list(cursor.fetchall())
+    """Run one statement and return its rows.
+
+    Raises:
+        SourceConnectionError: (retryable) the connection broke, e.g. the server went away mid-run.
+    """
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, arguments)
+            return list(cursor.fetchall())
+    except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+        code = exc.args[0] if exc.args else None
+        if isinstance(exc, pymysql.err.InterfaceError) or code in CONNECTION_LOST_CODES:
+            raise SourceConnectionError(
+                f"lost the connection to the MySQL server at {connection.host}:{connection.port} "
+                f"({_error_text(exc)})",
+                remedy="check that the server is running and reachable, then rerun: "
+                "nothing past the last committed batch was applied",
+            ) from None
+        raise
 
 
 def is_mariadb(connection: pymysql.connections.Connection) -> bool:
     return "mariadb" in str(query(connection, "SELECT VERSION()")[0][0]).lower()
 
 
+#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
+#: the old document, which the reader cannot turn into a full row for Delta.
+PARTIAL_JSON_SETTING = "binlog_row_value_options"
+
+
 def check_server_settings(connection: pymysql.connections.Connection) -> dict[str, str]:
-    """Raise ServerSettingsError unless the binlog is on, ROW, FULL image and FULL metadata."""
-    names = ", ".join(f"'{name}'" for name in REQUIRED_SETTINGS)
+    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
+    and the user may read the binlog and its position.
+
+    Every command that reads the source calls this before it writes anything.
+
+    Raises:
+        ServerSettingsError: a binlog setting is wrong.
+        MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
+    """
+    names = ", ".join(f"'{name}'" for name in (*REQUIRED_SETTINGS, PARTIAL_JSON_SETTING))
     rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
     actual = {str(name).lower(): str(value).upper() for name, value in rows}
     for setting, expected in REQUIRED_SETTINGS.items():
         value = actual.get(setting, "<missing>")
         if value != expected:
             raise ServerSettingsError(setting, value, expected)
+    if actual.get(PARTIAL_JSON_SETTING, ""):
+        raise ServerSettingsError(
+            PARTIAL_JSON_SETTING,
+            actual[PARTIAL_JSON_SETTING],
+            "",
+            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
+            "values in the binlog, not partial updates",
+        )
+    check_grants(connection)
     return actual
 
 
@@ -162,14 +269,17 @@ def check_grants(connection: pymysql.connections.Connection) -> None:
         if privilege not in grants and "REPLICA" not in grants.replace("REPLICATION SLAVE", "REPLICA"):
             raise MissingGrantError(
                 f"the user lacks the {privilege} privilege",
-                remedy="GRANT SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE ON *.* TO the binlake user",
+                remedy=f"GRANT {LEAST_PRIVILEGE_GRANTS} ON *.* TO the binlake user (MySQL: REPLICATION CLIENT "
+                "instead of BINLOG MONITOR)",
             )
     try:
         current_position(connection)
-    except SourceConnectionError:
+    except SourceConnectionError as exc:
+        if exc.retryable:
+            raise
         raise MissingGrantError(
             "the user may not read the binlog position (SHOW MASTER STATUS)",
-            remedy="GRANT REPLICATION CLIENT (MariaDB: BINLOG MONITOR) ON *.* TO the binlake user",
+            remedy="GRANT BINLOG MONITOR (MySQL: REPLICATION CLIENT) ON *.* TO the binlake user",
         ) from None
 
 
@@ -180,6 +290,7 @@ def current_position(connection: pymysql.connections.Connection) -> BinlogPositi
         raise SourceConnectionError(
             f"SHOW MASTER STATUS failed (MySQL error {exc.args[0]})",
             remedy="grant REPLICATION CLIENT / BINLOG MONITOR to the binlake user",
+            retryable=exc.args[0] in (2002, 2003, 2006, 2013),
         ) from None
     if not rows:
         raise ServerSettingsError("log_bin", "OFF", "ON")
@@ -266,8 +377,9 @@ def resolve_tables(connection: pymysql.connections.Connection, patterns: tuple[s
         matched = [ref for ref in existing if fnmatch.fnmatchcase(ref.name, pattern)]
         if not matched and "*" not in pattern:
             raise TableError(
-                f"table {pattern} does not exist on the server",
-                remedy="create it, or fix source.tables in the config",
+                f"table {pattern} does not exist on the server, or the binlake user may not SELECT it",
+                remedy=f"create it, GRANT SELECT ON {pattern.partition('.')[0]}.* TO the binlake user, "
+                "or fix source.tables in the config",
                 table=pattern,
             )
         chosen.extend(ref for ref in matched if ref not in chosen)
@@ -285,7 +397,9 @@ def describe_table(connection: pymysql.connections.Connection, ref: TableRef) ->
     )
     if not rows:
         raise TableError(
-            f"table {ref.name} does not exist on the server", remedy="create it, or fix source.tables", table=ref.name
+            f"table {ref.name} does not exist on the server, or the binlake user may not SELECT it",
+            remedy=f"create it, GRANT SELECT ON {ref.database}.* TO the binlake user, or fix source.tables",
+            table=ref.name,
         )
     columns = tuple(
         ColumnInfo(

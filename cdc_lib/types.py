@@ -122,6 +122,9 @@ def jdbc_select_expression(column: ColumnInfo) -> str:
         return f"CAST({quoted} AS CHAR) AS {quoted}"
     if kind in ("bit", "year"):
         return f"CAST({quoted} AS UNSIGNED) AS {quoted}"
+    if kind == "float":
+        # JDBC reads FLOAT as 6-digit text; the widened double keeps the stored float32 exactly.
+        return f"CAST({quoted} AS DOUBLE) AS {quoted}"
     if kind in ("decimal", "numeric") and (column.numeric_precision or 0) > 38:
         return f"CAST({quoted} AS CHAR) AS {quoted}"
     return quoted

@@ -10,10 +10,12 @@ jobs, schedules, sensors and the `binlake` resource.
 from __future__ import annotations
 
 import os
+import warnings
 
 import dagster as dg
 
 from assets.checks import build_freshness_checks, build_reconciliation_checks
+from assets.naming import PipelineNames
 from assets.tables import build_table_assets
 from cdc_lib.catalog import table_names, table_patterns
 from cdc_lib.config import PipelineConfig, load_config
@@ -65,12 +67,7 @@ def build_definitions(
             build_table_error_sensor(
                 names=names, tables=tables, job=jobs.snapshot, interval_seconds=settings.sensor_interval_seconds
             ),
-            dg.build_sensor_for_freshness_checks(
-                freshness_checks=freshness,
-                name=names.freshness_sensor,
-                default_status=dg.DefaultSensorStatus.RUNNING,
-                tags=names.run_tags,
-            ),
+            freshness_sensor(names=names, checks=freshness),
         ],
         resources={
             "binlake": BinlakeResource(
@@ -81,6 +78,18 @@ def build_definitions(
             )
         },
     )
+
+
+def freshness_sensor(*, names: PipelineNames, checks: list[dg.AssetChecksDefinition]) -> dg.SensorDefinition:
+    """Evaluates the freshness checks (see `assets.checks.build_freshness_checks` for why not FreshnessPolicy)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.SupersessionWarning)
+        return dg.build_sensor_for_freshness_checks(
+            freshness_checks=checks,
+            name=names.freshness_sensor,
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            tags=names.run_tags,
+        )
 
 
 @dg.definitions

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
 from assets.tables import TableAssets
 
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
 
 @dataclass(frozen=True)
 class PipelineJobs:
-    sync: dg.UnresolvedAssetJobDefinition
-    snapshot: dg.UnresolvedAssetJobDefinition
-    reconcile: dg.UnresolvedAssetJobDefinition
+    sync: UnresolvedAssetJobDefinition
+    snapshot: UnresolvedAssetJobDefinition
+    reconcile: UnresolvedAssetJobDefinition
 
-    def all(self) -> list[dg.UnresolvedAssetJobDefinition]:
+    def all(self) -> list[UnresolvedAssetJobDefinition]:
         return [self.sync, self.snapshot, self.reconcile]
 
 
@@ -32,14 +36,13 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
     sync = dg.define_asset_job(
         names.sync_job,
         selection=tables_only | dg.AssetSelection.checks(*health_checks),
-        tags=names.run_tags,
+        tags=names.lease_tags,
         description=f"One binlog micro-batch for every table of pipeline `{names.pipeline}`, then the health checks.",
     )
     snapshot = dg.define_asset_job(
         names.snapshot_job,
         selection=dg.AssetSelection.assets(assets.snapshot),
-        partitions_def=assets.partitions,
-        tags=names.run_tags,
+        tags=names.lease_tags,
         description=f"Snapshot the chosen tables of pipeline `{names.pipeline}` (one partition per table); "
         "launch a backfill over the partitions to (re-)load several.",
     )

@@ -1,9 +1,16 @@
 """Schedules: the micro-batch (every minute by default, on from the start) and the daily reconciliation."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import dagster as dg
 
-from assets.naming import PIPELINE_TAG, PipelineNames
+from assets.naming import LEASE_TAG, PipelineNames
 from cdc_lib.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
@@ -14,10 +21,8 @@ IN_FLIGHT = [
 
 
 def run_in_flight(instance: dg.DagsterInstance, pipeline: str) -> str | None:
-    """Id of a run of this pipeline that has not finished yet, if any."""
-    records = instance.get_run_records(
-        filters=dg.RunsFilter(tags={PIPELINE_TAG: pipeline}, statuses=IN_FLIGHT), limit=1
-    )
+    """Id of an unfinished run that takes this pipeline's lease (micro-batch or snapshot), if any."""
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={LEASE_TAG: pipeline}, statuses=IN_FLIGHT), limit=1)
     return records[0].dagster_run.run_id if records else None
 
 
@@ -33,7 +38,7 @@ def _checked_cron(cron: str, variable: str) -> str:
 
 
 def build_sync_schedule(
-    *, names: PipelineNames, job: dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
+    *, names: PipelineNames, job: UnresolvedAssetJobDefinition, cron: str, timezone: str
 ) -> dg.ScheduleDefinition:
     """One micro-batch per tick; a tick is skipped while another run of the pipeline is still going."""
 
@@ -50,13 +55,13 @@ def build_sync_schedule(
         if running:
             return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
         tick = context.scheduled_execution_time
-        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.run_tags)
+        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.lease_tags)
 
     return sync_schedule
 
 
 def build_reconcile_schedule(
-    *, names: PipelineNames, job: dg.UnresolvedAssetJobDefinition, cron: str, timezone: str
+    *, names: PipelineNames, job: UnresolvedAssetJobDefinition, cron: str, timezone: str
 ) -> dg.ScheduleDefinition:
     return dg.ScheduleDefinition(
         name=names.reconcile_schedule,

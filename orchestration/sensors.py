@@ -11,8 +11,11 @@ table errors       A table whose offsets record an error (purged binlog, schema 
                    snapshot generation.
 """
 
+from __future__ import annotations
+
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -20,6 +23,9 @@ from assets.naming import PipelineNames
 from cdc_lib.catalog import expand_patterns
 from cdc_lib.errors import BinlakeError
 from orchestration.resources import BinlakeResource
+
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 RUN_KEY_TAG = "dagster/run_key"
 REASON_TAG = "binlake/reason"
@@ -33,7 +39,7 @@ class SnapshotCursor:
     epochs: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str | None) -> "SnapshotCursor":
+    def parse(cls, text: str | None) -> SnapshotCursor:
         if not text:
             return cls()
         try:
@@ -58,7 +64,7 @@ def build_missing_snapshot_sensor(
     *,
     names: PipelineNames,
     tables: list[str],
-    job: dg.UnresolvedAssetJobDefinition,
+    job: UnresolvedAssetJobDefinition,
     has_patterns: bool,
     interval_seconds: int = 60,
 ) -> dg.SensorDefinition:
@@ -95,7 +101,7 @@ def build_missing_snapshot_sensor(
             context.log.info(f"{table} has no snapshot: requesting {run_key}")
             requests.append(
                 dg.RunRequest(
-                    run_key=run_key, partition_key=table, tags={**names.run_tags, REASON_TAG: "missing-snapshot"}
+                    run_key=run_key, partition_key=table, tags={**names.lease_tags, REASON_TAG: "missing-snapshot"}
                 )
             )
         if has_patterns:
@@ -122,7 +128,7 @@ def build_table_error_sensor(
     *,
     names: PipelineNames,
     tables: list[str],
-    job: dg.UnresolvedAssetJobDefinition,
+    job: UnresolvedAssetJobDefinition,
     interval_seconds: int = 60,
 ) -> dg.SensorDefinition:
     @dg.sensor(
@@ -153,7 +159,7 @@ def build_table_error_sensor(
             dg.RunRequest(
                 run_key=f"resnapshot:{name}:{table_state.snapshot_at}",
                 partition_key=name,
-                tags={**names.run_tags, REASON_TAG: "table-error"},
+                tags={**names.lease_tags, REASON_TAG: "table-error"},
             )
             for name, table_state in stopped.items()
             if name in tables

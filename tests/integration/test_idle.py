@@ -43,3 +43,17 @@ def test_idle_sync_does_not_start_spark_and_still_advances(mariadb, database, ma
     assert report["pyspark_session_imported"] is False
     after = pipeline.read_state().tables[f"{database}.watched"].position
     assert after > before, "an idle batch still moves the offset past unrelated traffic"
+
+
+def test_idle_table_follows_a_binlog_rotation(mariadb, database, make_config) -> None:
+    sql(mariadb, f"CREATE TABLE {database}.quiet (id INT PRIMARY KEY)")
+    config = make_config([f"{database}.quiet"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, "FLUSH BINARY LOGS")
+    result = pipeline.sync()[0]
+    assert not result.spark_started
+    status = pipeline.status()[0]
+    assert (status.lag_bytes, status.lag_events, status.lag_seconds) == (0, 0, 0.0), status
+    newest = sql(mariadb, "SHOW MASTER STATUS")[0][0]
+    assert pipeline.read_state().tables[f"{database}.quiet"].position.file == newest

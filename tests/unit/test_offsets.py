@@ -48,3 +48,18 @@ def test_unwritable_store_is_reported(tmp_path: Path) -> None:
         target.chmod(0o500)
     with pytest.raises(OffsetStoreError, match="offsets.uri"):
         LocalOffsetStore(target).check_writable("p")
+
+
+def test_s3_failures_say_whether_a_retry_can_help() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from cdc_lib.offsets import _transient_s3_failure
+
+    def client_error(code: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": ""}}, "PutObject")
+
+    assert _transient_s3_failure(client_error("503"), "503")
+    assert _transient_s3_failure(client_error("SlowDown"), "SlowDown")
+    assert not _transient_s3_failure(client_error("AccessDenied"), "AccessDenied")
+    assert not _transient_s3_failure(client_error("NoSuchBucket"), "NoSuchBucket")
+    assert _transient_s3_failure(EndpointConnectionError(endpoint_url="http://x"), "")

@@ -250,6 +250,26 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def versions() -> str:
+    from importlib.metadata import version
+
+    packages = ("pyspark", "delta-spark", "mysql-replication", "PyMySQL", "pyarrow")
+    server = subprocess.run(["mariadbd", "--version"], capture_output=True, text=True).stdout.strip()
+    return ", ".join(f"{name} {version(name)}" for name in packages) + f"; {server}"
+
+
+def write_results(text: str, results: dict[str, Any]) -> None:
+    path = Path(__file__).with_name("RESULTS.md")
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    path.write_text(
+        "# binlake benchmark results\n\n"
+        f"Refreshed {stamp} by `python -m bench {' '.join(sys.argv[1:])}`.\n\n"
+        f"Versions: {versions()}.\n\n{text}\n\n"
+        "Raw figures (every run, seconds):\n\n```json\n"
+        f"{json.dumps(results.get('runs', {}), indent=1)}\n```\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -258,6 +278,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
     parser.add_argument("--only", default="merge,freshness,memory",
                         help="extra measurements to run, comma separated: merge,freshness,memory (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
@@ -273,6 +294,8 @@ def main() -> None:
     results = run(arguments)
     text = report(results)
     print(text)
+    if not arguments.no_results_file:
+        write_results(text, results)
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=1))
 

@@ -323,6 +323,11 @@ class S3OffsetStore(OffsetStore):
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:
+            if _s3_code(exc) in ("404", "NoSuchBucket"):
+                raise OffsetStoreError(
+                    f"bucket '{self.bucket}' of {self.uri} does not exist",
+                    remedy="create the bucket, or fix offsets.uri and offsets.endpoint_url",
+                ) from None
             raise self._store_error("reach", exc) from None
         # Reading is not enough: a read-only credential would only fail at the first offset write.
         probe = "/".join(part for part in (self.prefix, pipeline, f".probe-{uuid.uuid4().hex}") if part)

@@ -12,12 +12,21 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
-from cdc_lib.binlog import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl, read_batch
+from cdc_lib.binlog import (
+    SUPERSEDED,
+    BatchRead,
+    SchemaChange,
+    TableCursor,
+    TableFailure,
+    columns_after_ddl,
+    read_batch,
+)
 from cdc_lib.config import PipelineConfig
 from cdc_lib.errors import (
     BinlakeError,
@@ -288,11 +297,13 @@ class Pipeline:
             mysql.check_server_settings(connection)
             is_mariadb = mysql.is_mariadb(connection)
             state = handle.acquire()
+            read_ahead: ReadAhead | None = None
             try:
                 self._reconcile_with_delta(state, connection)
                 target = mysql.current_position(connection)
+                read_ahead = ReadAhead(self.config, target) if until_caught_up else None
                 while True:
-                    result = self._one_batch(handle, connection, is_mariadb)
+                    result = self._one_batch(handle, connection, is_mariadb, read_ahead)
                     results.append(result)
                     if not until_caught_up:
                         break
@@ -303,10 +314,14 @@ class Pipeline:
                     if result.end_position is not None and result.end_position >= target:
                         break
             finally:
+                if read_ahead is not None:
+                    read_ahead.close()
                 handle.release()
         return results
 
-    def _one_batch(self, handle: StateHandle, connection: Any, is_mariadb: bool) -> SyncResult:
+    def _one_batch(
+        self, handle: StateHandle, connection: Any, is_mariadb: bool, read_ahead: ReadAhead | None = None
+    ) -> SyncResult:
         state = handle.state
         skipped: dict[str, str] = {}
         cursors = []
@@ -330,7 +345,15 @@ class Pipeline:
         if not cursors:
             handle.save()
             return SyncResult(None, "-", "-", 0, 0, 0, 0.0, True, False, [], skipped)
-        read = read_batch(self.config.source, cursors, self.config.batch, is_mariadb=is_mariadb)
+        read = read_ahead.take(cursors) if read_ahead is not None else None
+        if read is None:
+            read = read_batch(self.config.source, cursors, self.config.batch, is_mariadb=is_mariadb)
+        more_known = read_ahead is not None and read.end < read_ahead.target and not read.reached_end
+        if read_ahead is not None and more_known and not read.table_errors and not read.schema_changes:
+            # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
+            read_ahead.start(
+                [TableCursor(c.name, max(c.position, read.end, key=_sort_key), c.schema) for c in cursors]
+            )
         relevant = read.relevant_changes()
         seq: int | None = None
         spark_used = bool(relevant)
@@ -486,6 +509,46 @@ class Pipeline:
                 "the table has no snapshot yet", remedy=f"binlake snapshot --table {name}", table=name
             )
         return table_state
+
+
+def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
+    return position.sort_key
+
+
+class ReadAhead:
+    """Reads the next batch on a worker thread while the current one is written.
+
+    Only one binlog connection is open at a time: the next read starts after the current
+    read finished. A prefetched batch is used only if the table cursors it assumed are
+    exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
+    """
+
+    def __init__(self, config: PipelineConfig, target: BinlogPosition) -> None:
+        self.config = config
+        self.target = target
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
+        self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
+
+    def start(self, cursors: list[TableCursor]) -> None:
+        future = self.executor.submit(read_batch, self.config.source, cursors, self.config.batch, is_mariadb=False)
+        self.pending = (cursors, future)
+
+    def take(self, cursors: list[TableCursor]) -> BatchRead | None:
+        if self.pending is None:
+            return None
+        assumed, future = self.pending
+        self.pending = None
+        read = future.result()
+        return read if assumed == cursors else None
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending[1].cancel()
+            try:
+                self.pending[1].result()
+            except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
+                pass
+        self.executor.shutdown(wait=True)
 
 
 __all__ = ["BinlakeError", "Pipeline", "SyncResult", "TableStatus"]

@@ -163,3 +163,26 @@ def test_resnapshot_of_one_table_leaves_the_other_syncing(mariadb, database, mak
     pipeline.sync(until_caught_up=True)
     for table in (f"{db}.a", f"{db}.b"):
         assert delta_rows(config, table) == source_rows(mariadb, table)
+
+
+def test_many_batches_with_read_ahead_land_every_change(mariadb, database, make_config) -> None:
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)", f"CREATE TABLE {db}.u (id INT PRIMARY KEY)")
+    config = make_config([f"{db}.t", f"{db}.u"], batch__max_events=7)
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    for round_number in range(6):
+        sql(
+            mariadb,
+            "START TRANSACTION",
+            f"INSERT INTO {db}.t SELECT seq + {round_number * 10}, seq FROM {db}.seq_1_to_5",
+            f"UPDATE {db}.t SET v = v + 1 WHERE id % 3 = {round_number % 3}",
+            "COMMIT",
+            f"INSERT INTO {db}.u VALUES ({round_number})",
+            f"DELETE FROM {db}.t WHERE id = {round_number * 7}",
+        )
+    results = pipeline.sync(until_caught_up=True)
+    assert len(results) >= 4, "small batches: the backlog needs several, read ahead one by one"
+    assert results[-1].reached_end
+    for table in (f"{db}.t", f"{db}.u"):
+        assert delta_rows(config, table) == source_rows(mariadb, table)

@@ -25,7 +25,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import scenarios  # noqa: E402
+from bench import peer, scenarios  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -79,11 +79,11 @@ def make_changes(server: LocalMariaDB, changes: int, first_new_id: int) -> int:
     return done
 
 
-def config_text(port: int, lake: Path, pipeline: str) -> str:
+def config_text(port: int, lake: Path, pipeline: str, table: str = "bench.orders") -> str:
     return (
         f"pipeline: {pipeline}\n"
         f"source: {{host: 127.0.0.1, port: {port}, user: {USER}, password: {PASSWORD}, server_id: 7701, "
-        "tables: [bench.orders]}\n"
+        f"tables: [{table}]}}\n"
         f"sink: {{path: {lake}}}\n"
         'spark: {master: "local[2]"}\n'
         "batch: {max_events: 200000, max_seconds: 600}\n"
@@ -117,6 +117,7 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
+    runs_extra: dict[str, list[float]] = {}
     results: dict[str, Any] = {"rows": arguments.rows, "changes": arguments.changes, "repeat": arguments.repeat,
                                "merge_changes": arguments.merge_changes}
     try:
@@ -180,6 +181,19 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         results["bare_reader_rows_per_s"] = changed / bare_median
         results["sync_vs_bare_reader"] = results["sync_rows_per_s"] / results["bare_reader_rows_per_s"]
 
+        if "peer" in arguments.only:
+            print("peer: pipelinewise-tap-mysql LOG_BASED …", flush=True)
+
+            def peer_seconds() -> float:
+                rows, seconds = peer.run_peer(server.port, USER, PASSWORD, start, work)
+                assert rows >= changed, f"the tap emitted {rows} records for {changed} changes"
+                return seconds
+
+            peer_median, peer_runs = median_of(arguments.repeat, peer_seconds)
+            results["peer_rows_per_s"] = changed / peer_median
+            results["sync_vs_peer"] = results["sync_rows_per_s"] / results["peer_rows_per_s"]
+            runs_extra["peer_s"] = peer_runs
+
         if "merge" in arguments.only:
             print("MERGE scaling …", flush=True)
             results["merge_scaling_s"] = scenarios.merge_scaling(
@@ -206,12 +220,14 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         results["idle_sync_wall_s"] = idle_median
         if "freshness" in arguments.only:
             print("freshness …", flush=True)
+            fresh_config = work / "fresh.yaml"
+            fresh_config.write_text(config_text(server.port, work / "lake-fresh", "fresh", "bench.fresh"))
             results["freshness"] = scenarios.freshness(
-                server, config_path, rows_per_second=500, seconds=arguments.freshness_seconds
+                server, fresh_config, rows_per_second=500, seconds=arguments.freshness_seconds
             )
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
-            "idle_sync_s": idle_runs,
+            "idle_sync_s": idle_runs, **runs_extra,
         }
     finally:
         server.stop()
@@ -231,6 +247,11 @@ def report(results: dict[str, Any]) -> str:
         f"| {results['snapshot_vs_mysqldump']:.2f}× |",
         f"| sync rows/s | {results['sync_rows_per_s']:,.0f} | bare python-mysql-replication "
         f"{results['bare_reader_rows_per_s']:,.0f} | {results['sync_vs_bare_reader']:.2f}× |",
+        *(
+            [f"| sync rows/s vs peer | {results['sync_rows_per_s']:,.0f} | pipelinewise-tap-mysql LOG_BASED "
+             f"{results['peer_rows_per_s']:,.0f} | {results['sync_vs_peer']:.2f}× |"]
+            if "peer_rows_per_s" in results else []
+        ),
         f"| idle sync wall s | {results['idle_sync_wall_s']:.2f} | target ≤ 5 s, no JVM | — |",
         f"| first snapshot incl. JVM start s | {results['first_snapshot_s_with_jvm_start']:.1f} | — | — |",
     ]
@@ -279,8 +300,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
-    parser.add_argument("--only", default="merge,freshness,memory",
-                        help="extra measurements to run, comma separated: merge,freshness,memory (or 'none')")
+    parser.add_argument("--only", default="peer,merge,freshness,memory",
+                        help="extra measurements, comma separated: peer,merge,freshness,memory (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
     parser.add_argument("--merge-changes", type=int, default=10_000)
     parser.add_argument("--freshness-seconds", type=float, default=30.0)

@@ -72,10 +72,9 @@ def freshness(server: LocalMariaDB, config_path: Path, *, rows_per_second: int, 
     """p50/p95 seconds from a row's commit to its visibility in Delta, syncing back to back."""
     from cdc_lib.config import load_config
 
-    pipeline = Pipeline(load_config(config_path))
-    pipeline.sync(until_caught_up=True)
     server.execute("CREATE TABLE IF NOT EXISTS bench.fresh (id BIGINT PRIMARY KEY, created DATETIME(6) NOT NULL)")
-    pipeline.snapshot(["bench.fresh"])
+    pipeline = Pipeline(load_config(config_path))
+    pipeline.snapshot()
     stop = threading.Event()
     commits: list[tuple[int, float]] = []
 

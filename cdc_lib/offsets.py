@@ -273,9 +273,15 @@ class S3OffsetStore(OffsetStore):
 
     def _store_error(self, action: str, exc: Exception) -> OffsetStoreError:
         code = _s3_code(exc)
-        detail = code or " ".join(str(exc).split())[:160]
+        if code == "NoSuchBucket" or (action == "reach" and code == "404"):
+            return OffsetStoreError(
+                f"bucket '{self.bucket}' of {self.uri} does not exist",
+                remedy="create the bucket, or fix offsets.uri and offsets.endpoint_url",
+            )
+        # A service error is named by its code; a transport failure by its class and message.
+        detail = code if code else f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:160]}"
         return OffsetStoreError(
-            f"cannot {action} s3://{self.bucket}/{self.prefix} ({exc.__class__.__name__}: {detail})",
+            f"cannot {action} s3://{self.bucket}/{self.prefix} ({detail})",
             remedy="check offsets.uri, offsets.endpoint_url, the bucket and the AWS credentials",
             retryable=_transient_s3_failure(exc, code),
         )
@@ -323,11 +329,6 @@ class S3OffsetStore(OffsetStore):
         try:
             self.client.head_bucket(Bucket=self.bucket)
         except (ClientError, BotoCoreError) as exc:
-            if _s3_code(exc) in ("404", "NoSuchBucket"):
-                raise OffsetStoreError(
-                    f"bucket '{self.bucket}' of {self.uri} does not exist",
-                    remedy="create the bucket, or fix offsets.uri and offsets.endpoint_url",
-                ) from None
             raise self._store_error("reach", exc) from None
         # Reading is not enough: a read-only credential would only fail at the first offset write.
         probe = "/".join(part for part in (self.prefix, pipeline, f".probe-{uuid.uuid4().hex}") if part)

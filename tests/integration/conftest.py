@@ -267,14 +267,16 @@ def stored_objects(config: PipelineConfig, **client_options: str) -> dict[str, b
     uri = config.offsets.uri
     if uri.startswith("s3://"):
         import boto3
-        from botocore.exceptions import ClientError
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, prefix = uri.split("://", 1)[1].partition("/")
-        client = boto3.client("s3", endpoint_url=config.offsets.endpoint_url, **client_options)
+        client = boto3.client("s3", endpoint_url=config.offsets.endpoint_url, **client_options,
+                              config=Config(retries={"max_attempts": 1}))
         try:
             listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
-        except ClientError:
-            return {}
+        except (ClientError, BotoCoreError):
+            return {}  # no bucket, or no server: nothing can have been written there
         return {item["Key"]: client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read() for item in listed}
     root = Path(uri) / config.pipeline
     if not root.is_dir():

@@ -228,7 +228,9 @@ def test_each_missing_grant_is_named(mariadb, database, make_config, grant_user,
     with pytest.raises(error, match=message) as raised:
         Pipeline(config).validate()
     assert "GRANT" in raised.value.remedy
-    for command in (Pipeline(config).snapshot, Pipeline(config).sync):
+    # Without SELECT the table is invisible; sync has nothing to do before a snapshot anyway.
+    commands = [Pipeline(config).snapshot] + ([Pipeline(config).sync] if missing != "SELECT" else [])
+    for command in commands:
         with pytest.raises(error, match=message):
             command()
     assert_nothing_written(config)
@@ -284,7 +286,7 @@ def test_duplicate_server_id_stops_the_older_reader_clearly(mariadb, database, m
 
 def _store_case(case: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                 s3_endpoint: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """Offsets config for one broken store, and the S3 client options that can still list it."""
+    """Offsets config for one broken store, and S3 client options that can still list it."""
     if case == "local-unwritable":
         blocker = tmp_path / "not-a-folder"
         blocker.write_text("a file where the offset folder should go")
@@ -293,42 +295,46 @@ def _store_case(case: str, request: pytest.FixtureRequest, tmp_path: Path, monke
         return {"uri": "s3://binlake-offsets/p", "endpoint_url": f"http://127.0.0.1:{free_port()}"}, {}
     if case == "s3-no-bucket":
         return {"uri": "s3://no-such-bucket-binlake/p", "endpoint_url": s3_endpoint}, {}
+    import boto3
+
     readonly: ReadOnlyS3 = request.getfixturevalue("readonly_s3")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", readonly.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", readonly.secret_key)
-    return {"uri": f"s3://{readonly.bucket}/p", "endpoint_url": readonly.endpoint}, {}
+    keys = (readonly.access_key, readonly.secret_key) if case == "s3-read-only" else ("AKIAWRONG", "wrong")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys[0])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys[1])
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3 caches the credentials it found first
+    listing = {"aws_access_key_id": readonly.access_key, "aws_secret_access_key": readonly.secret_key}
+    return {"uri": f"s3://{readonly.bucket}/p", "endpoint_url": readonly.endpoint}, listing
 
 
 @pytest.mark.parametrize(
-    ("case", "validate_message", "write_message", "retryable"),
+    ("case", "message", "retryable"),
     [
-        ("local-unwritable", r"cannot create the offset folder .* \(Not a directory\)",
-         r"cannot read .*state.json \(Not a directory\)", False),
-        ("s3-unreachable", r"cannot reach s3://binlake-offsets/p \(EndpointConnectionError: Could not connect",
-         r"cannot read s3://binlake-offsets/p \(EndpointConnectionError", True),
-        ("s3-no-bucket", r"bucket 'no-such-bucket-binlake' of s3://no-such-bucket-binlake/p does not exist",
-         r"cannot read s3://no-such-bucket-binlake/p \(ClientError: NoSuchBucket\)", False),
-        ("s3-read-only", r"cannot write s3://binlake-ro-\w+/p \(ClientError: AccessDenied\)",
-         r"cannot write s3://binlake-ro-\w+/p \(ClientError: AccessDenied\)", False),
+        ("local-unwritable", r"cannot read .*/not-a-folder/offsets/\w+/state.json \(Not a directory\)", False),
+        ("s3-unreachable", r"cannot read s3://binlake-offsets/p \(EndpointConnectionError: Could not connect to the "
+                           r"endpoint URL", True),
+        ("s3-no-bucket", r"bucket 'no-such-bucket-binlake' of s3://no-such-bucket-binlake/p does not exist", False),
+        ("s3-bad-credentials", r"cannot read s3://binlake-ro-\w+/p \(InvalidAccessKeyId\)", False),
+        ("s3-read-only", r"cannot write s3://binlake-ro-\w+/p \(AccessDenied\)", False),
     ],
 )
 def test_unreachable_or_unwritable_offset_store(
     mariadb, database, make_config, tmp_path, monkeypatch, request, s3_endpoint,
-    case: str, validate_message: str, write_message: str, retryable: bool,
+    case: str, message: str, retryable: bool,
 ) -> None:
     sql(mariadb, f"CREATE TABLE {database}.t (id INT PRIMARY KEY)", f"INSERT INTO {database}.t VALUES (1)")
-    offsets, client_options = _store_case(case, request, tmp_path, monkeypatch, s3_endpoint)
+    offsets, listing = _store_case(case, request, tmp_path, monkeypatch, s3_endpoint)
     config = make_config([f"{database}.t"], offsets=offsets)
-    with pytest.raises(OffsetStoreError, match=validate_message) as raised:
-        Pipeline(config).validate()
-    assert raised.value.retryable is retryable
-    assert "offsets." in raised.value.remedy
-    store = quickly_failing_store(config) if case == "s3-unreachable" else None
-    for command in (Pipeline(config, store=store).snapshot, Pipeline(config, store=store).sync):
-        with pytest.raises(OffsetStoreError, match=write_message) as raised:
+
+    def pipeline() -> Pipeline:
+        # Refused connections are retried with back-off; fewer attempts keep this case short.
+        return Pipeline(config, store=quickly_failing_store(config) if case == "s3-unreachable" else None)
+
+    for command in (pipeline().validate, pipeline().snapshot, pipeline().sync):
+        with pytest.raises(OffsetStoreError, match=message) as raised:
             command()
-        assert raised.value.retryable is retryable
-    assert_nothing_written(config, **client_options)
+        assert raised.value.retryable is retryable, raised.value
+        assert "offsets." in raised.value.remedy
+    assert_nothing_written(config, **listing)
 
 
 def test_unwritable_sink_fails_in_one_line_and_keeps_no_table(mariadb, database, make_config, tmp_path,

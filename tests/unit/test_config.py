@@ -87,3 +87,80 @@ def test_missing_config_names_remedy(tmp_path: Path) -> None:
     bad.write_text("pipeline: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad, environ={})
+
+
+def with_key(path: str, value: object) -> dict:
+    """VALID with `section.key` set to `value` (sections created as needed)."""
+    document = {key: dict(section) if isinstance(section, dict) else section for key, section in VALID.items()}
+    section, _, key = path.partition(".")
+    if not key:
+        document[section] = value
+        return document
+    if not isinstance(document.get(section), dict):
+        # A partial offsets section needs its uri (the default applies only without the section).
+        document[section] = {"uri": "/lake/_offsets"} if section == "offsets" else {}
+    document[section][key] = value
+    return document
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key", "problem"),
+    [
+        ("surprise", 1, "surprise", "unknown key"),
+        ("pipeline", "", "pipeline", "must not be empty"),
+        ("pipeline", ["x"], "pipeline", "must be a string"),
+        ("source", "db.example.com", "source", "must be a mapping"),
+        ("source.host", "", "source.host", "must not be empty"),
+        ("source.port", 0, "source.port", "between 1 and 65535"),
+        ("source.port", True, "source.port", "got a boolean"),
+        ("source.user", None, "source.user", "is required"),
+        ("source.user", {"name": "cdc"}, "source.user", "must be a string"),
+        ("source.password", ["pw"], "source.password", "must be a string"),
+        ("source.server_id", 0, "source.server_id", "between 1 and 4294967295"),
+        ("source.server_id", 2**32, "source.server_id", "between 1 and 4294967295"),
+        ("source.server_id", "five", "source.server_id", "must be an integer"),
+        ("source.tables", "shop.orders", "source.tables", "non-empty list"),
+        ("source.tables", ["shop.orders", 7], "source.tables[1]", "is not 'database.table'"),
+        ("source.tables", ["shop."], "source.tables[0]", "is not 'database.table'"),
+        ("source.connect_timeout", 0, "source.connect_timeout", "between 1 and 600"),
+        ("source.connect_timeout", "slow", "source.connect_timeout", "must be an integer"),
+        ("source.ssl_ca", "", "source.ssl_ca", "must not be empty"),
+        ("source.ssl_ca", ["ca.pem"], "source.ssl_ca", "must be a string"),
+        ("sink", "s3://lake", "sink", "must be a mapping"),
+        ("sink.path", "", "sink.path", "must not be empty"),
+        ("sink.format", "parquet", "sink.format", "unknown key"),
+        ("offsets", ["s3://b"], "offsets", "must be a mapping"),
+        ("offsets.uri", "", "offsets.uri", "must not be empty"),
+        ("offsets.endpoint_url", "", "offsets.endpoint_url", "must not be empty"),
+        ("offsets.region", ["eu-west-1"], "offsets.region", "must be a string"),
+        ("offsets.lease_seconds", 1, "offsets.lease_seconds", "between 5 and 86400"),
+        ("offsets.lease_seconds", "long", "offsets.lease_seconds", "must be an integer"),
+        ("offsets.bucket", "b", "offsets.bucket", "unknown key"),
+        ("spark", "local", "spark", "must be a mapping"),
+        ("spark.master", "", "spark.master", "must not be empty"),
+        ("spark.cores", 2, "spark.cores", "unknown key"),
+        ("batch.max_events", 100_000_001, "batch.max_events", "between 1 and 100000000"),
+        ("batch.max_seconds", 0, "batch.max_seconds", "between 1 and 86400"),
+        ("batch.size", 5, "batch.size", "unknown key"),
+        ("snapshot", 5, "snapshot", "must be a mapping"),
+        ("snapshot.rows_per_partition", 0, "snapshot.rows_per_partition", "between 1 and"),
+        ("snapshot.rows_per_partition", "many", "snapshot.rows_per_partition", "must be an integer"),
+        ("snapshot.max_partitions", 10_001, "snapshot.max_partitions", "between 1 and 10000"),
+        ("snapshot.parallel", True, "snapshot.parallel", "unknown key"),
+    ],
+)
+def test_every_key_is_checked_and_named(path: str, value: object, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(with_key(path, value))
+    assert raised.value.key == key
+    message = str(raised.value)
+    assert message.startswith(f"config key '{key}': ") and problem in message, message
+    assert "— remedy: " in message
+
+
+def test_missing_pipeline_and_source_are_named() -> None:
+    for missing in ("pipeline", "source"):
+        document = {key: value for key, value in VALID.items() if key != missing}
+        with pytest.raises(ConfigError) as raised:
+            parse_config(document)
+        assert raised.value.key == missing and "is required" in str(raised.value)

@@ -26,7 +26,7 @@ from cdc_lib.config import BatchConfig, SourceConfig
 from cdc_lib.errors import BinlogPurgedError, SchemaChangeError, ServerSettingsError, SourceConnectionError
 from cdc_lib.events import Row, TableChanges
 from cdc_lib.positions import BinlogPosition
-from cdc_lib.source import TableSchema, connection_settings
+from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
 
 _DDL_TABLE = re.compile(
@@ -150,6 +150,27 @@ class BatchRead:
         return {name: changes for name, changes in self.changes.items() if not changes.empty}
 
 
+def _open_stream(
+    source: SourceConfig, start: BinlogPosition, *, events: list[type], tables: list[TableRef]
+) -> BinLogStreamReader:
+    """A non-blocking binlog dump from `start` to the current end, for the given tables only."""
+    return BinLogStreamReader(
+        connection_settings=connection_settings(source),
+        server_id=source.server_id,
+        resume_stream=True,
+        log_file=start.file,
+        log_pos=start.pos,
+        blocking=False,
+        # The library's MariaDB mode ignores log_file/log_pos and dumps from the first binlog;
+        # the classic file/position dump works on MariaDB and MySQL alike.
+        is_mariadb=False,
+        only_events=events,
+        only_schemas=sorted({table.database for table in tables}),
+        only_tables=sorted({table.table for table in tables}),
+        enable_logging=False,
+    )
+
+
 def read_batch(
     source: SourceConfig,
     cursors: list[TableCursor],
@@ -162,21 +183,12 @@ def read_batch(
     by_name = {cursor.name: cursor for cursor in cursors}
     decoders = {cursor.name: TableDecoder.for_schema(cursor.schema) for cursor in cursors}
     result = BatchRead(start=start, end=start)
-    stream = BinLogStreamReader(
-        connection_settings=connection_settings(source),
-        server_id=source.server_id,
-        resume_stream=True,
-        log_file=start.file,
-        log_pos=start.pos,
-        blocking=False,
-        # The library's MariaDB mode ignores log_file/log_pos and dumps from the first binlog;
-        # the classic file/position dump works on MariaDB and MySQL alike.
-        is_mariadb=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
-                     MariadbGtidEvent, GtidEvent],
-        only_schemas=sorted({cursor.schema.table.database for cursor in cursors}),
-        only_tables=sorted({cursor.schema.table.table for cursor in cursors}),
-        enable_logging=False,
+    stream = _open_stream(
+        source,
+        start,
+        events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
+                MariadbGtidEvent, GtidEvent],
+        tables=[cursor.schema.table for cursor in cursors],
     )
     started = time.monotonic()
     transaction_start = start
@@ -356,19 +368,7 @@ def columns_after_ddl(
     """
     from pymysqlreplication.row_event import TableMapEvent
 
-    stream = BinLogStreamReader(
-        connection_settings=connection_settings(source),
-        server_id=source.server_id,
-        resume_stream=True,
-        log_file=position.file,
-        log_pos=position.pos,
-        blocking=False,
-        is_mariadb=False,
-        only_events=[TableMapEvent, QueryEvent],
-        only_schemas=[table.table.database],
-        only_tables=[table.table.table],
-        enable_logging=False,
-    )
+    stream = _open_stream(source, position, events=[TableMapEvent, QueryEvent], tables=[table.table])
     name = table.table.name
     try:
         for seen, event in enumerate(stream):

@@ -91,6 +91,7 @@ def test_mariadb_sigkilled_mid_read_and_between_batches(
     with pytest.raises(SourceConnectionError, match="reading the binlog failed") as raised:
         run.outcome()
     assert raised.value.retryable, raised.value
+    open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
     assert Pipeline(config).read_state().lease is None, "the failed run released its lease"
     assert len(binlake_commits(config, table)) == 1, "nothing reached Delta"
 
@@ -110,6 +111,7 @@ def test_mariadb_sigkilled_mid_read_and_between_batches(
     with pytest.raises(SourceConnectionError, match="lost the connection") as raised:
         run.outcome()
     assert raised.value.retryable, raised.value
+    open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
 
     server.start()
     sql(server, "INSERT INTO faults.items VALUES (0, 0, 'after two crashes')")
@@ -168,6 +170,7 @@ def test_offset_store_unreachable_during_the_offset_write(
         with pytest.raises(OffsetStoreError, match="cannot write s3://binlake-faults/offsets") as raised:
             run.outcome()
         assert raised.value.retryable, raised.value
+        open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
         assert "offsets.endpoint_url" in raised.value.remedy
         monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
 

@@ -17,7 +17,7 @@ from cdc_lib.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.source import source_connection
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, run_cli, source_rows, sql, write_config_file
-from tests.integration.conftest import assert_nothing_written
+from tests.integration.conftest import Background, assert_nothing_written
 
 # -- the password ---------------------------------------------------------------------------------
 
@@ -34,19 +34,23 @@ def test_password_never_reaches_output_offsets_or_delta_log(mariadb, database, m
         outputs[name] = result = run_cli(config_path, "-v", *arguments)
         return result
 
+    # A failure deep in Spark, with -v so its traceback is logged; it runs beside the others.
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    broken = make_config([table], sink={"path": str(blocker / "lake")}, offsets={"uri": str(tmp_path / "o2")})
+    crashing = Background(lambda: cli("unwritable sink", "snapshot",
+                                      config_path=write_config_file(broken, tmp_path / "broken.yaml")))
+    crashing.start()
+
     assert cli("validate", "validate").returncode == 0
     assert cli("snapshot", "snapshot").returncode == 0
     sql(mariadb, f"UPDATE {table} SET v = 'c' WHERE id = 1", f"INSERT INTO {table} VALUES (3, 'd')")
     assert cli("sync", "sync", "--until-caught-up").returncode == 0
     assert json.loads(cli("status", "status", "--json").stdout)[0]["consistent"]
     assert json.loads(cli("reconcile", "reconcile", "--json").stdout)[0]["matches"]
-    # Failing runs with -v: a bad table name, and a failure deep in Spark with its traceback logged.
     failing = cli("missing table", "snapshot", "--table", f"{database}.nope")
     assert failing.returncode == 2 and "binlake: error:" in failing.stderr
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("")
-    broken = make_config([table], sink={"path": str(blocker / "lake")}, offsets={"uri": str(tmp_path / "o2")})
-    crashed = cli("unwritable sink", "snapshot", config_path=write_config_file(broken, tmp_path / "broken.yaml"))
+    crashed = crashing.outcome()
     assert crashed.returncode == 2 and "Traceback" in crashed.stderr, crashed.stderr[-2000:]
     assert "INFO binlake:" in outputs["snapshot"].stderr, "-v really logged"
 

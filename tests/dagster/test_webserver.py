@@ -117,7 +117,9 @@ def test_the_ui_shows_every_table_asset_and_its_checks(shop: Shop, webserver: st
                 nodes.first.wait_for(timeout=60_000)
                 assert nodes.count() >= 2, f"{table}: expected its MySQL source and its Delta copy in the graph"
             page.get_by_text("snapshot", exact=True).first.wait_for()
-            page.wait_for_timeout(2_000)
+            # The nodes fill in their latest event and check counts after the graph draws.
+            page.wait_for_function("() => !/Loading(\\.\\.\\.|\u2026)/.test(document.body.innerText)", timeout=60_000)
+            page.wait_for_timeout(1_000)
             page.screenshot(path=str(tmp_path / "asset_graph.png"), full_page=True)
 
             # The catalog lists every key: the Delta copies and their external MySQL sources.

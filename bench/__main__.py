@@ -114,6 +114,15 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
     return rows, time.perf_counter() - started
 
 
+def attempt(results: dict[str, Any], key: str, measure: Callable[[], Any]) -> None:
+    """Run one extra measurement; a failure is reported in the results instead of losing the others."""
+    try:
+        results[key] = measure()
+    except Exception as error:  # noqa: BLE001 - a benchmark reports what broke and goes on
+        results.setdefault("failures", {})[key] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+        print(f"{key} failed: {results['failures'][key]}", flush=True)
+
+
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
@@ -196,15 +205,15 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
 
         if "merge" in arguments.only:
             print("MERGE scaling …", flush=True)
-            results["merge_scaling_s"] = scenarios.merge_scaling(
+            attempt(results, "merge_scaling_s", lambda: scenarios.merge_scaling(
                 pipeline, arguments.merge_sizes, arguments.merge_changes, arguments.repeat
-            )
+            ))
         if "memory" in arguments.only:
             print("memory …", flush=True)
-            results["memory"] = {
+            attempt(results, "memory", lambda: {
                 str(size): scenarios.memory(config_path, pristine, work / "lake", size)
                 for size in (arguments.changes // 10, arguments.changes // 2)
-            }  # each run ends caught up, so the idle measurement below finds nothing to do
+            })  # each run ends caught up, so the idle measurement below finds nothing to do
 
         def idle_seconds() -> float:
             started = time.perf_counter()
@@ -222,9 +231,9 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             print("freshness …", flush=True)
             fresh_config = work / "fresh.yaml"
             fresh_config.write_text(config_text(server.port, work / "lake-fresh", "fresh", "bench.fresh"))
-            results["freshness"] = scenarios.freshness(
+            attempt(results, "freshness", lambda: scenarios.freshness(
                 server, fresh_config, rows_per_second=500, seconds=arguments.freshness_seconds
-            )
+            ))
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
             "idle_sync_s": idle_runs, **runs_extra,
@@ -265,6 +274,8 @@ def report(results: dict[str, Any]) -> str:
         fresh = results["freshness"]
         lines.append(f"| freshness at {fresh['rows_per_second']} rows/s | p50 {fresh['p50_s']:.2f} s, "
                      f"p95 {fresh['p95_s']:.2f} s ({fresh['samples']} commits) | — | — |")
+    for key, failure in results.get("failures", {}).items():
+        lines.append(f"| {key} | FAILED: {failure} | — | — |")
     for size, peak in results.get("memory", {}).items():
         lines.append(f"| peak RSS, max_events={int(size):,} | Python {peak['python_peak_mb']:.0f} MB, "
                      f"JVM {peak['jvm_peak_mb']:.0f} MB ({peak['batches']} batches) | — | — |")

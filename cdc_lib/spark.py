@@ -42,6 +42,9 @@ def spark_session(config: SparkConfig) -> SparkSession:
             .config("spark.driver.extraJavaOptions", utc_java)
             .config("spark.executor.extraJavaOptions", utc_java)
             .config("spark.ui.enabled", "false")
+            # Local mode runs every task in the driver JVM; Spark's 1g default is too small to MERGE into
+            # tables of tens of millions of rows. A cluster sets its own through spark.conf.
+            .config("spark.driver.memory", "4g")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.legacy.charVarcharAsString", "true")

@@ -88,10 +88,9 @@ def test_mariadb_sigkilled_mid_read_and_between_batches(
     wait_for(lambda: dump_threads(server, sending=True) or not run.is_alive(), timeout=60, what="the binlog read")
     assert run.is_alive(), "the sync finished before the server could be killed"
     server.kill()
-    with pytest.raises(SourceConnectionError, match="reading the binlog failed") as raised:
+    with pytest.raises(SourceConnectionError, match="binlog|MySQL server") as raised:
         run.outcome()
     assert raised.value.retryable, raised.value
-    open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
     assert Pipeline(config).read_state().lease is None, "the failed run released its lease"
     assert len(binlake_commits(config, table)) == 1, "nothing reached Delta"
 
@@ -111,7 +110,6 @@ def test_mariadb_sigkilled_mid_read_and_between_batches(
     with pytest.raises(SourceConnectionError, match="lost the connection") as raised:
         run.outcome()
     assert raised.value.retryable, raised.value
-    open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
 
     server.start()
     sql(server, "INSERT INTO faults.items VALUES (0, 0, 'after two crashes')")
@@ -170,7 +168,6 @@ def test_offset_store_unreachable_during_the_offset_write(
         with pytest.raises(OffsetStoreError, match="cannot write s3://binlake-faults/offsets") as raised:
             run.outcome()
         assert raised.value.retryable, raised.value
-        open("/tmp/exp/doclines.txt", "a").write(f"fault\tbinlake: error: {raised.value}\n")
         assert "offsets.endpoint_url" in raised.value.remedy
         monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
 
@@ -200,6 +197,7 @@ def test_sigkill_while_the_first_snapshot_writes(mariadb: LocalMariaDB, database
         return any(table_dir.glob("part-*.parquet")) or process.poll() is not None
 
     wait_for(writing, timeout=180, interval=0.01, what="the snapshot to write Parquet files")
+    assert process.poll() is None, f"the snapshot ended before it could be killed: {process.communicate()[1][-2000:]}"
     kill_group(process)
     assert not list(table_dir.glob("_delta_log/*.json")), "killed too late: the snapshot committed"
     assert list(table_dir.glob("part-*.parquet")), "the kill left partial Parquet files behind"

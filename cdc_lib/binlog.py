@@ -348,6 +348,13 @@ def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Ex
             remedy="GRANT REPLICATION SLAVE ON *.* TO the binlake user",
             retryable=False,
         )
+    if code == 4052:  # MariaDB: a newer dump with the same server_id took over
+        return SourceConnectionError(
+            "another replica or binlake pipeline connected to the server with the same source.server_id, "
+            "and the server dropped this reader",
+            remedy="give every binlake pipeline and every replica of this server its own source.server_id",
+            retryable=False,
+        )
     return SourceConnectionError(
         f"reading the binlog failed (MySQL error {code}: {message[:160]})",
         remedy="retry; check the server's availability and log",

@@ -160,7 +160,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     sink_doc = _mapping(_required(root, "sink", ""), "sink")
     _reject_unknown(sink_doc, "sink.", {"path"})
     sink = SinkConfig(path=_local_or_uri(_string(sink_doc, "path", "sink."), base_dir))
-    offsets_doc = _mapping(root.get("offsets") or {"uri": f"{sink.path.rstrip('/')}/_offsets"}, "offsets")
+    offsets_doc = _mapping(root.get("offsets") or {}, "offsets")
+    offsets_doc = {"uri": f"{sink.path.rstrip('/')}/_offsets", **offsets_doc}
     _reject_unknown(offsets_doc, "offsets.", {"uri", "endpoint_url", "region", "lease_seconds"})
     offsets = OffsetsConfig(
         uri=_local_or_uri(_string(offsets_doc, "uri", "offsets."), base_dir),

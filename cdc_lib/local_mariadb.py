@@ -158,7 +158,7 @@ class LocalMariaDB:
 
     def create_cdc_user(self, user: str, password: str) -> None:
         """Create a user with the least privileges binlake needs."""
-        grants = "SELECT, RELOAD, REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR"
+        grants = "SELECT, REPLICATION CLIENT, REPLICATION SLAVE, BINLOG MONITOR"
         for host in ("127.0.0.1", "localhost"):
             self.execute(
                 f"CREATE USER IF NOT EXISTS '{user}'@'{host}' IDENTIFIED BY '{password}'",

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cdc_lib import delta_sink
@@ -150,6 +152,8 @@ class Pipeline:
             checked.append("offsets: every stored position is still on the server")
         self.store.check_writable(self.config.pipeline)
         checked.append(f"offset store writable: {self.store.describe()}")
+        check_sink_writable(self.config.sink.path)
+        checked.append(f"sink writable: {self.config.sink.path}")
         return checked
 
     # -- snapshot --------------------------------------------------------------------------
@@ -163,6 +167,7 @@ class Pipeline:
             configured = self.configured_tables(connection)
             chosen = self._choose(configured, tables)
             schemas = [mysql.describe_table(connection, ref) for ref in chosen]
+            check_sink_writable(self.config.sink.path)
             state = handle.acquire()
             try:
                 self._reconcile_with_delta(state, connection)
@@ -509,6 +514,20 @@ class Pipeline:
                 "the table has no snapshot yet", remedy=f"binlake snapshot --table {name}", table=name
             )
         return table_state
+
+
+def check_sink_writable(path: str) -> None:
+    """Raise unless a local sink folder exists writable, or can be created under a writable folder."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    folder = Path(path.removeprefix("file://"))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise BinlakeError(
+            f"sink.path {path} is not writable (checked {folder})",
+            remedy="point sink.path at a folder binlake may write, or fix its permissions",
+        )
 
 
 def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:

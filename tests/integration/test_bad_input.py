@@ -348,7 +348,8 @@ def test_unwritable_sink_fails_in_one_line_and_keeps_no_table(mariadb, database,
                                     monkeypatch=monkeypatch, capsys=capsys)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, err
-    assert lines[0].startswith("binlake: error: unexpected ") and "remedy:" in lines[0], lines[0]
+    assert lines[0].startswith("binlake: error: sink.path ") and "is not writable" in lines[0], lines[0]
+    assert "remedy:" in lines[0]
     assert str(blocker) in lines[0], "the error names the path that could not be written"
     state = Pipeline(config).read_state()
     assert state.tables == {} and state.lease is None, "no table was recorded and the lease was released"

@@ -72,6 +72,7 @@ def retry_while(call: Callable[[], Any], error: type[BaseException], *, timeout:
 # -- the source server dies --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mariadb_sigkilled_mid_read_and_between_batches(
     own_mariadb: LocalMariaDB, make_config: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +187,7 @@ def test_offset_store_unreachable_during_the_offset_write(
 # -- binlake itself is SIGKILLed --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkill_while_the_first_snapshot_writes(mariadb: LocalMariaDB, database: str, make_config: Any,
                                                  tmp_path: Path) -> None:
     table = make_items(mariadb, database, rows=100_000, pad=60)
@@ -211,6 +213,7 @@ def test_sigkill_while_the_first_snapshot_writes(mariadb: LocalMariaDB, database
     assert_converged(config, mariadb, table)
 
 
+@pytest.mark.slow
 def test_sigkill_before_a_resnapshot_commits(mariadb: LocalMariaDB, database: str, make_config: Any,
                                              tmp_path: Path) -> None:
     table = make_items(mariadb, database, rows=500)

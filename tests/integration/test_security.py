@@ -22,6 +22,7 @@ from tests.integration.conftest import Background, assert_nothing_written
 # -- the password ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # six real CLI runs, four of them start their own JVM
 def test_password_never_reaches_output_offsets_or_delta_log(mariadb, database, make_config, tmp_path) -> None:
     table = f"{database}.secrets"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(20))",

@@ -150,7 +150,7 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
         "sink": {"path": config.sink.path},
         "offsets": {"uri": config.offsets.uri, **({"endpoint_url": config.offsets.endpoint_url}
                                                   if config.offsets.endpoint_url else {})},
-        "spark": {"master": config.spark.master},
+        "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
         "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds)},
     }
     path.write_text(yaml.safe_dump(document))

@@ -36,10 +36,9 @@ def test_password_never_reaches_output_offsets_or_delta_log(mariadb, database, m
         return result
 
     # A failure deep in Spark, with -v so its traceback is logged; it runs beside the others.
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("")
-    broken = make_config([table], sink={"path": str(blocker / "lake")}, offsets={"uri": str(tmp_path / "o2")})
-    crashing = Background(lambda: cli("unwritable sink", "snapshot",
+    broken = make_config([table], sink={"path": str(tmp_path / "lake2")}, offsets={"uri": str(tmp_path / "o2")},
+                         spark={"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "not-a-number"}})
+    crashing = Background(lambda: cli("broken spark conf", "snapshot",
                                       config_path=write_config_file(broken, tmp_path / "broken.yaml")))
     crashing.start()
 

@@ -175,8 +175,6 @@ def read_batch(
     source: SourceConfig,
     cursors: list[TableCursor],
     batch: BatchConfig,
-    *,
-    is_mariadb: bool,
 ) -> BatchRead:
     """Read committed transactions past the smallest table offset; see the module docstring."""
     start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)

@@ -147,8 +147,9 @@ class Pipeline:
                 mysql.describe_table(connection, ref)
             checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
             state = self.read_state()
+            logs = mysql.binary_logs(connection)
             for name, table_state in state.tables.items():
-                mysql.check_position_available(connection, table_state.position, table=name)
+                mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
             checked.append("offsets: every stored position is still on the server")
         self.store.check_writable(self.config.pipeline)
         checked.append(f"offset store writable: {self.store.describe()}")
@@ -300,7 +301,6 @@ class Pipeline:
         results: list[SyncResult] = []
         with mysql.source_connection(self.config.source) as connection:
             mysql.check_server_settings(connection)
-            is_mariadb = mysql.is_mariadb(connection)
             state = handle.acquire()
             read_ahead: ReadAhead | None = None
             try:
@@ -308,7 +308,7 @@ class Pipeline:
                 target = mysql.current_position(connection)
                 read_ahead = ReadAhead(self.config, target) if until_caught_up else None
                 while True:
-                    result = self._one_batch(handle, connection, is_mariadb, read_ahead)
+                    result = self._one_batch(handle, connection, read_ahead)
                     results.append(result)
                     if not until_caught_up:
                         break
@@ -325,17 +325,18 @@ class Pipeline:
         return results
 
     def _one_batch(
-        self, handle: StateHandle, connection: Any, is_mariadb: bool, read_ahead: ReadAhead | None = None
+        self, handle: StateHandle, connection: Any, read_ahead: ReadAhead | None = None
     ) -> SyncResult:
         state = handle.state
         skipped: dict[str, str] = {}
         cursors = []
+        logs = mysql.binary_logs(connection)
         for name, table_state in sorted(state.tables.items()):
             if table_state.error:
                 skipped[name] = table_state.error
                 continue
             try:
-                mysql.check_position_available(connection, table_state.position, table=name)
+                mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
             except BinlogPurgedError as exc:
                 table_state.error = str(exc)
                 skipped[name] = str(exc)
@@ -352,7 +353,7 @@ class Pipeline:
             return SyncResult(None, "-", "-", 0, 0, 0, 0.0, True, False, [], skipped)
         read = read_ahead.take(cursors) if read_ahead is not None else None
         if read is None:
-            read = read_batch(self.config.source, cursors, self.config.batch, is_mariadb=is_mariadb)
+            read = read_batch(self.config.source, cursors, self.config.batch)
         more_known = read_ahead is not None and read.end < read_ahead.target and not read.reached_end
         if read_ahead is not None and more_known and not read.table_errors and not read.schema_changes:
             # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
@@ -549,7 +550,7 @@ class ReadAhead:
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
 
     def start(self, cursors: list[TableCursor]) -> None:
-        future = self.executor.submit(read_batch, self.config.source, cursors, self.config.batch, is_mariadb=False)
+        future = self.executor.submit(read_batch, self.config.source, cursors, self.config.batch)
         self.pending = (cursors, future)
 
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:

@@ -222,10 +222,6 @@ def query(connection: pymysql.connections.Connection, sql: str, arguments: Any =
         raise
 
 
-def is_mariadb(connection: pymysql.connections.Connection) -> bool:
-    return "mariadb" in str(query(connection, "SELECT VERSION()")[0][0]).lower()
-
-
 #: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
 #: the old document, which the reader cannot turn into a full row for Delta.
 PARTIAL_JSON_SETTING = "binlog_row_value_options"
@@ -350,10 +346,17 @@ def events_behind(
 
 
 def check_position_available(
-    connection: pymysql.connections.Connection, position: BinlogPosition, *, table: str | None = None
+    connection: pymysql.connections.Connection,
+    position: BinlogPosition,
+    *,
+    table: str | None = None,
+    logs: list[tuple[str, int]] | None = None,
 ) -> None:
-    """Raise BinlogPurgedError if the server no longer keeps the binlog file of a position."""
-    names = [name for name, _ in binary_logs(connection)]
+    """Raise BinlogPurgedError if the server no longer keeps the binlog file of a position.
+
+    Pass `logs` (SHOW BINARY LOGS) when checking several positions, to ask the server once.
+    """
+    names = [name for name, _ in (binary_logs(connection) if logs is None else logs)]
     if position.file not in names:
         oldest = names[0] if names else "<none>"
         raise BinlogPurgedError(

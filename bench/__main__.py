@@ -160,6 +160,11 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         snap_median, snap_runs = median_of(arguments.repeat, snapshot_seconds)
         results["snapshot_rows_per_s"] = arguments.rows / snap_median
         results["snapshot_vs_mysqldump"] = results["snapshot_rows_per_s"] / results["mysqldump_rows_per_s"]
+        if "snapshot-stages" in arguments.only:
+            print("snapshot stages …", flush=True)
+            attempt(results, "snapshot_stages", lambda: scenarios.snapshot_stages(
+                pipeline, "bench.orders", arguments.repeat
+            ))
 
         # A snapshot before the changes, kept aside so every sync run starts from the same offset.
         pipeline.snapshot()
@@ -274,6 +279,15 @@ def report(results: dict[str, Any]) -> str:
         fresh = results["freshness"]
         lines.append(f"| freshness at {fresh['rows_per_second']} rows/s | p50 {fresh['p50_s']:.2f} s, "
                      f"p95 {fresh['p95_s']:.2f} s ({fresh['samples']} commits) | — | — |")
+    if "snapshot_stages" in results:
+        stages = results["snapshot_stages"]
+        dump = results["mysqldump_rows_per_s"]
+        for stage, label in (("read_to_noop", "JDBC read + casts, no write"), ("to_parquet", "… + plain Parquet"),
+                             ("to_delta", "… + Delta (stats on all columns)"),
+                             ("to_delta_key_stats", "… + Delta (stats on key columns)")):
+            figure = stages[f"{stage}_rows_per_s"]
+            lines.append(f"| snapshot stage: {label} | {figure:,.0f} rows/s | mysqldump {dump:,.0f} "
+                         f"| {figure / dump:.2f}× |")
     for key, failure in results.get("failures", {}).items():
         lines.append(f"| {key} | FAILED: {failure} | — | — |")
     for size, peak in results.get("memory", {}).items():
@@ -311,8 +325,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
-    parser.add_argument("--only", default="peer,merge,freshness,memory",
-                        help="extra measurements, comma separated: peer,merge,freshness,memory (or 'none')")
+    parser.add_argument("--only", default="snapshot-stages,peer,merge,freshness,memory",
+                        help="extra measurements, comma separated: snapshot-stages,peer,merge,freshness,memory "
+                        "(or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
     parser.add_argument("--merge-changes", type=int, default=10_000)
     parser.add_argument("--freshness-seconds", type=float, default=30.0)

@@ -148,3 +148,58 @@ def memory(config_path: Path, pristine: Path, lake: Path, max_events: int) -> di
     output = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(sized)], capture_output=True, text=True,
                             check=True).stdout
     return json.loads(output.strip().splitlines()[-1])
+
+
+def snapshot_stages(pipeline: Pipeline, table: str, repeat: int) -> dict[str, Any]:
+    """Where a snapshot's time goes: the same JDBC read ending in no-op, plain Parquet, Delta, Delta with key stats.
+
+    Each stage adds one cost to the previous one (read + type casts, Parquet encoding, Delta's per-file column
+    statistics), so the differences between the medians are the profile of `binlake snapshot`.
+    """
+    import shutil
+
+    from cdc_lib.snapshot import partition_predicates, read_table
+    from cdc_lib.source import TableRef, describe_table, source_connection
+    from cdc_lib.spark import spark_session
+
+    config = pipeline.config
+    spark = spark_session(config.spark)
+    database, name = table.split(".")
+    with source_connection(config.source) as connection:
+        schema = describe_table(connection, TableRef(database, name))
+        predicates, rows = partition_predicates(
+            connection, schema, config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
+        )
+    scratch = Path(config.sink.path) / "_bench_snapshot_stages"
+    key_only = ",".join(schema.primary_key)
+
+    def to_noop() -> None:
+        read_table(spark, config.source, schema, predicates).write.format("noop").mode("overwrite").save()
+
+    def to_parquet() -> None:
+        read_table(spark, config.source, schema, predicates).write.mode("overwrite").parquet(str(scratch / "parquet"))
+
+    def to_delta() -> None:
+        read_table(spark, config.source, schema, predicates).write.format("delta").mode("overwrite").save(
+            str(scratch / "delta")
+        )
+
+    def to_delta_key_stats() -> None:
+        read_table(spark, config.source, schema, predicates).write.format("delta").mode("overwrite").option(
+            "delta.dataSkippingStatsColumns", key_only
+        ).save(str(scratch / "delta_key_stats"))
+
+    stages = {"read_to_noop": to_noop, "to_parquet": to_parquet, "to_delta": to_delta,
+              "to_delta_key_stats": to_delta_key_stats}
+    results: dict[str, Any] = {"partitions": len(predicates)}
+    try:
+        for stage, run in stages.items():
+            seconds = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                run()
+                seconds.append(time.perf_counter() - started)
+            results[f"{stage}_rows_per_s"] = rows / statistics.median(seconds)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results

@@ -1,16 +1,20 @@
 """The SparkSession binlake uses: Delta enabled, jars from the cache, everything in UTC.
 
 Spark starts only when a caller asks for it; a batch with nothing to write never calls here.
+An s3a:// sink's endpoint, region, path style and credentials become `spark.hadoop.fs.s3a.*`
+settings for its bucket; whatever the user sets under `spark.conf` wins.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cdc_lib.config import SparkConfig
-from cdc_lib.jars import ensure_jars
+from cdc_lib.config import SinkConfig, SparkConfig
+from cdc_lib.jars import CORE_ARTIFACTS, ensure_jars, s3a_artifacts
+from cdc_lib.s3 import S3Credentials, split_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -20,17 +24,76 @@ _session: SparkSession | None = None
 started_sessions = 0
 
 
-def spark_session(config: SparkConfig) -> SparkSession:
-    """Return the process's SparkSession, building it on first use."""
+_HADOOP_PREFIX = "spark.hadoop."
+_S3A_PREFIX = "spark.hadoop.fs.s3a."
+
+
+def s3a_conf(sink: SinkConfig, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`spark.hadoop.fs.s3a.bucket.<bucket>.*` settings for an s3a:// sink (empty for a local one).
+
+    Per-bucket keys, so pipelines with different S3 stores can share one session. Credentials are the
+    sink's own, else the standard AWS variables, else S3A's default chain (instance roles etc.).
+    """
+    if not sink.path.startswith("s3a://"):
+        return {}
+    bucket, _ = split_s3_uri(sink.path)
+    settings = sink.s3
+    options: dict[str, str] = {
+        "endpoint.region": settings.resolved_region(environ),
+        "path.style.access": str(settings.path_style).lower(),
+    }
+    if settings.endpoint_url:
+        options["endpoint"] = settings.endpoint_url
+        options["connection.ssl.enabled"] = str(settings.endpoint_url.startswith("https://")).lower()
+    credentials = settings.credentials or S3Credentials.from_environment(environ)
+    if credentials is not None:
+        options["access.key"] = credentials.access_key_id
+        options["secret.key"] = credentials.secret_access_key
+        provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        if credentials.session_token:
+            options["session.token"] = credentials.session_token
+            provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        options["aws.credentials.provider"] = provider
+    return {f"{_S3A_PREFIX}bucket.{bucket}.{option}": value for option, value in options.items()}
+
+
+def _user_overrides(key: str, user_conf: Mapping[str, str]) -> bool:
+    """Whether the user set this option, for this bucket or for every bucket."""
+    if key in user_conf:
+        return True
+    option = key.removeprefix(_S3A_PREFIX).split(".", 2)[2]  # bucket.<name>.<option> → <option>
+    return f"{_S3A_PREFIX}{option}" in user_conf
+
+
+def _wants_s3a(config: SparkConfig, sink: SinkConfig | None) -> bool:
+    return (sink is not None and sink.path.startswith("s3a://")) or any(
+        key.startswith(_S3A_PREFIX) or "s3a" in value for key, value in config.conf.items()
+    )
+
+
+def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> SparkSession:
+    """Return the process's SparkSession, building it on first use.
+
+    Args:
+        config: master and extra confs (used only when the session is built).
+        sink: an s3a:// sink whose S3 settings the session must carry; applied to a running session too.
+    """
     global _session, started_sessions
+    extra = {
+        key: value for key, value in (s3a_conf(sink) if sink else {}).items() if not _user_overrides(key, config.conf)
+    }
     with _lock:
         if _session is not None:
+            # Per-bucket keys read when S3A opens that bucket, so a running session can learn a new sink.
+            hadoop = _session.sparkContext._jsc.hadoopConfiguration()
+            for key, value in extra.items():
+                hadoop.set(key.removeprefix(_HADOOP_PREFIX), value)
             return _session
         os.environ.setdefault("TZ", "UTC")
         os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
         from pyspark.sql import SparkSession
 
-        jars = ",".join(str(path) for path in ensure_jars())
+        jars = ",".join(str(path) for path in ensure_jars(CORE_ARTIFACTS))
         utc_java = "-Duser.timezone=UTC -Dfile.encoding=UTF-8"
         builder = (
             SparkSession.builder.appName("binlake")
@@ -57,12 +120,29 @@ def spark_session(config: SparkConfig) -> SparkSession:
             .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )
-        for key, value in config.conf.items():
+        settings = {**extra, **config.conf}
+        if _wants_s3a(config, sink):
+            settings.update(_s3a_jar_settings(config))
+        for key, value in settings.items():
             builder = builder.config(key, value)
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
         started_sessions += 1
         return _session
+
+
+def _s3a_jar_settings(config: SparkConfig) -> dict[str, str]:
+    """hadoop-aws and the AWS SDK on the class path, next to whatever class path the user set."""
+    s3a_jars = [str(path) for path in ensure_jars(s3a_artifacts())]
+    if config.master.startswith("local"):
+        # Local mode runs tasks in the driver JVM: the driver's class path is enough, and it spares Spark
+        # serving the 500 MB SDK bundle to its own executor at every start (spark.jars would copy it).
+        key, separator = "spark.driver.extraClassPath", os.pathsep
+    else:
+        key, separator = "spark.jars", ","
+        s3a_jars = [*(str(path) for path in ensure_jars(CORE_ARTIFACTS)), *s3a_jars]
+    existing = config.conf.get(key)
+    return {key: separator.join([*s3a_jars, *([existing] if existing else [])])}
 
 
 def spark_started() -> bool:

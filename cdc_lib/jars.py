@@ -81,6 +81,20 @@ def s3a_artifacts(*, cache_dir: Path | None = None) -> tuple[MavenArtifact, ...]
     )
 
 
+def s3a_jars_cached(*, cache_dir: Path | None = None) -> bool:
+    """Whether hadoop-aws and its SDK bundle are already in the cache (checked without the network)."""
+    cache = cache_dir or jar_cache_dir()
+    hadoop = pyspark_hadoop_version()
+    pom = cache / MavenArtifact("org.apache.hadoop", "hadoop-project", hadoop, packaging="pom").file_name
+    if not pom.is_file() or (match := _SDK_V2_PROPERTY.search(pom.read_text())) is None:
+        return False
+    wanted = (
+        MavenArtifact("org.apache.hadoop", "hadoop-aws", hadoop),
+        MavenArtifact("software.amazon.awssdk", "bundle", match.group(1)),
+    )
+    return all((cache / artifact.file_name).is_file() for artifact in wanted)
+
+
 def jar_cache_dir() -> Path:
     configured = os.environ.get("BINLAKE_JAR_CACHE")
     if configured:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cdc_lib.config import SinkConfig, SparkConfig
-from cdc_lib.jars import CORE_ARTIFACTS, ensure_jars, s3a_artifacts
+from cdc_lib.errors import SinkError
+from cdc_lib.jars import CORE_ARTIFACTS, ensure_jars, s3a_artifacts, s3a_jars_cached
 from cdc_lib.s3 import S3Credentials, split_s3_uri
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_session_has_s3a = False
 started_sessions = 0
 
 
@@ -66,9 +68,13 @@ def _user_overrides(key: str, user_conf: Mapping[str, str]) -> bool:
 
 
 def _wants_s3a(config: SparkConfig, sink: SinkConfig | None) -> bool:
-    return (sink is not None and sink.path.startswith("s3a://")) or any(
-        key.startswith(_S3A_PREFIX) or "s3a" in value for key, value in config.conf.items()
+    """s3a jars join the class path when this session needs them, or, in local mode, when they are already
+    cached, so that one session (a Dagster code location, a test run) can serve local and S3 sinks alike."""
+    needed = (sink is not None and sink.on_s3) or any(
+        key.startswith(_S3A_PREFIX) or "s3a://" in value for key, value in config.conf.items()
     )
+    # Not on a cluster: there spark.jars would ship the 500 MB SDK bundle to every executor for nothing.
+    return needed or (config.master.startswith("local") and s3a_jars_cached())
 
 
 def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> SparkSession:
@@ -78,12 +84,17 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
         config: master and extra confs (used only when the session is built).
         sink: an s3a:// sink whose S3 settings the session must carry; applied to a running session too.
     """
-    global _session, started_sessions
+    global _session, _session_has_s3a, started_sessions
     extra = {
         key: value for key, value in (s3a_conf(sink) if sink else {}).items() if not _user_overrides(key, config.conf)
     }
     with _lock:
         if _session is not None:
+            if sink is not None and sink.on_s3 and not _session_has_s3a:
+                raise SinkError(
+                    f"this process's SparkSession was started without the s3a jars, so it cannot write {sink.path}",
+                    remedy="run `python -m cdc_lib.jars` (or ./run setup) to cache them, then restart the process",
+                )
             # Per-bucket keys read when S3A opens that bucket, so a running session can learn a new sink.
             hadoop = _session.sparkContext._jsc.hadoopConfiguration()
             for key, value in extra.items():
@@ -121,11 +132,13 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )
         settings = {**extra, **config.conf}
-        if _wants_s3a(config, sink):
+        with_s3a = _wants_s3a(config, sink)
+        if with_s3a:
             settings.update(_s3a_jar_settings(config))
         for key, value in settings.items():
             builder = builder.config(key, value)
         _session = builder.getOrCreate()
+        _session_has_s3a = with_s3a or any("hadoop-aws" in value for value in config.conf.values())
         _session.sparkContext.setLogLevel("ERROR")
         started_sessions += 1
         return _session

@@ -4,12 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -20,6 +14,7 @@ from cdc_lib.local_mariadb import free_port
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconcile import reconcile
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
+from tests.integration.conftest import ReadOnlyS3
 
 
 def make_table(mariadb: Any, db: str, rows: int = 300) -> str:
@@ -98,44 +93,15 @@ def test_crash_between_delta_commit_and_offset_write_on_s3(
     assert delta_rows(config, table) == source_rows(mariadb, table), "the Delta commit itself landed"
 
     change_burst(mariadb, database, 2)
-    rerun = run_cli(config_path, "sync", "--until-caught-up")
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    pipeline = Pipeline(config)
+    pipeline.sync(until_caught_up=True)
     assert delta_rows(config, table) == source_rows(mariadb, table), "nothing lost, nothing doubled"
-    state = Pipeline(config).read_state()
-    assert state.tables[table].consistent
-    checked = run_cli(config_path, "reconcile")
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    state = pipeline.read_state()
+    assert state.tables[table].consistent and state.tables[table].applied_seq == state.batch_seq
+    assert all(result.matches for result in reconcile(pipeline))
 
 
-@pytest.fixture
-def authenticating_s3(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """A private moto server that checks credentials (after one unchecked call that creates the bucket)."""
-    port = free_port()
-    log = open(tmp_path / "moto-auth.log", "wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "1"},
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
-            break
-        except Exception:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("moto S3 server with authentication did not start") from None
-            time.sleep(0.2)
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="guarded")
-    yield endpoint, "guarded"
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=10)
-    log.close()
-
-
-@pytest.mark.parametrize("fault", ["s3_down", "no_bucket", "bad_credentials"])
+@pytest.mark.parametrize("fault", ["s3_down", "no_bucket", "bad_credentials", "read_only_credentials"])
 def test_unusable_s3_sink_fails_before_any_write(
     fault, mariadb, database, make_config, s3_endpoint, s3_bucket, tmp_path, request
 ) -> None:
@@ -145,8 +111,12 @@ def test_unusable_s3_sink_fails_before_any_write(
     elif fault == "no_bucket":
         sink = s3_sink(s3_endpoint, "binlake-no-such-bucket")
     else:
-        endpoint, bucket = request.getfixturevalue("authenticating_s3")
-        sink = {**s3_sink(endpoint, bucket), "access_key_id": "AKIAWRONGWRONGWRONG1", "secret_access_key": "nope"}
+        guarded: ReadOnlyS3 = request.getfixturevalue("readonly_s3")  # a moto server that enforces IAM
+        sink = s3_sink(guarded.endpoint, guarded.bucket)
+        if fault == "bad_credentials":
+            sink.update(access_key_id="AKIAWRONGWRONGWRONG1", secret_access_key="nope")
+        else:
+            sink.update(access_key_id=guarded.access_key, secret_access_key=guarded.secret_key)
     # Offsets on the working S3 server: the failed run must leave no trace there either.
     offsets_uri = f"s3://{s3_bucket}/offsets"
     config = make_config([table], sink=sink, offsets={"uri": offsets_uri, "endpoint_url": s3_endpoint})
@@ -155,8 +125,13 @@ def test_unusable_s3_sink_fails_before_any_write(
         Pipeline(config).snapshot()
     message = str(raised.value)
     assert "remedy:" in message and "\n" not in message
-    assert "nope" not in message and "AKIAWRONG" not in message, "no secret in the message"
-    expected = {"s3_down": "endpoint is up", "no_bucket": "does not exist", "bad_credentials": "credentials"}[fault]
+    assert sink["secret_access_key"] not in message and sink["access_key_id"] not in message, "no secret shown"
+    expected = {
+        "s3_down": "endpoint is up",
+        "no_bucket": "does not exist",
+        "bad_credentials": "credentials cannot reach",
+        "read_only_credentials": "credentials cannot write",
+    }[fault]
     assert expected in message
 
     failed = run_cli(write_config_file(config, tmp_path / "binlake.yaml"), "snapshot", env={

@@ -59,12 +59,16 @@ def s3a_conf(sink: SinkConfig, *, environ: Mapping[str, str] | None = None) -> d
     return {f"{_S3A_PREFIX}bucket.{bucket}.{option}": value for option, value in options.items()}
 
 
-def _user_overrides(key: str, user_conf: Mapping[str, str]) -> bool:
-    """Whether the user set this option, for this bucket or for every bucket."""
-    if key in user_conf:
-        return True
-    option = key.removeprefix(_S3A_PREFIX).split(".", 2)[2]  # bucket.<name>.<option> → <option>
-    return f"{_S3A_PREFIX}{option}" in user_conf
+def sink_conf(sink: SinkConfig, user_conf: Mapping[str, str]) -> dict[str, str]:
+    """`s3a_conf` minus every option the user set under spark.conf, for this bucket or for all buckets."""
+    if not sink.on_s3:
+        return {}
+    per_bucket = f"{_S3A_PREFIX}bucket.{split_s3_uri(sink.path)[0]}."
+    return {
+        key: value
+        for key, value in s3a_conf(sink).items()
+        if key not in user_conf and f"{_S3A_PREFIX}{key.removeprefix(per_bucket)}" not in user_conf
+    }
 
 
 def _wants_s3a(config: SparkConfig, sink: SinkConfig | None) -> bool:
@@ -85,9 +89,7 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
         sink: an s3a:// sink whose S3 settings the session must carry; applied to a running session too.
     """
     global _session, _session_has_s3a, started_sessions
-    extra = {
-        key: value for key, value in (s3a_conf(sink) if sink else {}).items() if not _user_overrides(key, config.conf)
-    }
+    extra = sink_conf(sink, config.conf) if sink is not None else {}
     with _lock:
         if _session is not None:
             if sink is not None and sink.on_s3 and not _session_has_s3a:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.config import PipelineConfig, SparkConfig, parse_config
+from cdc_lib.config import PipelineConfig, parse_config
 from cdc_lib.errors import ConfigError
 from cdc_lib.jars import aws_sdk_version, pyspark_hadoop_version, s3a_artifacts
-from cdc_lib.spark import _user_overrides, s3a_conf
+from cdc_lib.spark import s3a_conf, sink_conf
 
 SOURCE = {"host": "127.0.0.1", "user": "cdc", "password": "pw", "server_id": 5701, "tables": ["shop.orders"]}
 
@@ -81,11 +81,16 @@ def test_s3a_conf_is_per_bucket_and_takes_credentials_from_config_then_environme
 
 
 def test_user_spark_conf_wins_over_sink_settings() -> None:
-    user = SparkConfig(conf={"spark.hadoop.fs.s3a.endpoint": "https://s3.example.com",
-                             "spark.hadoop.fs.s3a.bucket.lake-bucket.path.style.access": "false"})
-    assert _user_overrides("spark.hadoop.fs.s3a.bucket.lake-bucket.endpoint", user.conf)
-    assert _user_overrides("spark.hadoop.fs.s3a.bucket.lake-bucket.path.style.access", user.conf)
-    assert not _user_overrides("spark.hadoop.fs.s3a.bucket.lake-bucket.endpoint.region", user.conf)
+    sink = config({"path": "s3a://lake.bucket/cdc", "endpoint_url": "http://127.0.0.1:9000",
+                   "region": "eu-west-1"}).sink
+    user = {"spark.hadoop.fs.s3a.endpoint": "https://s3.example.com",
+            "spark.hadoop.fs.s3a.bucket.lake.bucket.path.style.access": "false"}
+    prefix = "spark.hadoop.fs.s3a.bucket.lake.bucket."
+    ours = sink_conf(sink, user)
+    assert f"{prefix}endpoint" not in ours and f"{prefix}path.style.access" not in ours
+    assert ours[f"{prefix}endpoint.region"] == "eu-west-1"
+    assert ours[f"{prefix}connection.ssl.enabled"] == "false"
+    assert sink_conf(config({"path": "/lake"}).sink, user) == {}
 
 
 def test_s3a_jars_match_the_hadoop_inside_pyspark() -> None:

@@ -44,7 +44,6 @@ from cdc_lib.errors import NotSnapshottedError, SourceConnectionError
 from cdc_lib.offsets import PipelineState
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.source import TableRef
-from cdc_lib.spark import spark_session
 from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
@@ -434,7 +433,7 @@ def reconcile_table(
     started = time.monotonic()
     pipeline.require_snapshot(table)
     ref = TableRef.parse(table)
-    spark = spark_session(pipeline.config.spark)
+    spark = pipeline.spark()
     path = pipeline.table_path(table)
     frame = spark.read.format("delta").load(path)
     with mysql.source_connection(pipeline.config.source) as connection:

@@ -12,11 +12,16 @@ from typing import Any
 import yaml
 
 from cdc_lib.errors import ConfigError
+from cdc_lib.s3 import S3Credentials, S3Settings, is_s3_uri, split_s3_uri
 
 CONFIG_ENV_VAR = "BINLAKE_CONFIG"
 _VAR_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+$")
 _PATTERN_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+\.(\*|[A-Za-z0-9_$*-]+)$")
+_BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_REGION_PATTERN = re.compile(r"^[a-z0-9-]{2,32}$")
+_ENDPOINT_PATTERN = re.compile(r"^https?://[^/\s]+/?$")
+_SINK_S3_KEYS = ("endpoint_url", "region", "path_style_access", "access_key_id", "secret_access_key", "session_token")
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,14 @@ class SourceConfig:
 
 @dataclass(frozen=True)
 class SinkConfig:
+    """Where the Delta tables live: a local folder, or `s3a://bucket/prefix` with its S3 settings."""
+
     path: str
+    s3: S3Settings = field(default_factory=S3Settings)
+
+    @property
+    def on_s3(self) -> bool:
+        return is_s3_uri(self.path)
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
@@ -48,6 +60,9 @@ class OffsetsConfig:
     endpoint_url: str | None = None
     region: str | None = None
     lease_seconds: int = 600
+    path_style_access: bool | None = None
+    #: Taken from the sink when the offsets share its bucket; otherwise the standard AWS chain applies.
+    credentials: S3Credentials | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -157,17 +172,21 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         connect_timeout=_integer(source_doc, "connect_timeout", "source.", default=10, low=1, high=600),
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
     )
-    sink_doc = _mapping(_required(root, "sink", ""), "sink")
-    _reject_unknown(sink_doc, "sink.", {"path"})
-    sink = SinkConfig(path=_local_or_uri(_string(sink_doc, "path", "sink."), base_dir))
+    sink = _sink(_mapping(_required(root, "sink", ""), "sink"), base_dir)
     offsets_doc = _mapping(root.get("offsets") or {}, "offsets")
     offsets_doc = {"uri": f"{sink.path.rstrip('/')}/_offsets", **offsets_doc}
     _reject_unknown(offsets_doc, "offsets.", {"uri", "endpoint_url", "region", "lease_seconds"})
+    offsets_uri = _local_or_uri(_string(offsets_doc, "uri", "offsets."), base_dir)
+    # Offsets in the sink's bucket (the default place) reach it the way the sink does, unless told otherwise.
+    shares_sink = sink.on_s3 and is_s3_uri(offsets_uri) and split_s3_uri(offsets_uri)[0] == split_s3_uri(sink.path)[0]
+    inherited = sink.s3 if shares_sink else S3Settings()
     offsets = OffsetsConfig(
-        uri=_local_or_uri(_string(offsets_doc, "uri", "offsets."), base_dir),
-        endpoint_url=_optional_string(offsets_doc, "endpoint_url", "offsets."),
-        region=_optional_string(offsets_doc, "region", "offsets."),
+        uri=offsets_uri,
+        endpoint_url=_endpoint(offsets_doc, "offsets.") or inherited.endpoint_url,
+        region=_region(offsets_doc, "offsets.") or inherited.region,
         lease_seconds=_integer(offsets_doc, "lease_seconds", "offsets.", default=600, low=5, high=86_400),
+        path_style_access=inherited.path_style_access,
+        credentials=inherited.credentials,
     )
     spark_doc = _mapping(root.get("spark") or {}, "spark")
     _reject_unknown(spark_doc, "spark.", {"master", "conf"})
@@ -193,6 +212,88 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot
     )
+
+
+def _sink(document: Mapping[str, Any], base_dir: Path | None) -> SinkConfig:
+    _reject_unknown(document, "sink.", {"path", *_SINK_S3_KEYS})
+    path = _local_or_uri(_string(document, "path", "sink."), base_dir)
+    if path.startswith(("s3://", "s3n://")):
+        raise ConfigError(
+            "sink.path", f"'{path}' uses a scheme Spark's Hadoop cannot write",
+            remedy=f"write it as s3a://{path.split('://', 1)[1]}",
+        )
+    if "://" in path and not path.startswith(("s3a://", "file://")):
+        raise ConfigError(
+            "sink.path", f"'{path}' is neither a local folder nor s3a://bucket/prefix",
+            remedy="binlake reads the Delta log itself and supports local folders and s3a:// sinks only",
+        )
+    if not path.startswith("s3a://"):
+        given = [key for key in _SINK_S3_KEYS if document.get(key) is not None]
+        if given:
+            raise ConfigError(
+                f"sink.{given[0]}", "only applies to an s3a:// sink.path", remedy=f"remove sink.{given[0]}"
+            )
+        return SinkConfig(path=path)
+    bucket, _ = split_s3_uri(path)
+    if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
+        raise ConfigError(
+            "sink.path", f"'{bucket}' is not a valid S3 bucket name",
+            remedy="use s3a://<bucket>/<prefix> with a bucket of 3-63 lowercase letters, digits, '.' and '-'",
+        )
+    return SinkConfig(
+        path=path,
+        s3=S3Settings(
+            endpoint_url=_endpoint(document, "sink."),
+            region=_region(document, "sink."),
+            path_style_access=_boolean(document, "path_style_access", "sink."),
+            credentials=_credentials(document, "sink."),
+        ),
+    )
+
+
+def _endpoint(document: Mapping[str, Any], prefix: str) -> str | None:
+    value = _optional_string(document, "endpoint_url", prefix)
+    if value is not None and not _ENDPOINT_PATTERN.match(value):
+        raise ConfigError(
+            f"{prefix}endpoint_url", f"'{value}' is not an http(s)://host[:port] URL",
+            remedy=f"set {prefix}endpoint_url like https://s3.example.com or http://127.0.0.1:9000, or remove it",
+        )
+    return value.rstrip("/") if value else None
+
+
+def _region(document: Mapping[str, Any], prefix: str) -> str | None:
+    value = _optional_string(document, "region", prefix)
+    if value is not None and not _REGION_PATTERN.match(value):
+        raise ConfigError(
+            f"{prefix}region", f"'{value}' is not a region name", remedy=f"set {prefix}region like eu-west-1"
+        )
+    return value
+
+
+def _boolean(document: Mapping[str, Any], key: str, prefix: str) -> bool | None:
+    value = document.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"{prefix}{key}", f"must be true or false, got '{value}'")
+
+
+def _credentials(document: Mapping[str, Any], prefix: str) -> S3Credentials | None:
+    key = _optional_string(document, "access_key_id", prefix)
+    secret = _optional_string(document, "secret_access_key", prefix)
+    token = _optional_string(document, "session_token", prefix)
+    if key is None and secret is None and token is None:
+        return None
+    if key is None or secret is None:
+        missing = "access_key_id" if key is None else "secret_access_key"
+        # The message names keys only: a value here may be a secret.
+        raise ConfigError(
+            f"{prefix}{missing}", "is required when the other credential key is set",
+            remedy=f"set both {prefix}access_key_id and {prefix}secret_access_key "
+            "(e.g. \"${AWS_SECRET_ACCESS_KEY}\"), or neither to use the standard AWS credential chain",
+        )
+    return S3Credentials(key, secret, token)
 
 
 def _local_or_uri(value: str, base_dir: Path | None) -> str:

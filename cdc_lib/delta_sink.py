@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
+from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.types import spark_type_ddl
 
@@ -54,44 +55,43 @@ class LogTail:
     last_binlake_commit: BinlakeCommit | None
 
 
-def _local_path(path: str) -> Path:
-    if "://" in path and not path.startswith("file://"):
-        raise DeltaStateError(
-            f"reading the Delta log at {path} is not supported yet",
-            remedy="use a local sink.path",
-        )
-    return Path(path.removeprefix("file://"))
+def _log_dir(path: str) -> str:
+    return f"{path.rstrip('/')}/_delta_log"
 
 
-def table_exists(path: str) -> bool:
-    return (_local_path(path) / "_delta_log").is_dir()
+def table_exists(path: str, *, storage: SinkStorage | None = None) -> bool:
+    return (storage or storage_for(path)).list_names(_log_dir(path)) is not None
 
 
-def read_log_tail(path: str, *, application: str) -> LogTail | None:
-    """Latest Delta version and the newest commit written by `application`, read without Spark."""
-    log_dir = _local_path(path) / "_delta_log"
-    if not log_dir.is_dir():
+def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = None) -> LogTail | None:
+    """Latest Delta version and the newest commit written by `application`, read without Spark.
+
+    Args:
+        path: the table's location, a local folder or s3a://bucket/prefix.
+        storage: how to reach it (the sink's S3 settings); inferred from `path` when omitted.
+    """
+    storage = storage or storage_for(path)
+    log_dir = _log_dir(path)
+    names = storage.list_names(log_dir)
+    if names is None:
         return None
     versions = sorted(
-        (int(match.group(1)) for name in _list(log_dir) if (match := _COMMIT_FILE.match(name))), reverse=True
+        (int(match.group(1)) for name in names if (match := _COMMIT_FILE.match(name))), reverse=True
     )
     if not versions:
         return None
     for version in versions[:_TAIL_SEARCH_LIMIT]:
-        commit = _binlake_commit(log_dir / f"{version:020d}.json", version, application)
+        text = storage.read_text(f"{log_dir}/{version:020d}.json")
+        commit = _binlake_commit(text, version, application)
         if commit is not None:
             return LogTail(latest_version=versions[0], last_binlake_commit=commit)
     return LogTail(latest_version=versions[0], last_binlake_commit=None)
 
 
-def _list(folder: Path) -> list[str]:
-    return [entry.name for entry in folder.iterdir()]
-
-
-def _binlake_commit(file: Path, version: int, application: str) -> BinlakeCommit | None:
+def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit | None:
     txn_version: int | None = None
     metadata: dict[str, Any] | None = None
-    for line in file.read_text().splitlines():
+    for line in text.splitlines():
         if not line.strip():
             continue
         action = json.loads(line)
@@ -150,11 +150,12 @@ def write_snapshot(
     application: str,
     txn_version: int,
     metadata: dict[str, Any],
+    storage: SinkStorage | None = None,
 ) -> int:
     """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version."""
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
         frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
-    return _version_of(path, application, txn_version)
+    return _version_of(path, application, txn_version, storage or storage_for(path))
 
 
 def merge_changes(
@@ -166,9 +167,11 @@ def merge_changes(
     application: str,
     txn_version: int,
     metadata: dict[str, Any],
+    storage: SinkStorage | None = None,
 ) -> int:
     """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version."""
-    tail = read_log_tail(path, application=application)
+    storage = storage or storage_for(path)
+    tail = read_log_tail(path, application=application, storage=storage)
     if tail is None:
         raise DeltaStateError(
             f"the Delta table at {path} is missing",
@@ -187,7 +190,7 @@ def merge_changes(
             placeholder[position] = value
         records.append((*placeholder, "d"))
     with _staged_source(spark, schema, records) as source:
-        return _merge(spark, path, schema, changes, source, application, txn_version, metadata)
+        return _merge(spark, path, schema, changes, source, application, txn_version, metadata, storage)
 
 
 def _merge(
@@ -199,6 +202,7 @@ def _merge(
     application: str,
     txn_version: int,
     metadata: dict[str, Any],
+    storage: SinkStorage,
 ) -> int:
     from delta.tables import DeltaTable
 
@@ -219,7 +223,7 @@ def _merge(
         builder = builder.whenNotMatchedBySourceDelete()
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}):
         builder.execute()
-    return _version_of(path, application, txn_version)
+    return _version_of(path, application, txn_version, storage)
 
 
 _ARROW_TYPES = {
@@ -278,8 +282,8 @@ def _key_range_filter(schema: TableSchema, changes: TableChanges) -> str | None:
     return f"t.`{lead}` BETWEEN {min(values)} AND {max(values)}"
 
 
-def _version_of(path: str, application: str, txn_version: int) -> int:
-    tail = read_log_tail(path, application=application)
+def _version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:
+    tail = read_log_tail(path, application=application, storage=storage)
     if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version != txn_version:
         raise DeltaStateError(
             f"the Delta commit for batch {txn_version} was not found in {path}/_delta_log",
@@ -288,10 +292,10 @@ def _version_of(path: str, application: str, txn_version: int) -> int:
     return tail.last_binlake_commit.delta_version
 
 
-def written_rows(path: str, version: int) -> int:
+def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
     """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log."""
-    commit_file = _local_path(path) / "_delta_log" / f"{version:020d}.json"
-    for line in commit_file.read_text().splitlines():
+    text = (storage or storage_for(path)).read_text(f"{_log_dir(path)}/{version:020d}.json")
+    for line in text.splitlines():
         if '"commitInfo"' in line:
             metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
             return int(metrics.get("numOutputRows", 0))

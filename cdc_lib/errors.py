@@ -75,6 +75,10 @@ class OffsetStoreError(BinlakeError):
     """The offset store cannot be read or written; retryable when the store was unreachable or busy."""
 
 
+class SinkError(BinlakeError):
+    """The Delta sink (a folder or an S3 prefix) cannot be reached, read or written."""
+
+
 class ConcurrentRunError(BinlakeError):
     """Another runner holds the pipeline, or won a compare-and-swap race."""
 

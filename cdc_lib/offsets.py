@@ -22,6 +22,9 @@ from typing import Any
 from cdc_lib.config import OffsetsConfig
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.s3 import S3Credentials, S3Settings, describe_s3_failure, s3_client, split_s3_uri
+from cdc_lib.s3 import s3_error_code as _s3_code
+from cdc_lib.s3 import transient_s3_failure as _transient_s3_failure
 
 STATE_FILE = "state.json"
 
@@ -250,19 +253,21 @@ class LocalOffsetStore(OffsetStore):
 class S3OffsetStore(OffsetStore):
     """An S3 (or S3-compatible) prefix; CAS via conditional PUT with If-Match / If-None-Match."""
 
-    def __init__(self, uri: str, *, endpoint_url: str | None = None, region: str | None = None) -> None:
-        import boto3
-        from botocore.config import Config
-
-        without_scheme = uri.split("://", 1)[1]
-        self.bucket, _, prefix = without_scheme.partition("/")
-        self.prefix = prefix.strip("/")
+    def __init__(
+        self,
+        uri: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style_access: bool | None = None,
+        credentials: S3Credentials | None = None,
+    ) -> None:
+        self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = uri
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=endpoint_url,
-            region_name=region or os.environ.get("AWS_REGION") or "us-east-1",
-            config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=30),
+        self.client = s3_client(
+            S3Settings(
+                endpoint_url=endpoint_url, region=region, path_style_access=path_style_access, credentials=credentials
+            )
         )
 
     def describe(self) -> str:
@@ -278,10 +283,8 @@ class S3OffsetStore(OffsetStore):
                 f"bucket '{self.bucket}' of {self.uri} does not exist",
                 remedy="create the bucket, or fix offsets.uri and offsets.endpoint_url",
             )
-        # A service error is named by its code; a transport failure by its class and message.
-        detail = code if code else f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:160]}"
         return OffsetStoreError(
-            f"cannot {action} s3://{self.bucket}/{self.prefix} ({detail})",
+            f"cannot {action} s3://{self.bucket}/{self.prefix} ({describe_s3_failure(exc)})",
             remedy="check offsets.uri, offsets.endpoint_url, the bucket and the AWS credentials",
             retryable=_transient_s3_failure(exc, code),
         )
@@ -340,30 +343,15 @@ class S3OffsetStore(OffsetStore):
         self.read(pipeline)
 
 
-_TRANSIENT_S3_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
-)
-
-
-def _transient_s3_failure(exc: Exception, code: str) -> bool:
-    """Unreachable, timed out, throttled or 5xx: worth retrying. Denied, missing bucket: not."""
-    from botocore.exceptions import ClientError
-
-    if not isinstance(exc, ClientError):
-        return True  # BotoCoreError: connection refused, timeouts, closed connections
-    return code in _TRANSIENT_S3_CODES or code.startswith("5")
-
-
-def _s3_code(exc: Exception) -> str:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
 def open_offset_store(config: OffsetsConfig) -> OffsetStore:
     if config.uri.startswith("s3://") or config.uri.startswith("s3a://"):
-        return S3OffsetStore(config.uri, endpoint_url=config.endpoint_url, region=config.region)
+        return S3OffsetStore(
+            config.uri,
+            endpoint_url=config.endpoint_url,
+            region=config.region,
+            path_style_access=config.path_style_access,
+            credentials=config.credentials,
+        )
     if "://" in config.uri and not config.uri.startswith("file://"):
         raise OffsetStoreError(
             f"offsets.uri scheme of '{config.uri}' is not supported", remedy="use a local folder or s3://bucket/prefix"

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
@@ -29,7 +27,7 @@ from cdc_lib.binlog import (
     columns_after_ddl,
     read_batch,
 )
-from cdc_lib.config import PipelineConfig
+from cdc_lib.config import PipelineConfig, SinkConfig
 from cdc_lib.errors import (
     BinlakeError,
     BinlogPurgedError,
@@ -42,9 +40,13 @@ from cdc_lib.faults import failpoint
 from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema import compare_schemas, evolve_delta_table, schema_with_columns
+from cdc_lib.sink_storage import SinkStorage, sink_storage
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spark import spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("binlake")
 
@@ -107,6 +109,7 @@ class Pipeline:
     def __init__(self, config: PipelineConfig, *, store: OffsetStore | None = None) -> None:
         self.config = config
         self.store = store or open_offset_store(config.offsets)
+        self.sink: SinkStorage = sink_storage(config.sink)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -116,6 +119,10 @@ class Pipeline:
 
     def application(self, name: str) -> str:
         return delta_sink.app_id(self.config.pipeline, name)
+
+    def spark(self) -> SparkSession:
+        """The process's SparkSession, carrying this pipeline's sink settings (s3a endpoint, credentials)."""
+        return spark_session(self.config.spark, sink=self.config.sink)
 
     def _handle(self) -> StateHandle:
         return StateHandle(self.store, self.config.pipeline, lease_seconds=self.config.offsets.lease_seconds)
@@ -153,7 +160,7 @@ class Pipeline:
             checked.append("offsets: every stored position is still on the server")
         self.store.check_writable(self.config.pipeline)
         checked.append(f"offset store writable: {self.store.describe()}")
-        check_sink_writable(self.config.sink.path)
+        self.sink.check_writable(self.config.sink.path)
         checked.append(f"sink writable: {self.config.sink.path}")
         return checked
 
@@ -168,7 +175,7 @@ class Pipeline:
             configured = self.configured_tables(connection)
             chosen = self._choose(configured, tables)
             schemas = [mysql.describe_table(connection, ref) for ref in chosen]
-            check_sink_writable(self.config.sink.path)
+            self.sink.check_writable(self.config.sink.path)
             state = handle.acquire()
             try:
                 self._reconcile_with_delta(state, connection)
@@ -195,7 +202,7 @@ class Pipeline:
     def _snapshot_one(self, handle: StateHandle, connection: Any, schema: TableSchema) -> SnapshotResult:
         name = schema.table.name
         started = time.monotonic()
-        spark = spark_session(self.config.spark)
+        spark = self.spark()
         low = mysql.current_position(connection)
         predicates, _ = partition_predicates(
             connection, schema, self.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
@@ -214,11 +221,11 @@ class Pipeline:
         }
         version = delta_sink.write_snapshot(
             spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
-            metadata=metadata,
+            metadata=metadata, storage=self.sink,
         )
         high = mysql.current_position(connection)
         failpoint("after_snapshot_commit")
-        rows = delta_sink.written_rows(self.table_path(name), version)
+        rows = delta_sink.written_rows(self.table_path(name), version, storage=self.sink)
         previous = handle.state.tables.get(name)
         handle.state.tables[name] = TableState(
             position=low,
@@ -247,7 +254,9 @@ class Pipeline:
         adopted = []
         for name in sorted(set(state.tables) | set(self._delta_tables_on_disk(state))):
             table_state = state.tables.get(name)
-            tail = delta_sink.read_log_tail(self.table_path(name), application=self.application(name))
+            tail = delta_sink.read_log_tail(
+                self.table_path(name), application=self.application(name), storage=self.sink
+            )
             if tail is None:
                 if table_state is not None:
                     raise DeltaStateError(
@@ -272,7 +281,9 @@ class Pipeline:
                     schema=commit.metadata["schema"],
                     applied_seq=commit.txn_version,
                     delta_version=commit.delta_version,
-                    rows_snapshotted=delta_sink.written_rows(self.table_path(name), commit.delta_version),
+                    rows_snapshotted=delta_sink.written_rows(
+                        self.table_path(name), commit.delta_version, storage=self.sink
+                    ),
                 )
             elif table_state is not None:
                 table_state.position = end
@@ -289,7 +300,7 @@ class Pipeline:
         for pattern in self.config.source.tables:
             if "*" in pattern:
                 continue
-            if pattern not in state.tables and delta_sink.table_exists(self.table_path(pattern)):
+            if pattern not in state.tables and delta_sink.table_exists(self.table_path(pattern), storage=self.sink):
                 names.append(pattern)
         return names
 
@@ -379,7 +390,7 @@ class Pipeline:
             version = table_state.delta_version
             if changes is not None and seq is not None:
                 version = delta_sink.merge_changes(
-                    spark_session(self.config.spark),
+                    self.spark(),
                     self.table_path(name),
                     cursor.schema,
                     changes,
@@ -387,6 +398,7 @@ class Pipeline:
                     txn_version=seq,
                     metadata={"pipeline": self.config.pipeline, "table": name, "batch_seq": seq,
                               "start": read.start.to_json(), "end": end.to_json()},
+                    storage=self.sink,
                 )
                 failpoint("after_delta_commit")
                 table_state.applied_seq = seq
@@ -457,7 +469,7 @@ class Pipeline:
                     table=name,
                 )
             if diff.added:
-                evolve_delta_table(spark_session(self.config.spark), self.table_path(name), diff, table=name)
+                evolve_delta_table(self.spark(), self.table_path(name), diff, table=name)
         except BinlakeError as error:
             table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"stopped: {error.cause}"}][-100:]
             return TableFailure(error, change.before), False
@@ -517,18 +529,9 @@ class Pipeline:
         return table_state
 
 
-def check_sink_writable(path: str) -> None:
-    """Raise unless a local sink folder exists writable, or can be created under a writable folder."""
-    if "://" in path and not path.startswith("file://"):
-        return
-    folder = Path(path.removeprefix("file://"))
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise BinlakeError(
-            f"sink.path {path} is not writable (checked {folder})",
-            remedy="point sink.path at a folder binlake may write, or fix its permissions",
-        )
+def check_sink_writable(sink: SinkConfig) -> None:
+    """Raise SinkError unless the sink (a local folder, or an s3a:// prefix) can be written."""
+    sink_storage(sink).check_writable(sink.path)
 
 
 def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:

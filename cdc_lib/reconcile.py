@@ -9,7 +9,6 @@ from cdc_lib import source as mysql
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.snapshot import partition_predicates, read_table
 from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.spark import spark_session
 
 _SAMPLE_SIZE = 5
 
@@ -47,7 +46,7 @@ def reconcile(pipeline: Pipeline, tables: list[str] | None = None) -> list[Recon
             pipeline.require_snapshot(name)
             schema = TableSchema.from_json(TableRef.parse(name), state.tables[name].schema)
             current = mysql.describe_table(connection, schema.table)
-            spark = spark_session(pipeline.config.spark)
+            spark = pipeline.spark()
             predicates, _ = partition_predicates(
                 connection, current, pipeline.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
             )

@@ -1,36 +1,112 @@
 """The SparkSession binlake uses: Delta enabled, jars from the cache, everything in UTC.
 
 Spark starts only when a caller asks for it; a batch with nothing to write never calls here.
+An s3a:// sink's endpoint, region, path style and credentials become `spark.hadoop.fs.s3a.*`
+settings for its bucket; whatever the user sets under `spark.conf` wins.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cdc_lib.config import SparkConfig
-from cdc_lib.jars import ensure_jars
+from cdc_lib.config import SinkConfig, SparkConfig
+from cdc_lib.errors import SinkError
+from cdc_lib.jars import CORE_ARTIFACTS, ensure_jars, s3a_artifacts, s3a_jars_cached
+from cdc_lib.s3 import S3Credentials, split_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_session_has_s3a = False
 started_sessions = 0
 
 
-def spark_session(config: SparkConfig) -> SparkSession:
-    """Return the process's SparkSession, building it on first use."""
-    global _session, started_sessions
+_HADOOP_PREFIX = "spark.hadoop."
+_S3A_PREFIX = "spark.hadoop.fs.s3a."
+
+
+def s3a_conf(sink: SinkConfig, *, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`spark.hadoop.fs.s3a.bucket.<bucket>.*` settings for an s3a:// sink (empty for a local one).
+
+    Per-bucket keys, so pipelines with different S3 stores can share one session. Credentials are the
+    sink's own, else the standard AWS variables, else S3A's default chain (instance roles etc.).
+    """
+    if not sink.path.startswith("s3a://"):
+        return {}
+    bucket, _ = split_s3_uri(sink.path)
+    settings = sink.s3
+    options: dict[str, str] = {
+        "endpoint.region": settings.resolved_region(environ),
+        "path.style.access": str(settings.path_style).lower(),
+    }
+    if settings.endpoint_url:
+        options["endpoint"] = settings.endpoint_url
+        options["connection.ssl.enabled"] = str(settings.endpoint_url.startswith("https://")).lower()
+    credentials = settings.credentials or S3Credentials.from_environment(environ)
+    if credentials is not None:
+        options["access.key"] = credentials.access_key_id
+        options["secret.key"] = credentials.secret_access_key
+        provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        if credentials.session_token:
+            options["session.token"] = credentials.session_token
+            provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        options["aws.credentials.provider"] = provider
+    return {f"{_S3A_PREFIX}bucket.{bucket}.{option}": value for option, value in options.items()}
+
+
+def sink_conf(sink: SinkConfig, user_conf: Mapping[str, str]) -> dict[str, str]:
+    """`s3a_conf` minus every option the user set under spark.conf, for this bucket or for all buckets."""
+    if not sink.on_s3:
+        return {}
+    per_bucket = f"{_S3A_PREFIX}bucket.{split_s3_uri(sink.path)[0]}."
+    return {
+        key: value
+        for key, value in s3a_conf(sink).items()
+        if key not in user_conf and f"{_S3A_PREFIX}{key.removeprefix(per_bucket)}" not in user_conf
+    }
+
+
+def _wants_s3a(config: SparkConfig, sink: SinkConfig | None) -> bool:
+    """s3a jars join the class path when this session needs them, or, in local mode, when they are already
+    cached, so that one session (a Dagster code location, a test run) can serve local and S3 sinks alike."""
+    needed = (sink is not None and sink.on_s3) or any(
+        key.startswith(_S3A_PREFIX) or "s3a://" in value for key, value in config.conf.items()
+    )
+    # Not on a cluster: there spark.jars would ship the 500 MB SDK bundle to every executor for nothing.
+    return needed or (config.master.startswith("local") and s3a_jars_cached())
+
+
+def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> SparkSession:
+    """Return the process's SparkSession, building it on first use.
+
+    Args:
+        config: master and extra confs (used only when the session is built).
+        sink: an s3a:// sink whose S3 settings the session must carry; applied to a running session too.
+    """
+    global _session, _session_has_s3a, started_sessions
+    extra = sink_conf(sink, config.conf) if sink is not None else {}
     with _lock:
         if _session is not None:
+            if sink is not None and sink.on_s3 and not _session_has_s3a:
+                raise SinkError(
+                    f"this process's SparkSession was started without the s3a jars, so it cannot write {sink.path}",
+                    remedy="run `python -m cdc_lib.jars` (or ./run setup) to cache them, then restart the process",
+                )
+            # Per-bucket keys read when S3A opens that bucket, so a running session can learn a new sink.
+            hadoop = _session.sparkContext._jsc.hadoopConfiguration()
+            for key, value in extra.items():
+                hadoop.set(key.removeprefix(_HADOOP_PREFIX), value)
             return _session
         os.environ.setdefault("TZ", "UTC")
         os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
         from pyspark.sql import SparkSession
 
-        jars = ",".join(str(path) for path in ensure_jars())
+        jars = ",".join(str(path) for path in ensure_jars(CORE_ARTIFACTS))
         utc_java = "-Duser.timezone=UTC -Dfile.encoding=UTF-8"
         builder = (
             SparkSession.builder.appName("binlake")
@@ -57,12 +133,31 @@ def spark_session(config: SparkConfig) -> SparkSession:
             .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )
-        for key, value in config.conf.items():
+        settings = {**extra, **config.conf}
+        with_s3a = _wants_s3a(config, sink)
+        if with_s3a:
+            settings.update(_s3a_jar_settings(config))
+        for key, value in settings.items():
             builder = builder.config(key, value)
         _session = builder.getOrCreate()
+        _session_has_s3a = with_s3a or any("hadoop-aws" in value for value in config.conf.values())
         _session.sparkContext.setLogLevel("ERROR")
         started_sessions += 1
         return _session
+
+
+def _s3a_jar_settings(config: SparkConfig) -> dict[str, str]:
+    """hadoop-aws and the AWS SDK on the class path, next to whatever class path the user set."""
+    s3a_jars = [str(path) for path in ensure_jars(s3a_artifacts())]
+    if config.master.startswith("local"):
+        # Local mode runs tasks in the driver JVM: the driver's class path is enough, and it spares Spark
+        # serving the 500 MB SDK bundle to its own executor at every start (spark.jars would copy it).
+        key, separator = "spark.driver.extraClassPath", os.pathsep
+    else:
+        key, separator = "spark.jars", ","
+        s3a_jars = [*(str(path) for path in ensure_jars(CORE_ARTIFACTS)), *s3a_jars]
+    existing = config.conf.get(key)
+    return {key: separator.join([*s3a_jars, *([existing] if existing else [])])}
 
 
 def spark_started() -> bool:

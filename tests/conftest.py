@@ -147,7 +147,7 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
             "server_id": config.source.server_id,
             "tables": list(config.source.tables),
         },
-        "sink": {"path": config.sink.path},
+        "sink": _sink_document(config),
         "offsets": {"uri": config.offsets.uri, **({"endpoint_url": config.offsets.endpoint_url}
                                                   if config.offsets.endpoint_url else {})},
         "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
@@ -155,6 +155,18 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
     }
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def _sink_document(config: PipelineConfig) -> dict[str, Any]:
+    """The sink section; S3 credentials, if any, come from the environment like a user would give them."""
+    settings = config.sink.s3
+    document: dict[str, Any] = {"path": config.sink.path}
+    optional = {"endpoint_url": settings.endpoint_url, "region": settings.region,
+                "path_style_access": settings.path_style_access}
+    document.update({key: value for key, value in optional.items() if value is not None})
+    if settings.credentials is not None:
+        document.update(access_key_id="${AWS_ACCESS_KEY_ID}", secret_access_key="${AWS_SECRET_ACCESS_KEY}")
+    return document
 
 
 def run_cli(config_path: Path, *arguments: str, env: dict[str, str] | None = None,
@@ -168,10 +180,9 @@ def run_cli(config_path: Path, *arguments: str, env: dict[str, str] | None = Non
 
 def delta_rows(config: PipelineConfig, table: str) -> list[tuple[Any, ...]]:
     from cdc_lib.pipeline import Pipeline
-    from cdc_lib.spark import spark_session
 
-    path = Pipeline(config).table_path(table)
-    frame = spark_session(config.spark).read.format("delta").load(path)
+    pipeline = Pipeline(config)
+    frame = pipeline.spark().read.format("delta").load(pipeline.table_path(table))
     return sorted(tuple(row) for row in frame.collect())
 
 

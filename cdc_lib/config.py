@@ -54,6 +54,8 @@ class OffsetsConfig:
 class SparkConfig:
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    # A folder the driver and every executor see at the same path (NFS, a shared volume); None: a local temp dir.
+    staging_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,11 +172,18 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         lease_seconds=_integer(offsets_doc, "lease_seconds", "offsets.", default=600, low=5, high=86_400),
     )
     spark_doc = _mapping(root.get("spark") or {}, "spark")
-    _reject_unknown(spark_doc, "spark.", {"master", "conf"})
+    _reject_unknown(spark_doc, "spark.", {"master", "conf", "staging_path"})
     conf_doc = _mapping(spark_doc.get("conf") or {}, "spark.conf")
+    staging_path = _optional_string(spark_doc, "staging_path", "spark.")
+    if staging_path is not None and "://" in staging_path:
+        raise ConfigError(
+            "spark.staging_path", f"'{staging_path}' is a URI; the driver writes the batch there with local file I/O",
+            remedy="mount a shared folder (NFS, a shared volume) at the same path on the driver and every worker",
+        )
     spark = SparkConfig(
         master=_string(spark_doc, "master", "spark.", default="local[*]"),
         conf={str(key): str(value) for key, value in conf_doc.items()},
+        staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
     _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds"})

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _session: SparkSession | None = None
 started_sessions = 0
+# Where the driver stages a batch as Parquet for Spark to read (see cdc_lib.delta_sink); set from `spark.staging_path`.
+STAGING_PATH_CONF = "spark.binlake.stagingPath"
 
 
 def spark_session(config: SparkConfig) -> SparkSession:
@@ -42,9 +44,6 @@ def spark_session(config: SparkConfig) -> SparkSession:
             .config("spark.driver.extraJavaOptions", utc_java)
             .config("spark.executor.extraJavaOptions", utc_java)
             .config("spark.ui.enabled", "false")
-            # Local mode runs every task in the driver JVM; Spark's 1g default is too small to MERGE into
-            # tables of tens of millions of rows. A cluster sets its own through spark.conf.
-            .config("spark.driver.memory", "4g")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.legacy.charVarcharAsString", "true")
@@ -57,12 +56,32 @@ def spark_session(config: SparkConfig) -> SparkSession:
             .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )
+        for key, value in mode_defaults(config).items():
+            builder = builder.config(key, value)
+        if config.staging_path:
+            builder = builder.config(STAGING_PATH_CONF, config.staging_path)
         for key, value in config.conf.items():
             builder = builder.config(key, value)
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("ERROR")
         started_sessions += 1
         return _session
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
+def mode_defaults(config: SparkConfig) -> dict[str, str]:
+    """Settings that depend on where the tasks run; `spark.conf` overrides each of them.
+
+    Local mode runs every task in the driver JVM, and Spark's 1g default is too small to MERGE into tables of
+    tens of millions of rows. On a cluster the driver only plans and commits while executors do the work, so
+    the executor must fit the worker's memory: Spark's own defaults (1g driver, 1g executors) are kept.
+    """
+    if is_local_master(config.master):
+        return {"spark.driver.memory": "4g"}
+    return {}
 
 
 def spark_started() -> bool:

@@ -1,6 +1,7 @@
 """What the code location reads from the environment, once, when its definitions load.
 
-    BINLAKE_CONFIG                 pipeline YAML (required; read by `cdc_lib.config.load_config`)
+    BINLAKE_CONFIG                 pipeline YAML(s) (required): one file, a folder of *.yaml, or several of
+                                   either joined by ':' — one pipeline each (`cdc_lib.config.load_configs`)
     BINLAKE_SYNC_CRON              micro-batch schedule, default every minute ("* * * * *")
     BINLAKE_RECONCILE_CRON         reconciliation schedule, default daily at 03:00 ("0 3 * * *")
     BINLAKE_SCHEDULE_TIMEZONE      time zone of both crons, default UTC
@@ -9,12 +10,17 @@
     BINLAKE_RUNWAY_WARN_HOURS      binlog runway check threshold, default 72
     BINLAKE_FRESHNESS_MINUTES      freshness check window, default 15
 
+Each variable can be set for one pipeline of a deployment by appending its name in
+upper case, '-' as '_': `BINLAKE_SYNC_CRON_EAST=*/5 * * * *` applies to pipeline `east`
+only and wins over `BINLAKE_SYNC_CRON`.
+
 Every value except the crons can also be changed per run in the launchpad, as
-config of the `binlake` resource.
+config of the pipeline's `binlake_<pipeline>` resource.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -36,8 +42,18 @@ class OrchestrationSettings:
     sensor_interval_seconds: int = 60
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> OrchestrationSettings:
-        """Settings from `BINLAKE_*` variables; a bad value raises ConfigError naming the variable."""
+    def from_environ(cls, environ: Mapping[str, str], *, pipeline: str | None = None) -> OrchestrationSettings:
+        """Settings from `BINLAKE_*` variables; a bad value raises ConfigError naming the variable.
+
+        With `pipeline`, `<VARIABLE>_<PIPELINE>` overrides `<VARIABLE>` for that pipeline.
+        """
+        if pipeline is not None:
+            suffix = "_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline).upper()
+            environ = {
+                **environ,
+                **{name.removesuffix(suffix): value for name, value in environ.items()
+                   if name.startswith("BINLAKE_") and name.endswith(suffix)},
+            }
         defaults = cls()
         return cls(
             sync_cron=environ.get("BINLAKE_SYNC_CRON", defaults.sync_cron).strip(),

@@ -47,22 +47,21 @@ class OrchestrationSettings:
 
         With `pipeline`, `<VARIABLE>_<PIPELINE>` overrides `<VARIABLE>` for that pipeline.
         """
-        if pipeline is not None:
-            suffix = "_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline).upper()
-            environ = {
-                **environ,
-                **{name.removesuffix(suffix): value for name, value in environ.items()
-                   if name.startswith("BINLAKE_") and name.endswith(suffix)},
-            }
+        suffix = "_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline).upper() if pipeline is not None else None
+
+        def var(name: str) -> str:
+            """The pipeline's own variable when it is set, so a bad value is reported under the name the user set."""
+            return f"{name}{suffix}" if suffix and f"{name}{suffix}" in environ else name
+
         defaults = cls()
         return cls(
-            sync_cron=environ.get("BINLAKE_SYNC_CRON", defaults.sync_cron).strip(),
-            reconcile_cron=environ.get("BINLAKE_RECONCILE_CRON", defaults.reconcile_cron).strip(),
-            timezone=environ.get("BINLAKE_SCHEDULE_TIMEZONE", defaults.timezone).strip(),
-            auto_resnapshot=_flag(environ, "BINLAKE_AUTO_RESNAPSHOT", defaults.auto_resnapshot),
-            lag_warn_seconds=_positive(environ, "BINLAKE_LAG_WARN_SECONDS", defaults.lag_warn_seconds),
-            runway_warn_hours=_positive(environ, "BINLAKE_RUNWAY_WARN_HOURS", defaults.runway_warn_hours),
-            freshness_minutes=_positive(environ, "BINLAKE_FRESHNESS_MINUTES", defaults.freshness_minutes),
+            sync_cron=environ.get(var("BINLAKE_SYNC_CRON"), defaults.sync_cron).strip(),
+            reconcile_cron=environ.get(var("BINLAKE_RECONCILE_CRON"), defaults.reconcile_cron).strip(),
+            timezone=environ.get(var("BINLAKE_SCHEDULE_TIMEZONE"), defaults.timezone).strip(),
+            auto_resnapshot=_flag(environ, var("BINLAKE_AUTO_RESNAPSHOT"), defaults.auto_resnapshot),
+            lag_warn_seconds=_positive(environ, var("BINLAKE_LAG_WARN_SECONDS"), defaults.lag_warn_seconds),
+            runway_warn_hours=_positive(environ, var("BINLAKE_RUNWAY_WARN_HOURS"), defaults.runway_warn_hours),
+            freshness_minutes=_positive(environ, var("BINLAKE_FRESHNESS_MINUTES"), defaults.freshness_minutes),
         )
 
 

@@ -225,9 +225,11 @@ def build_reconciliation_checks(*, names: PipelineNames, tables: list[str]) -> d
         ],
         can_subset=True,
         retry_policy=TRANSIENT_RETRY,
+        required_resource_keys={names.resource_key},
         description="Chunked source-vs-Delta comparison: MySQL tallies each key range itself, Spark tallies Delta.",
     )
-    def reconciliation(context: dg.AssetCheckExecutionContext, binlake: BinlakeResource) -> Iterator[Any]:
+    def reconciliation(context: dg.AssetCheckExecutionContext) -> Iterator[Any]:
+        binlake = names.resource(context)
         pipeline = binlake.pipeline()
         for check in sorted(context.selected_asset_check_keys, key=lambda item: item.asset_key.to_user_string()):
             table = by_key[check.asset_key]

@@ -1,6 +1,6 @@
 """Asset keys and Dagster names for one pipeline, in one place so assets, jobs and sensors agree.
 
-Keys carry the pipeline name, so two pipelines (two code locations) never collide:
+Keys and names carry the pipeline name, so several pipelines in one deployment never collide:
 
     ["mysql", pipeline, db, table]      the source table (an external asset)
     ["binlake", pipeline, db, table]    its Delta copy
@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from cdc_lib.source import TableRef
+
+if TYPE_CHECKING:
+    from orchestration.resources import BinlakeResource
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
 
@@ -59,6 +63,17 @@ class PipelineNames:
     @property
     def control_group(self) -> str:
         return f"binlake_{self.slug}"
+
+    @property
+    def resource_key(self) -> str:
+        """Key of the pipeline's `BinlakeResource`: one per pipeline, so a deployment can serve several."""
+        return f"binlake_{self.slug}"
+
+    def resource(self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext | dg.SensorEvaluationContext
+                 ) -> BinlakeResource:
+        """The pipeline's resource from a run's or a tick's context."""
+        resource: BinlakeResource = getattr(context.resources, self.resource_key)
+        return resource
 
     @property
     def pool(self) -> str:

@@ -33,7 +33,7 @@ from cdc_lib.snapshot import SnapshotResult
 from cdc_lib.source import TableRef
 from cdc_lib.source import TableSchema as SourceSchema
 from cdc_lib.types import spark_type_ddl
-from orchestration.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
+from orchestration.resources import TRANSIENT_RETRY, engine_errors
 
 KINDS = {"mysql", "spark", "delta"}
 
@@ -302,6 +302,7 @@ def _snapshot_asset(
         kinds=KINDS,
         pool=names.pool,
         retry_policy=TRANSIENT_RETRY,
+        required_resource_keys={names.resource_key},
         tags={"binlake/pipeline": config.pipeline},
         description=(
             f"Lock-free snapshots of the tables of pipeline `{config.pipeline}`, one partition per table. "
@@ -309,7 +310,8 @@ def _snapshot_asset(
             "replaces their Delta copies; the binlog micro-batches then continue from each table's low watermark."
         ),
     )
-    def snapshot(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> Iterator[dg.MaterializeResult]:
+    def snapshot(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+        binlake = names.resource(context)
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()
         context.log.info(f"snapshotting {', '.join(chosen)}")
@@ -351,12 +353,14 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
         can_subset=True,
         pool=names.pool,
         retry_policy=TRANSIENT_RETRY,
+        required_resource_keys={names.resource_key},
         description=(
             f"One binlog micro-batch of pipeline `{config.pipeline}`: reads the binlog once from the smallest table "
             "offset and MERGEs each changed table. Unchanged tables are observed (lag, offset), not re-materialized."
         ),
     )
-    def sync(context: dg.AssetExecutionContext, binlake: BinlakeResource) -> Iterator[Any]:
+    def sync(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        binlake = names.resource(context)
         pipeline = binlake.pipeline()
         selected = set(context.selected_asset_keys)
         results: list[SyncResult] = []

@@ -69,6 +69,8 @@ class OffsetsConfig:
 class SparkConfig:
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    # A folder the driver and every executor see at the same path (NFS, a shared volume); None: a local temp dir.
+    staging_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,66 @@ def resolve_config_path(explicit: str | os.PathLike[str] | None, environ: Mappin
             "--config", "no config file given", remedy=f"pass --config PATH or set {CONFIG_ENV_VAR}=PATH"
         )
     path = Path(raw)
+    if not explicit and (os.pathsep in raw or path.is_dir()):
+        raise ConfigError(
+            CONFIG_ENV_VAR, f"'{raw}' names several pipelines (a Dagster deployment's list)",
+            remedy="pass --config PATH with the one pipeline to work on",
+        )
     if not path.is_file():
         raise ConfigError("--config", f"file {path} does not exist", remedy="point --config at an existing YAML file")
     return path
+
+
+def resolve_config_paths(raw: str | None) -> list[Path]:
+    """The config files of a deployment: `raw` is one file, a folder of `*.yaml`/`*.yml`, or several of either
+    separated by `os.pathsep` (':' on Linux).
+
+    Raises:
+        ConfigError: when nothing is named, a named path is missing, or a folder holds no config.
+    """
+    if not raw or not raw.strip():
+        raise ConfigError(
+            CONFIG_ENV_VAR, "no config file given",
+            remedy=f"set {CONFIG_ENV_VAR}=PATH (a file, a folder of *.yaml, or several joined by '{os.pathsep}')",
+        )
+    paths: list[Path] = []
+    for entry in (part.strip() for part in raw.split(os.pathsep)):
+        if not entry:
+            continue
+        path = Path(entry)
+        if path.is_dir():
+            found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+            if not found:
+                raise ConfigError(CONFIG_ENV_VAR, f"folder {path} holds no *.yaml file", remedy="add a pipeline config")
+            paths.extend(found)
+        elif path.is_file():
+            paths.append(path)
+        else:
+            raise ConfigError(
+                CONFIG_ENV_VAR, f"{path} does not exist", remedy="name existing config files or folders"
+            )
+    return paths
+
+
+def load_configs(raw: str | None = None, *, environ: Mapping[str, str] | None = None) -> list[PipelineConfig]:
+    """Every pipeline of a deployment (see `resolve_config_paths`; default `$BINLAKE_CONFIG`), each validated.
+
+    Raises:
+        ConfigError: for the first bad file, or when two files name the same pipeline.
+    """
+    environ = os.environ if environ is None else environ
+    configs: list[PipelineConfig] = []
+    seen: dict[str, Path] = {}
+    for path in resolve_config_paths(raw if raw is not None else environ.get(CONFIG_ENV_VAR)):
+        config = load_config(path, environ=environ)
+        if config.pipeline in seen:
+            raise ConfigError(
+                "pipeline", f"'{config.pipeline}' is named by both {seen[config.pipeline]} and {path}",
+                remedy="give each config file its own pipeline name (offsets and Delta commits are keyed by it)",
+            )
+        seen[config.pipeline] = path
+        configs.append(config)
+    return configs
 
 
 def load_config(
@@ -189,11 +248,18 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         credentials=inherited.credentials,
     )
     spark_doc = _mapping(root.get("spark") or {}, "spark")
-    _reject_unknown(spark_doc, "spark.", {"master", "conf"})
+    _reject_unknown(spark_doc, "spark.", {"master", "conf", "staging_path"})
     conf_doc = _mapping(spark_doc.get("conf") or {}, "spark.conf")
+    staging_path = _optional_string(spark_doc, "staging_path", "spark.")
+    if staging_path is not None and "://" in staging_path:
+        raise ConfigError(
+            "spark.staging_path", f"'{staging_path}' is a URI; the driver writes the batch there with local file I/O",
+            remedy="mount a shared folder (NFS, a shared volume) at the same path on the driver and every worker",
+        )
     spark = SparkConfig(
         master=_string(spark_doc, "master", "spark.", default="local[*]"),
         conf={str(key): str(value) for key, value in conf_doc.items()},
+        staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
     _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds"})

@@ -22,6 +22,7 @@ from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
+from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
 from cdc_lib.types import spark_type_ddl
 
 if TYPE_CHECKING:
@@ -247,10 +248,12 @@ def _arrow_type(ddl: str) -> Any:
 
 @contextmanager
 def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple[Any, ...]]) -> Iterator[DataFrame]:
-    """The batch as a DataFrame. On local Spark it goes through a Parquet file written by Arrow,
-    several times faster than pickling rows through py4j; on a cluster, rows are sent directly."""
+    """The batch as a DataFrame. It goes through a Parquet file written by Arrow, several times faster than
+    pickling rows through py4j, when executors can read the driver's files: on local Spark, or on a cluster
+    with a shared `spark.staging_path`. Otherwise the rows travel inside the query plan."""
     struct = spark_schema(schema, with_operation=True)
-    if not spark.sparkContext.master.startswith("local"):
+    staging_root = spark.conf.get(STAGING_PATH_CONF, None)
+    if staging_root is None and not is_local_master(spark.sparkContext.master):
         yield spark.createDataFrame(records, schema=struct)
         return
     import pyarrow as pa
@@ -262,7 +265,9 @@ def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple
     table = pa.Table.from_arrays(
         [pa.array(values, type=kind) for values, kind in zip(columns, types, strict=True)], names=names
     )
-    staging = Path(tempfile.mkdtemp(prefix="binlake-batch-"))
+    if staging_root is not None:
+        Path(staging_root).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="binlake-batch-", dir=staging_root))
     try:
         pq.write_table(table, staging / "changes.parquet")
         yield spark.read.schema(struct).parquet(str(staging))

@@ -24,6 +24,8 @@ _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_has_s3a = False
 started_sessions = 0
+# Where the driver stages a batch as Parquet for Spark to read (see cdc_lib.delta_sink); set from `spark.staging_path`.
+STAGING_PATH_CONF = "spark.binlake.stagingPath"
 
 
 _HADOOP_PREFIX = "spark.hadoop."
@@ -78,7 +80,7 @@ def _wants_s3a(config: SparkConfig, sink: SinkConfig | None) -> bool:
         key.startswith(_S3A_PREFIX) or "s3a://" in value for key, value in config.conf.items()
     )
     # Not on a cluster: there spark.jars would ship the 500 MB SDK bundle to every executor for nothing.
-    return needed or (config.master.startswith("local") and s3a_jars_cached())
+    return needed or (is_local_master(config.master) and s3a_jars_cached())
 
 
 def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> SparkSession:
@@ -118,9 +120,6 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
             .config("spark.driver.extraJavaOptions", utc_java)
             .config("spark.executor.extraJavaOptions", utc_java)
             .config("spark.ui.enabled", "false")
-            # Local mode runs every task in the driver JVM; Spark's 1g default is too small to MERGE into
-            # tables of tens of millions of rows. A cluster sets its own through spark.conf.
-            .config("spark.driver.memory", "4g")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.sql.legacy.charVarcharAsString", "true")
@@ -133,6 +132,10 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
             .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )
+        for key, value in mode_defaults(config).items():
+            builder = builder.config(key, value)
+        if config.staging_path:
+            builder = builder.config(STAGING_PATH_CONF, config.staging_path)
         settings = {**extra, **config.conf}
         with_s3a = _wants_s3a(config, sink)
         if with_s3a:
@@ -149,7 +152,7 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
 def _s3a_jar_settings(config: SparkConfig) -> dict[str, str]:
     """hadoop-aws and the AWS SDK on the class path, next to whatever class path the user set."""
     s3a_jars = [str(path) for path in ensure_jars(s3a_artifacts())]
-    if config.master.startswith("local"):
+    if is_local_master(config.master):
         # Local mode runs tasks in the driver JVM: the driver's class path is enough, and it spares Spark
         # serving the 500 MB SDK bundle to its own executor at every start (spark.jars would copy it).
         key, separator = "spark.driver.extraClassPath", os.pathsep
@@ -158,6 +161,22 @@ def _s3a_jar_settings(config: SparkConfig) -> dict[str, str]:
         s3a_jars = [*(str(path) for path in ensure_jars(CORE_ARTIFACTS)), *s3a_jars]
     existing = config.conf.get(key)
     return {key: separator.join([*s3a_jars, *([existing] if existing else [])])}
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
+def mode_defaults(config: SparkConfig) -> dict[str, str]:
+    """Settings that depend on where the tasks run; `spark.conf` overrides each of them.
+
+    Local mode runs every task in the driver JVM, and Spark's 1g default is too small to MERGE into tables of
+    tens of millions of rows. On a cluster the driver only plans and commits while executors do the work, so
+    the executor must fit the worker's memory: Spark's own defaults (1g driver, 1g executors) are kept.
+    """
+    if is_local_master(config.master):
+        return {"spark.driver.memory": "4g"}
+    return {}
 
 
 def spark_started() -> bool:

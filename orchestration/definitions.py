@@ -1,16 +1,19 @@
-"""The code location: one `Definitions` for the pipeline named by `$BINLAKE_CONFIG`.
+"""The code location: one `Definitions` for every pipeline named by `$BINLAKE_CONFIG`.
 
 Importing this module reads nothing. `defs` is built when Dagster loads the
 code location (`dagster dev`, `dagster definitions validate -w workspace.yaml`):
-it loads and validates the config file once (a bad key fails the load with
-the key named), takes the table list from it, and assembles assets, checks,
-jobs, schedules, sensors and the `binlake` resource.
+it loads and validates each config file once (a bad key fails the load with
+the key named), takes each table list from its file, and assembles, per
+pipeline, assets, checks, jobs, schedules, sensors and a `binlake_<pipeline>`
+resource. `$BINLAKE_CONFIG` is one file, a folder of `*.yaml`, or several of
+either joined by ':'; every name carries the pipeline, so they never collide.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -18,7 +21,7 @@ from assets.checks import build_freshness_checks, build_reconciliation_checks
 from assets.naming import PipelineNames
 from assets.tables import build_table_assets
 from cdc_lib.catalog import table_names, table_patterns
-from cdc_lib.config import PipelineConfig, load_config
+from cdc_lib.config import PipelineConfig, load_configs
 from cdc_lib.errors import ConfigError
 from orchestration.jobs import build_jobs
 from orchestration.resources import BinlakeResource
@@ -70,7 +73,7 @@ def build_definitions(
             freshness_sensor(names=names, checks=freshness),
         ],
         resources={
-            "binlake": BinlakeResource(
+            names.resource_key: BinlakeResource(
                 config_path=str(config.config_path),
                 auto_resnapshot=settings.auto_resnapshot,
                 lag_warn_seconds=settings.lag_warn_seconds,
@@ -92,7 +95,75 @@ def freshness_sensor(*, names: PipelineNames, checks: list[dg.AssetChecksDefinit
         )
 
 
+def build_deployment(
+    configs: list[PipelineConfig],
+    *,
+    settings: Callable[[PipelineConfig], OrchestrationSettings] | None = None,
+) -> dg.Definitions:
+    """One `Definitions` serving several pipelines (several MySQL servers), each with its own config file,
+    offsets, schedules, sensors, pool and resource.
+
+    Args:
+        configs: configs loaded from files, e.g. by `cdc_lib.config.load_configs`.
+        settings: each pipeline's schedules and thresholds; defaults when None.
+
+    Raises:
+        ConfigError: when two pipelines would share a Dagster name, a Delta table or a replica server_id.
+    """
+    if not configs:
+        raise ConfigError("<deployment>", "no pipeline config given", remedy="set BINLAKE_CONFIG")
+    tables = {config.pipeline: table_names(config) for config in configs}
+    check_disjoint(configs, tables)
+    return dg.Definitions.merge(
+        *(
+            build_definitions(
+                config,
+                settings=settings(config) if settings is not None else None,
+                tables=tables[config.pipeline],
+            )
+            for config in configs
+        )
+    )
+
+
+def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) -> None:
+    """Refuse pipelines that would overwrite each other's Dagster names, Delta tables or replication slot."""
+    by_slug: dict[str, str] = {}
+    by_table_path: dict[str, tuple[str, str]] = {}
+    by_replica: dict[tuple[str, int, int], str] = {}
+    for config in configs:
+        where = config.config_path or config.pipeline
+        slug = PipelineNames(config.pipeline).slug.lower()
+        if slug in by_slug:
+            raise ConfigError(
+                "pipeline", f"'{config.pipeline}' ({where}) and '{by_slug[slug]}' give the same Dagster names "
+                f"(binlake_{slug}_…)", remedy="rename one pipeline; names differing only in case, '-' or '_' collide",
+            )
+        by_slug[slug] = config.pipeline
+        replica = (config.source.host, config.source.port, config.source.server_id)
+        if replica in by_replica:
+            raise ConfigError(
+                "source.server_id", f"pipelines '{by_replica[replica]}' and '{config.pipeline}' both read "
+                f"{config.source.host}:{config.source.port} as replica {config.source.server_id}; the server drops "
+                "one of two replicas with the same id", remedy=f"give pipeline '{config.pipeline}' its own server_id",
+            )
+        by_replica[replica] = config.pipeline
+        for table in tables[config.pipeline]:
+            database, _, name = table.partition(".")
+            path = config.sink.table_path(database, name)
+            if path in by_table_path:
+                other, other_table = by_table_path[path]
+                raise ConfigError(
+                    "sink.path", f"pipelines '{other}' ({other_table}) and '{config.pipeline}' ({table}) both "
+                    f"write the Delta table {path}", remedy=f"give pipeline '{config.pipeline}' its own sink.path",
+                )
+            by_table_path[path] = (config.pipeline, table)
+
+
 @dg.definitions
 def defs() -> dg.Definitions:
     """Built by Dagster when it loads the code location; reads $BINLAKE_CONFIG and BINLAKE_* settings."""
-    return build_definitions(load_config(), settings=OrchestrationSettings.from_environ(os.environ))
+    return build_deployment(
+        load_configs(),
+        settings=lambda config: OrchestrationSettings.from_environ(os.environ, pipeline=config.pipeline),
+    )

@@ -22,7 +22,6 @@ import dagster as dg
 from assets.naming import PipelineNames
 from cdc_lib.catalog import expand_patterns
 from cdc_lib.errors import BinlakeError
-from orchestration.resources import BinlakeResource
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -74,8 +73,10 @@ def build_missing_snapshot_sensor(
         minimum_interval_seconds=interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Requests a snapshot for each table of pipeline `{names.pipeline}` that has none yet.",
+        required_resource_keys={names.resource_key},
     )
-    def missing_snapshots(context: dg.SensorEvaluationContext, binlake: BinlakeResource) -> dg.SensorResult:
+    def missing_snapshots(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        binlake = names.resource(context)
         cursor = SnapshotCursor.parse(context.cursor)
         try:
             state = binlake.pipeline().read_state()
@@ -138,8 +139,10 @@ def build_table_error_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Reports tables of pipeline `{names.pipeline}` that stopped with an error, and re-snapshots "
         "them when the binlake resource's auto_resnapshot is on.",
+        required_resource_keys={names.resource_key},
     )
-    def table_errors(context: dg.SensorEvaluationContext, binlake: BinlakeResource) -> dg.SensorResult:
+    def table_errors(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        binlake = names.resource(context)
         try:
             state = binlake.pipeline().read_state()
         except (BinlakeError, dg.Failure) as error:

@@ -1,6 +1,7 @@
 """What the code location reads from the environment, once, when its definitions load.
 
-    BINLAKE_CONFIG                 pipeline YAML (required; read by `cdc_lib.config.load_config`)
+    BINLAKE_CONFIG                 pipeline YAML(s) (required): one file, a folder of *.yaml, or several of
+                                   either joined by ':' — one pipeline each (`cdc_lib.config.load_configs`)
     BINLAKE_SYNC_CRON              micro-batch schedule, default every minute ("* * * * *")
     BINLAKE_RECONCILE_CRON         reconciliation schedule, default daily at 03:00 ("0 3 * * *")
     BINLAKE_SCHEDULE_TIMEZONE      time zone of both crons, default UTC
@@ -9,12 +10,17 @@
     BINLAKE_RUNWAY_WARN_HOURS      binlog runway check threshold, default 72
     BINLAKE_FRESHNESS_MINUTES      freshness check window, default 15
 
+Each variable can be set for one pipeline of a deployment by appending its name in
+upper case, '-' as '_': `BINLAKE_SYNC_CRON_EAST=*/5 * * * *` applies to pipeline `east`
+only and wins over `BINLAKE_SYNC_CRON`.
+
 Every value except the crons can also be changed per run in the launchpad, as
-config of the `binlake` resource.
+config of the pipeline's `binlake_<pipeline>` resource.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -36,17 +42,26 @@ class OrchestrationSettings:
     sensor_interval_seconds: int = 60
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> OrchestrationSettings:
-        """Settings from `BINLAKE_*` variables; a bad value raises ConfigError naming the variable."""
+    def from_environ(cls, environ: Mapping[str, str], *, pipeline: str | None = None) -> OrchestrationSettings:
+        """Settings from `BINLAKE_*` variables; a bad value raises ConfigError naming the variable.
+
+        With `pipeline`, `<VARIABLE>_<PIPELINE>` overrides `<VARIABLE>` for that pipeline.
+        """
+        suffix = "_" + re.sub(r"[^A-Za-z0-9_]", "_", pipeline).upper() if pipeline is not None else None
+
+        def var(name: str) -> str:
+            """The pipeline's own variable when it is set, so a bad value is reported under the name the user set."""
+            return f"{name}{suffix}" if suffix and f"{name}{suffix}" in environ else name
+
         defaults = cls()
         return cls(
-            sync_cron=environ.get("BINLAKE_SYNC_CRON", defaults.sync_cron).strip(),
-            reconcile_cron=environ.get("BINLAKE_RECONCILE_CRON", defaults.reconcile_cron).strip(),
-            timezone=environ.get("BINLAKE_SCHEDULE_TIMEZONE", defaults.timezone).strip(),
-            auto_resnapshot=_flag(environ, "BINLAKE_AUTO_RESNAPSHOT", defaults.auto_resnapshot),
-            lag_warn_seconds=_positive(environ, "BINLAKE_LAG_WARN_SECONDS", defaults.lag_warn_seconds),
-            runway_warn_hours=_positive(environ, "BINLAKE_RUNWAY_WARN_HOURS", defaults.runway_warn_hours),
-            freshness_minutes=_positive(environ, "BINLAKE_FRESHNESS_MINUTES", defaults.freshness_minutes),
+            sync_cron=environ.get(var("BINLAKE_SYNC_CRON"), defaults.sync_cron).strip(),
+            reconcile_cron=environ.get(var("BINLAKE_RECONCILE_CRON"), defaults.reconcile_cron).strip(),
+            timezone=environ.get(var("BINLAKE_SCHEDULE_TIMEZONE"), defaults.timezone).strip(),
+            auto_resnapshot=_flag(environ, var("BINLAKE_AUTO_RESNAPSHOT"), defaults.auto_resnapshot),
+            lag_warn_seconds=_positive(environ, var("BINLAKE_LAG_WARN_SECONDS"), defaults.lag_warn_seconds),
+            runway_warn_hours=_positive(environ, var("BINLAKE_RUNWAY_WARN_HOURS"), defaults.runway_warn_hours),
+            freshness_minutes=_positive(environ, var("BINLAKE_FRESHNESS_MINUTES"), defaults.freshness_minutes),
         )
 
 

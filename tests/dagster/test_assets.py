@@ -55,7 +55,7 @@ def test_snapshot_partitions_load_exactly_the_chosen_tables(shop: Shop, instance
         [assets.snapshot, *assets.source_specs],
         selection=[shop.names.snapshot_key],
         partition_key=customers,
-        resources={"binlake": shop.resource()},
+        resources={shop.names.resource_key: shop.resource()},
         instance=instance,
     )
     assert result.success
@@ -208,7 +208,7 @@ def test_a_subset_still_reads_the_binlog_once_and_records_every_changed_table(
     result = dg.materialize(
         [assets.sync, *assets.source_specs],
         selection=[shop.names.table_key(customers)],
-        resources={"binlake": shop.resource()},
+        resources={shop.names.resource_key: shop.resource()},
         instance=instance,
     )
 

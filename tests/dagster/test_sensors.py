@@ -16,7 +16,8 @@ def tick(
 ) -> dg.SensorExecutionData:
     sensor = defs.get_repository_def().get_sensor_def(name)
     context = dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources={"binlake": shop.resource(**resource)}, definitions=defs
+        instance=instance, cursor=cursor, resources={shop.names.resource_key: shop.resource(**resource)},
+        definitions=defs,
     )
     return sensor.evaluate_tick(context)
 

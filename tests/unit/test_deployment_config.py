@@ -1,0 +1,70 @@
+"""Cluster and multi-pipeline configuration: spark.staging_path, local-only defaults, deployment lists."""
+
+from pathlib import Path
+
+import pytest
+
+from cdc_lib.config import SparkConfig, load_configs, parse_config, resolve_config_path
+from cdc_lib.errors import ConfigError
+from cdc_lib.spark import is_local_master, mode_defaults
+from orchestration.settings import OrchestrationSettings
+
+VALID = {
+    "pipeline": "shop",
+    "source": {"host": "127.0.0.1", "port": 3306, "user": "cdc", "password": "pw", "server_id": 5701,
+               "tables": ["shop.orders"]},
+    "sink": {"path": "/lake"},
+}
+
+
+def test_staging_path_is_a_folder_resolved_next_to_the_config(tmp_path: Path) -> None:
+    config = parse_config({**VALID, "spark": {"master": "spark://h:7077", "staging_path": "staging"}},
+                          base_dir=tmp_path)
+    assert config.spark.staging_path == str(tmp_path / "staging")
+    assert parse_config(VALID).spark.staging_path is None
+    with pytest.raises(ConfigError, match=r"spark\.staging_path.*URI.*remedy: mount a shared folder"):
+        parse_config({**VALID, "spark": {"staging_path": "s3a://bucket/staging"}})
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [("local", True), ("local[*]", True), ("local[2]", True), ("local-cluster[2,1,1024]", True),
+     ("spark://127.0.0.1:7077", False), ("yarn", False), ("k8s://https://api:6443", False), ("localhost", False)],
+)
+def test_driver_memory_default_only_for_local_mode(master: str, local: bool) -> None:
+    assert is_local_master(master) is local
+    assert ("spark.driver.memory" in mode_defaults(SparkConfig(master=master))) is local
+
+
+def test_the_cli_refuses_a_deployment_list(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("pipeline: a\n")
+    second.write_text("pipeline: b\n")
+    with pytest.raises(ConfigError, match=r"names several pipelines.*remedy: pass --config PATH"):
+        resolve_config_path(None, {"BINLAKE_CONFIG": f"{first}:{second}"})
+    with pytest.raises(ConfigError, match=r"names several pipelines"):
+        resolve_config_path(None, {"BINLAKE_CONFIG": str(tmp_path)})
+    assert resolve_config_path(None, {"BINLAKE_CONFIG": str(first)}) == first
+
+
+def test_a_folder_loads_every_yaml_in_name_order(tmp_path: Path) -> None:
+    for name, server_id in (("west.yml", 2), ("east.yaml", 1)):
+        (tmp_path / name).write_text(
+            f"pipeline: {name.split('.')[0]}\nsource: {{host: h, user: u, server_id: {server_id}, tables: [d.t]}}\n"
+            "sink: {path: /lake}\n"
+        )
+    (tmp_path / "notes.txt").write_text("not a config")
+    assert [config.pipeline for config in load_configs(str(tmp_path), environ={})] == ["east", "west"]
+    with pytest.raises(ConfigError, match="BINLAKE_CONFIG"):
+        load_configs("", environ={})
+
+
+def test_a_pipeline_suffix_overrides_a_setting_for_that_pipeline_only() -> None:
+    environ = {"BINLAKE_SYNC_CRON": "*/2 * * * *", "BINLAKE_SYNC_CRON_WEST_2": "*/5 * * * *",
+               "BINLAKE_LAG_WARN_SECONDS_EAST": "60"}
+    assert OrchestrationSettings.from_environ(environ, pipeline="west-2").sync_cron == "*/5 * * * *"
+    east = OrchestrationSettings.from_environ(environ, pipeline="east")
+    assert east.sync_cron == "*/2 * * * *" and east.lag_warn_seconds == 60
+    assert OrchestrationSettings.from_environ(environ).lag_warn_seconds == 300
+    with pytest.raises(ConfigError, match="BINLAKE_LAG_WARN_SECONDS_EAST"):
+        OrchestrationSettings.from_environ({"BINLAKE_LAG_WARN_SECONDS_EAST": "-1"}, pipeline="east")

@@ -23,9 +23,22 @@ from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, Ro
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_lib.config import BatchConfig, SourceConfig
-from cdc_lib.errors import BinlogPurgedError, SchemaChangeError, ServerSettingsError, SourceConnectionError
+from cdc_lib.errors import (
+    BinlogPurgedError,
+    SchemaChangeError,
+    ServerHistoryError,
+    ServerSettingsError,
+    SourceConnectionError,
+)
 from cdc_lib.events import Row, TableChanges
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.positions import (
+    BinlogPosition,
+    ServerIdentity,
+    advance_state,
+    earliest_state,
+    is_mariadb_state,
+    transaction_applied,
+)
 from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
 
@@ -142,6 +155,8 @@ class BatchRead:
     reached_end: bool = False
     last_event_time: dt.datetime | None = None
     seconds: float = 0.0
+    #: Read from the tables' GTID state on a server other than the one their offsets were written on.
+    by_gtid: bool = False
 
     def stopped(self, name: str) -> bool:
         return name in self.table_errors or name in self.schema_changes
@@ -151,19 +166,25 @@ class BatchRead:
 
 
 def _open_stream(
-    source: SourceConfig, start: BinlogPosition, *, events: list[type], tables: list[TableRef]
+    source: SourceConfig,
+    start: BinlogPosition,
+    *,
+    events: list[type],
+    tables: list[TableRef],
+    gtid_state: str | None = None,
 ) -> BinLogStreamReader:
-    """A non-blocking binlog dump from `start` to the current end, for the given tables only."""
+    """A non-blocking binlog dump from `start` (or from a MariaDB GTID state) to the current end."""
     return BinLogStreamReader(
         connection_settings=connection_settings(source),
         server_id=source.server_id,
         resume_stream=True,
-        log_file=start.file,
-        log_pos=start.pos,
+        log_file=None if gtid_state is not None else start.file,
+        log_pos=None if gtid_state is not None else start.pos,
         blocking=False,
-        # The library's MariaDB mode ignores log_file/log_pos and dumps from the first binlog;
-        # the classic file/position dump works on MariaDB and MySQL alike.
-        is_mariadb=False,
+        # The library's MariaDB mode ignores log_file/log_pos and sends @slave_connect_state (strict mode)
+        # instead, so it serves only the GTID dump; the classic file/position dump works on both servers.
+        is_mariadb=gtid_state is not None,
+        auto_position=gtid_state,
         only_events=events,
         only_schemas=sorted({table.database for table in tables}),
         only_tables=sorted({table.table for table in tables}),
@@ -175,33 +196,56 @@ def read_batch(
     source: SourceConfig,
     cursors: list[TableCursor],
     batch: BatchConfig,
+    *,
+    server: ServerIdentity | None = None,
 ) -> BatchRead:
-    """Read committed transactions past the smallest table offset; see the module docstring."""
+    """Read committed transactions past the smallest table offset; see the module docstring.
+
+    `server` is the identity of the server connected to. When some offset was written on another
+    server, the read starts from the earliest GTID state of the tables (MariaDB) and each
+    transaction goes to the tables whose GTID state does not contain it yet; the positions it
+    reports are offsets on `server`, once the first transaction fixed where the read stands.
+    """
     start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
+    by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
     by_name = {cursor.name: cursor for cursor in cursors}
     decoders = {cursor.name: TableDecoder.for_schema(cursor.schema) for cursor in cursors}
-    result = BatchRead(start=start, end=start)
+    result = BatchRead(start=start, end=start, by_gtid=by_gtid)
+    start_state = earliest_state([cursor.position.gtid for cursor in cursors]) if by_gtid else None
     stream = _open_stream(
         source,
         start,
         events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
                 MariadbGtidEvent, GtidEvent],
         tables=[cursor.schema.table for cursor in cursors],
+        gtid_state=start_state,
     )
     started = time.monotonic()
     transaction_start = start
     pending: dict[str, TableChanges] = {}
     pending_rows = 0
-    gtid: str | None = start.gtid
+    gtid: str | None = start_state if by_gtid else start.gtid
+    transaction_gtid: str | None = None
+    identity = server or start.server
     current_file = start.file
     in_transaction = False
+    # A GTID dump skips the transactions we have on the server side, so offsets seen before the first
+    # transaction arrives may lie before skipped ones: only commits anchor positions on the new server.
+    anchored = not by_gtid
+
+    def behind(name: str) -> bool:
+        """Whether the current transaction lies before the table's own offset (it has it already)."""
+        if by_gtid:
+            return transaction_gtid is not None and transaction_applied(by_name[name].position.gtid, transaction_gtid)
+        return transaction_start < by_name[name].position
 
     def commit(end_pos: int, event_time: int) -> None:
-        nonlocal transaction_start, pending, pending_rows, in_transaction
+        nonlocal transaction_start, pending, pending_rows, in_transaction, anchored, transaction_gtid
         in_transaction = False
-        end = BinlogPosition(current_file, end_pos, gtid)
+        anchored = True
+        end = BinlogPosition(current_file, end_pos, gtid, identity)
         for name, changes in pending.items():
-            if result.stopped(name) or transaction_start < by_name[name].position:
+            if result.stopped(name) or behind(name):
                 continue
             result.changes.setdefault(name, TableChanges(decoders[name].key_positions)).merge_from(changes)
         result.row_changes += pending_rows
@@ -209,6 +253,7 @@ def read_batch(
         result.end = end
         result.last_event_time = dt.datetime.fromtimestamp(event_time, dt.UTC)
         transaction_start = end
+        transaction_gtid = None
         pending, pending_rows = {}, 0
 
     try:
@@ -216,14 +261,15 @@ def read_batch(
             result.events_read += 1
             if isinstance(event, RotateEvent):
                 current_file = event.next_binlog
-                if not in_transaction and not pending:
+                if not in_transaction and not pending and anchored:
                     # Between transactions a rotation is a boundary too: idle tables follow it.
-                    transaction_start = BinlogPosition(current_file, event.position, gtid)
-                    if transaction_start > result.end:
+                    transaction_start = BinlogPosition(current_file, event.position, gtid, identity)
+                    if transaction_start > result.end or not result.end.written_on(identity):
                         result.end = transaction_start
                 continue
             if isinstance(event, (MariadbGtidEvent, GtidEvent)):
-                gtid = event.gtid
+                transaction_gtid = event.gtid
+                gtid = _advance_gtid(gtid, event.gtid)
                 in_transaction = True
                 continue
             if isinstance(event, XidEvent):
@@ -238,7 +284,8 @@ def read_batch(
                 before = transaction_start
                 if not upper.startswith("COMMIT"):
                     altered = _apply_ddl(
-                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start
+                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start,
+                        behind,
                     )
                 commit(event.packet.log_pos, event.timestamp)
                 if altered is not None:
@@ -254,7 +301,7 @@ def read_batch(
                 try:
                     _fold_rows(event, decoder, changes)
                 except (SchemaChangeError, ServerSettingsError) as exc:
-                    if not transaction_start < by_name[name].position:
+                    if not behind(name):
                         result.table_errors[name] = TableFailure(exc, transaction_start)
                     pending.pop(name, None)
                     continue
@@ -264,13 +311,13 @@ def read_batch(
                 break
         else:
             result.reached_end = True
-            if not in_transaction and not pending:
+            if not in_transaction and not pending and anchored:
                 # Trailing non-transaction events (a new file's header, checkpoints) are passed too.
-                tail = BinlogPosition(stream.log_file or current_file, int(stream.log_pos or 0), gtid)
+                tail = BinlogPosition(stream.log_file or current_file, int(stream.log_pos or 0), gtid, identity)
                 if tail.file == current_file and tail > result.end:
                     result.end = tail
     except pymysql.MySQLError as exc:
-        raise _describe_read_failure(exc, start) from None
+        raise _describe_read_failure(exc, start, gtid_state=start_state) from None
     finally:
         stream.close()
     result.seconds = time.monotonic() - started
@@ -300,13 +347,14 @@ def _apply_ddl(
     decoders: dict[str, TableDecoder],
     result: BatchRead,
     transaction_start: BinlogPosition,
+    behind: Callable[[str], bool],
 ) -> str | None:
     """Handle a DDL statement; return the table name when the table must pause for a schema change."""
     match = _DDL_TABLE.match(statement)
     if not match:
         return None
     name = f"{match.group(1) or default_schema}.{match.group(2)}"
-    if name not in by_name or result.stopped(name) or transaction_start < by_name[name].position:
+    if name not in by_name or result.stopped(name) or behind(name):
         return None
     if _TRUNCATE.match(statement):
         pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
@@ -324,13 +372,34 @@ def _apply_ddl(
     return None
 
 
+def _advance_gtid(state: str | None, gtid: str) -> str:
+    """The GTID state after transaction `gtid`: per domain on MariaDB, a growing GTID set on MySQL."""
+    if is_mariadb_state(state) and is_mariadb_state(gtid):
+        return advance_state(state, gtid)
+    from pymysqlreplication.gtid import Gtid, GtidSet
+
+    try:
+        return str(GtidSet(state) + Gtid(gtid)).replace("\n", "")
+    except Exception:  # noqa: BLE001 - an unparsable set still leaves the transaction's own GTID
+        return gtid
+
+
 def _query_text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
-def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Exception:
+def _describe_read_failure(
+    exc: pymysql.MySQLError, start: BinlogPosition, *, gtid_state: str | None = None
+) -> Exception:
     code = exc.args[0] if exc.args else None
     message = str(exc.args[1]) if len(exc.args) > 1 else ""
+    if code == 1236 and gtid_state is not None:
+        return ServerHistoryError(
+            f"the server cannot send the binlog from GTID state '{gtid_state}' ({message[:200]}): it lacks the "
+            "history the offsets were written in",
+            remedy="re-snapshot the tables: binlake snapshot --table db.t (Dagster: backfill), or point "
+            "source.host/port back at a server with that history",
+        )
     if code == 1236:
         return BinlogPurgedError(
             f"the server cannot send the binlog from {start} ({message[:160]})",

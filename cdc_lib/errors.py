@@ -88,3 +88,7 @@ class NotSnapshottedError(BinlakeError):
 
 class DeltaStateError(BinlakeError):
     """The Delta table disagrees with the offset store in a way that needs a person."""
+
+
+class ServerHistoryError(BinlakeError):
+    """The server does not hold the history a stored offset refers to: another server, or a `RESET MASTER`."""

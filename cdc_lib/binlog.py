@@ -22,13 +22,14 @@ from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.config import BatchConfig, SourceConfig
+from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
 from cdc_lib.errors import (
     BinlogPurgedError,
     SchemaChangeError,
     ServerHistoryError,
     ServerSettingsError,
     SourceConnectionError,
+    ZeroDateError,
 )
 from cdc_lib.events import Row, TableChanges
 from cdc_lib.positions import (
@@ -69,9 +70,12 @@ class TableDecoder:
     set_columns: frozenset[str]
     pick: Callable[[dict[str, Any]], Any]
     width: int
+    #: (index, name, is TIMESTAMP) of DATE, DATETIME and TIMESTAMP columns, which may hold zero dates.
+    temporal: tuple[tuple[int, str, bool], ...] = ()
+    zero_dates: ZeroDatePolicy = "null"
 
     @classmethod
-    def for_schema(cls, schema: TableSchema) -> TableDecoder:
+    def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null") -> TableDecoder:
         names = schema.column_names
         conversions = []
         for index, column in enumerate(schema.columns):
@@ -86,6 +90,12 @@ class TableDecoder:
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
             pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
             width=len(names),
+            temporal=tuple(
+                (index, column.name, column.data_type.lower() == "timestamp")
+                for index, column in enumerate(schema.columns)
+                if column.data_type.lower() in ("date", "datetime", "timestamp")
+            ),
+            zero_dates=zero_dates,
         )
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
@@ -100,14 +110,41 @@ class TableDecoder:
             picked = self.pick(values)
         except KeyError as missing:
             raise _schema_changed(self.schema, values) from missing
-        if not self.conversions:
+        zero = self._zero_dates(values, none_sources) if self.temporal else ()
+        if not self.conversions and not zero:
             return picked  # type: ignore[no-any-return]
         row = list(picked)
         for index, convert in self.conversions:
             value = row[index]
             if value is not None:
                 row[index] = convert(value)
+        for index in zero:
+            row[index] = None
         return tuple(row)
+
+    def _zero_dates(self, values: dict[str, Any], none_sources: dict[str, str] | None) -> list[int]:
+        """Indexes of zero or partial dates in a row; raises instead under the `error` policy.
+
+        The reader decodes a zero DATE/DATETIME as None (its none_sources tell it from NULL) and a
+        zero TIMESTAMP as the epoch, which no real TIMESTAMP holds (their range starts at 00:00:01 UTC).
+        """
+        found = []
+        for index, name, is_timestamp in self.temporal:
+            if is_timestamp:
+                zero = values.get(name) == _EPOCH
+            else:
+                zero = values.get(name) is None and bool(none_sources) and none_sources.get(name) in _OUT_OF_RANGE
+            if zero:
+                if self.zero_dates == "error":
+                    raise ZeroDateError(self.schema.table.name, name)
+                found.append(index)
+        return found
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_OUT_OF_RANGE = frozenset(
+    {NONE_SOURCE.OUT_OF_DATE_RANGE, NONE_SOURCE.OUT_OF_DATETIME_RANGE, NONE_SOURCE.OUT_OF_DATETIME2_RANGE}
+)
 
 
 def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
@@ -209,7 +246,9 @@ def read_batch(
     start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
     by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
     by_name = {cursor.name: cursor for cursor in cursors}
-    decoders = {cursor.name: TableDecoder.for_schema(cursor.schema) for cursor in cursors}
+    decoders = {
+        cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates) for cursor in cursors
+    }
     result = BatchRead(start=start, end=start, by_gtid=by_gtid)
     start_state = earliest_state([cursor.position.gtid for cursor in cursors]) if by_gtid else None
     stream = _open_stream(
@@ -300,6 +339,14 @@ def read_batch(
                     changes = pending[name] = TableChanges(decoder.key_positions)
                 try:
                     _fold_rows(event, decoder, changes)
+                except ZeroDateError as exc:
+                    if behind(name):
+                        continue  # a transaction the table has already: its rows are dropped at the commit
+                    # Nothing of this batch reaches the table: it stays where it was, stopped.
+                    result.table_errors[name] = TableFailure(exc, by_name[name].position)
+                    result.changes.pop(name, None)
+                    pending.pop(name, None)
+                    continue
                 except (SchemaChangeError, ServerSettingsError) as exc:
                     if not behind(name):
                         result.table_errors[name] = TableFailure(exc, transaction_start)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -17,6 +17,8 @@ CONFIG_ENV_VAR = "BINLAKE_CONFIG"
 _VAR_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+$")
 _PATTERN_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+\.(\*|[A-Za-z0-9_$*-]+)$")
+
+ZeroDatePolicy = Literal["null", "error"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class SourceConfig:
     tables: tuple[str, ...]
     connect_timeout: int = 10
     ssl_ca: str | None = None
+    #: MySQL zero and partial dates ('0000-00-00', '2024-00-10'): stored as NULL, or stop the table.
+    zero_dates: ZeroDatePolicy = "null"
 
     def redacted(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "user": self.user, "password": "***"}
@@ -137,7 +141,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         raise ConfigError("pipeline", f"'{pipeline}' may only hold letters, digits, '_' and '-'")
     source_doc = _mapping(_required(root, "source", ""), "source")
     _reject_unknown(
-        source_doc, "source.", {"host", "port", "user", "password", "server_id", "tables", "connect_timeout", "ssl_ca"}
+        source_doc, "source.", {"host", "port", "user", "password", "server_id", "tables", "connect_timeout", "ssl_ca",
+                                 "zero_dates"}
     )
     tables_raw = _required(source_doc, "tables", "source.")
     if not isinstance(tables_raw, list) or not tables_raw:
@@ -156,6 +161,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         tables=tuple(tables),
         connect_timeout=_integer(source_doc, "connect_timeout", "source.", default=10, low=1, high=600),
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
+        zero_dates=_zero_date_policy(source_doc.get("zero_dates")),
     )
     sink_doc = _mapping(_required(root, "sink", ""), "sink")
     _reject_unknown(sink_doc, "sink.", {"path"})
@@ -193,6 +199,15 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot
     )
+
+
+def _zero_date_policy(value: Any) -> ZeroDatePolicy:
+    # YAML reads a bare `null` as None: both spellings mean the default.
+    if value is None or value == "null":
+        return "null"
+    if value == "error":
+        return "error"
+    raise ConfigError("source.zero_dates", f"'{value}' is not one of: null, error")
 
 
 def _local_or_uri(value: str, base_dir: Path | None) -> str:

@@ -42,8 +42,9 @@ from cdc_lib.faults import failpoint
 from cdc_lib.history import plan_resume
 from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
 from cdc_lib.positions import BinlogPosition, state_contains
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, table_runways
 from cdc_lib.schema import compare_schemas, evolve_delta_table, schema_with_columns
-from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table
+from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spark import spark_session
 
@@ -97,6 +98,10 @@ class TableStatus:
     lag_events: int | None
     lag_seconds: float | None
     error: str | None
+    #: `TableRunway.to_json()` of the table's offset; None when not snapshotted or written on another server.
+    runway: dict[str, Any] | None = None
+    #: The server purges (or purged) the binlog of the offset within the warning threshold.
+    runway_warning: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -215,10 +220,16 @@ class Pipeline:
             "end": low.to_json(),
             "schema": schema.to_json(),
         }
-        version = delta_sink.write_snapshot(
-            spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
-            metadata=metadata,
-        )
+        try:
+            version = delta_sink.write_snapshot(
+                spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
+                metadata=metadata,
+            )
+        except Exception as exc:
+            zero_date = zero_date_in(exc, name)
+            if zero_date is None:
+                raise
+            raise zero_date from None
         high = mysql.current_position(connection)
         failpoint("after_snapshot_commit")
         rows = delta_sink.written_rows(self.table_path(name), version)
@@ -490,7 +501,8 @@ class Pipeline:
 
     # -- status ----------------------------------------------------------------------------
 
-    def status(self) -> list[TableStatus]:
+    def status(self, *, runway_warn_hours: float = DEFAULT_RUNWAY_WARN_HOURS) -> list[TableStatus]:
+        """Per table: offset, lag, consistency, and the binlog runway, flagged below `runway_warn_hours`."""
         state = self.read_state()
         statuses = []
         with mysql.source_connection(self.config.source) as connection:
@@ -501,6 +513,13 @@ class Pipeline:
                 name: mysql.events_behind(connection, table_state.position, logs)
                 for name, table_state in state.tables.items()
             }
+            runways = table_runways(
+                self.config.source,
+                connection,
+                {name: table_state.position for name, table_state in state.tables.items()},
+                logs=logs,
+                server=server_end.server,
+            )
         now = utc_now()
         for name in sorted(set(configured) | set(state.tables)):
             table_state = state.tables.get(name)
@@ -523,6 +542,8 @@ class Pipeline:
                     lag_events=lag_events[name],
                     lag_seconds=round(lag_seconds, 1),
                     error=table_state.error,
+                    runway=runways[name].to_json() if name in runways else None,
+                    runway_warning=name in runways and runways[name].warning(runway_warn_hours),
                 )
             )
         return statuses

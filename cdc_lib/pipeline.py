@@ -605,7 +605,9 @@ class ReadAhead:
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
 
     def start(self, cursors: list[TableCursor]) -> None:
-        future = self.executor.submit(read_batch, self.config.source, cursors, self.config.batch)
+        future = self.executor.submit(
+            read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
+        )
         self.pending = (cursors, future)
 
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:

@@ -322,7 +322,7 @@ class Pipeline:
                 target = mysql.current_position(connection)
                 read_ahead = ReadAhead(self.config, target) if until_caught_up else None
                 while True:
-                    result = self._one_batch(handle, connection, read_ahead, server_end=target)
+                    result = self._one_batch(handle, connection, read_ahead)
                     results.append(result)
                     if not until_caught_up:
                         break
@@ -343,13 +343,13 @@ class Pipeline:
         handle: StateHandle,
         connection: Any,
         read_ahead: ReadAhead | None = None,
-        *,
-        server_end: BinlogPosition,
     ) -> SyncResult:
         state = handle.state
         skipped: dict[str, str] = {}
         cursors = []
         logs = mysql.binary_logs(connection)
+        # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
+        server_end = mysql.current_position(connection)
         # Every table is judged before any offset moves: a server without our history stops the whole sync.
         active = {name: table_state for name, table_state in sorted(state.tables.items()) if not table_state.error}
         plans = {name: plan_resume(name, state_.position, server_end, logs) for name, state_ in active.items()}

@@ -51,6 +51,11 @@ def test_error_policy_stops_the_snapshot_naming_table_and_column(mariadb, databa
     assert delta_sink.read_log_tail(pipeline.table_path(f"{database}.snap"), application="-") is None
     assert f"{database}.snap" not in pipeline.read_state().tables
 
+    # Once the row is corrected, the snapshot the remedy names goes through.
+    sql(mariadb, f"UPDATE {database}.snap SET dt = NULL WHERE id = 1")
+    pipeline.snapshot()
+    assert delta_rows(config, f"{database}.snap") == [(1, dt.date(2024, 1, 1), None, None)]
+
 
 def test_error_policy_stops_the_table_on_the_binlog_and_writes_nothing_of_the_batch(
     mariadb, database, make_config

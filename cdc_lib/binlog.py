@@ -22,10 +22,24 @@ from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.config import BatchConfig, SourceConfig
-from cdc_lib.errors import BinlogPurgedError, SchemaChangeError, ServerSettingsError, SourceConnectionError
+from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
+from cdc_lib.errors import (
+    BinlogPurgedError,
+    SchemaChangeError,
+    ServerHistoryError,
+    ServerSettingsError,
+    SourceConnectionError,
+    ZeroDateError,
+)
 from cdc_lib.events import Row, TableChanges
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.positions import (
+    BinlogPosition,
+    ServerIdentity,
+    advance_state,
+    earliest_state,
+    is_mariadb_state,
+    transaction_applied,
+)
 from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
 
@@ -56,9 +70,12 @@ class TableDecoder:
     set_columns: frozenset[str]
     pick: Callable[[dict[str, Any]], Any]
     width: int
+    #: (index, name, is TIMESTAMP) of DATE, DATETIME and TIMESTAMP columns, which may hold zero dates.
+    temporal: tuple[tuple[int, str, bool], ...] = ()
+    zero_dates: ZeroDatePolicy = "null"
 
     @classmethod
-    def for_schema(cls, schema: TableSchema) -> TableDecoder:
+    def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null") -> TableDecoder:
         names = schema.column_names
         conversions = []
         for index, column in enumerate(schema.columns):
@@ -73,6 +90,12 @@ class TableDecoder:
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
             pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
             width=len(names),
+            temporal=tuple(
+                (index, column.name, column.data_type.lower() == "timestamp")
+                for index, column in enumerate(schema.columns)
+                if column.data_type.lower() in ("date", "datetime", "timestamp")
+            ),
+            zero_dates=zero_dates,
         )
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
@@ -87,14 +110,41 @@ class TableDecoder:
             picked = self.pick(values)
         except KeyError as missing:
             raise _schema_changed(self.schema, values) from missing
-        if not self.conversions:
+        zero = self._zero_dates(values, none_sources) if self.temporal else ()
+        if not self.conversions and not zero:
             return picked  # type: ignore[no-any-return]
         row = list(picked)
         for index, convert in self.conversions:
             value = row[index]
             if value is not None:
                 row[index] = convert(value)
+        for index in zero:
+            row[index] = None
         return tuple(row)
+
+    def _zero_dates(self, values: dict[str, Any], none_sources: dict[str, str] | None) -> list[int]:
+        """Indexes of zero or partial dates in a row; raises instead under the `error` policy.
+
+        The reader decodes a zero DATE/DATETIME as None (its none_sources tell it from NULL) and a
+        zero TIMESTAMP as the epoch, which no real TIMESTAMP holds (their range starts at 00:00:01 UTC).
+        """
+        found = []
+        for index, name, is_timestamp in self.temporal:
+            if is_timestamp:
+                zero = values.get(name) == _EPOCH
+            else:
+                zero = values.get(name) is None and bool(none_sources) and none_sources.get(name) in _OUT_OF_RANGE
+            if zero:
+                if self.zero_dates == "error":
+                    raise ZeroDateError(self.schema.table.name, name)
+                found.append(index)
+        return found
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_OUT_OF_RANGE = frozenset(
+    {NONE_SOURCE.OUT_OF_DATE_RANGE, NONE_SOURCE.OUT_OF_DATETIME_RANGE, NONE_SOURCE.OUT_OF_DATETIME2_RANGE}
+)
 
 
 def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
@@ -142,6 +192,8 @@ class BatchRead:
     reached_end: bool = False
     last_event_time: dt.datetime | None = None
     seconds: float = 0.0
+    #: Read from the tables' GTID state on a server other than the one their offsets were written on.
+    by_gtid: bool = False
 
     def stopped(self, name: str) -> bool:
         return name in self.table_errors or name in self.schema_changes
@@ -151,19 +203,25 @@ class BatchRead:
 
 
 def _open_stream(
-    source: SourceConfig, start: BinlogPosition, *, events: list[type], tables: list[TableRef]
+    source: SourceConfig,
+    start: BinlogPosition,
+    *,
+    events: list[type],
+    tables: list[TableRef],
+    gtid_state: str | None = None,
 ) -> BinLogStreamReader:
-    """A non-blocking binlog dump from `start` to the current end, for the given tables only."""
+    """A non-blocking binlog dump from `start` (or from a MariaDB GTID state) to the current end."""
     return BinLogStreamReader(
         connection_settings=connection_settings(source),
         server_id=source.server_id,
         resume_stream=True,
-        log_file=start.file,
-        log_pos=start.pos,
+        log_file=None if gtid_state is not None else start.file,
+        log_pos=None if gtid_state is not None else start.pos,
         blocking=False,
-        # The library's MariaDB mode ignores log_file/log_pos and dumps from the first binlog;
-        # the classic file/position dump works on MariaDB and MySQL alike.
-        is_mariadb=False,
+        # The library's MariaDB mode ignores log_file/log_pos and sends @slave_connect_state (strict mode)
+        # instead, so it serves only the GTID dump; the classic file/position dump works on both servers.
+        is_mariadb=gtid_state is not None,
+        auto_position=gtid_state,
         only_events=events,
         only_schemas=sorted({table.database for table in tables}),
         only_tables=sorted({table.table for table in tables}),
@@ -175,33 +233,58 @@ def read_batch(
     source: SourceConfig,
     cursors: list[TableCursor],
     batch: BatchConfig,
+    *,
+    server: ServerIdentity | None = None,
 ) -> BatchRead:
-    """Read committed transactions past the smallest table offset; see the module docstring."""
+    """Read committed transactions past the smallest table offset; see the module docstring.
+
+    `server` is the identity of the server connected to. When some offset was written on another
+    server, the read starts from the earliest GTID state of the tables (MariaDB) and each
+    transaction goes to the tables whose GTID state does not contain it yet; the positions it
+    reports are offsets on `server`, once the first transaction fixed where the read stands.
+    """
     start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
+    by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
     by_name = {cursor.name: cursor for cursor in cursors}
-    decoders = {cursor.name: TableDecoder.for_schema(cursor.schema) for cursor in cursors}
-    result = BatchRead(start=start, end=start)
+    decoders = {
+        cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates) for cursor in cursors
+    }
+    result = BatchRead(start=start, end=start, by_gtid=by_gtid)
+    start_state = earliest_state([cursor.position.gtid for cursor in cursors]) if by_gtid else None
     stream = _open_stream(
         source,
         start,
         events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, QueryEvent, RotateEvent,
                 MariadbGtidEvent, GtidEvent],
         tables=[cursor.schema.table for cursor in cursors],
+        gtid_state=start_state,
     )
     started = time.monotonic()
     transaction_start = start
     pending: dict[str, TableChanges] = {}
     pending_rows = 0
-    gtid: str | None = start.gtid
+    gtid: str | None = start_state if by_gtid else start.gtid
+    transaction_gtid: str | None = None
+    identity = server or start.server
     current_file = start.file
     in_transaction = False
+    # A GTID dump skips the transactions we have on the server side, so offsets seen before the first
+    # transaction arrives may lie before skipped ones: only commits anchor positions on the new server.
+    anchored = not by_gtid
+
+    def behind(name: str) -> bool:
+        """Whether the current transaction lies before the table's own offset (it has it already)."""
+        if by_gtid:
+            return transaction_gtid is not None and transaction_applied(by_name[name].position.gtid, transaction_gtid)
+        return transaction_start < by_name[name].position
 
     def commit(end_pos: int, event_time: int) -> None:
-        nonlocal transaction_start, pending, pending_rows, in_transaction
+        nonlocal transaction_start, pending, pending_rows, in_transaction, anchored, transaction_gtid
         in_transaction = False
-        end = BinlogPosition(current_file, end_pos, gtid)
+        anchored = True
+        end = BinlogPosition(current_file, end_pos, gtid, identity)
         for name, changes in pending.items():
-            if result.stopped(name) or transaction_start < by_name[name].position:
+            if result.stopped(name) or behind(name):
                 continue
             result.changes.setdefault(name, TableChanges(decoders[name].key_positions)).merge_from(changes)
         result.row_changes += pending_rows
@@ -209,6 +292,7 @@ def read_batch(
         result.end = end
         result.last_event_time = dt.datetime.fromtimestamp(event_time, dt.UTC)
         transaction_start = end
+        transaction_gtid = None
         pending, pending_rows = {}, 0
 
     try:
@@ -216,14 +300,15 @@ def read_batch(
             result.events_read += 1
             if isinstance(event, RotateEvent):
                 current_file = event.next_binlog
-                if not in_transaction and not pending:
+                if not in_transaction and not pending and anchored:
                     # Between transactions a rotation is a boundary too: idle tables follow it.
-                    transaction_start = BinlogPosition(current_file, event.position, gtid)
-                    if transaction_start > result.end:
+                    transaction_start = BinlogPosition(current_file, event.position, gtid, identity)
+                    if transaction_start > result.end or not result.end.written_on(identity):
                         result.end = transaction_start
                 continue
             if isinstance(event, (MariadbGtidEvent, GtidEvent)):
-                gtid = event.gtid
+                transaction_gtid = event.gtid
+                gtid = _advance_gtid(gtid, event.gtid)
                 in_transaction = True
                 continue
             if isinstance(event, XidEvent):
@@ -238,7 +323,8 @@ def read_batch(
                 before = transaction_start
                 if not upper.startswith("COMMIT"):
                     altered = _apply_ddl(
-                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start
+                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start,
+                        behind,
                     )
                 commit(event.packet.log_pos, event.timestamp)
                 if altered is not None:
@@ -253,8 +339,16 @@ def read_batch(
                     changes = pending[name] = TableChanges(decoder.key_positions)
                 try:
                     _fold_rows(event, decoder, changes)
+                except ZeroDateError as exc:
+                    if behind(name):
+                        continue  # a transaction the table has already: its rows are dropped at the commit
+                    # Nothing of this batch reaches the table: it stays where it was, stopped.
+                    result.table_errors[name] = TableFailure(exc, by_name[name].position)
+                    result.changes.pop(name, None)
+                    pending.pop(name, None)
+                    continue
                 except (SchemaChangeError, ServerSettingsError) as exc:
-                    if not transaction_start < by_name[name].position:
+                    if not behind(name):
                         result.table_errors[name] = TableFailure(exc, transaction_start)
                     pending.pop(name, None)
                     continue
@@ -264,13 +358,13 @@ def read_batch(
                 break
         else:
             result.reached_end = True
-            if not in_transaction and not pending:
+            if not in_transaction and not pending and anchored:
                 # Trailing non-transaction events (a new file's header, checkpoints) are passed too.
-                tail = BinlogPosition(stream.log_file or current_file, int(stream.log_pos or 0), gtid)
+                tail = BinlogPosition(stream.log_file or current_file, int(stream.log_pos or 0), gtid, identity)
                 if tail.file == current_file and tail > result.end:
                     result.end = tail
     except pymysql.MySQLError as exc:
-        raise _describe_read_failure(exc, start) from None
+        raise _describe_read_failure(exc, start, gtid_state=start_state) from None
     finally:
         stream.close()
     result.seconds = time.monotonic() - started
@@ -300,13 +394,14 @@ def _apply_ddl(
     decoders: dict[str, TableDecoder],
     result: BatchRead,
     transaction_start: BinlogPosition,
+    behind: Callable[[str], bool],
 ) -> str | None:
     """Handle a DDL statement; return the table name when the table must pause for a schema change."""
     match = _DDL_TABLE.match(statement)
     if not match:
         return None
     name = f"{match.group(1) or default_schema}.{match.group(2)}"
-    if name not in by_name or result.stopped(name) or transaction_start < by_name[name].position:
+    if name not in by_name or result.stopped(name) or behind(name):
         return None
     if _TRUNCATE.match(statement):
         pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
@@ -324,13 +419,34 @@ def _apply_ddl(
     return None
 
 
+def _advance_gtid(state: str | None, gtid: str) -> str:
+    """The GTID state after transaction `gtid`: per domain on MariaDB, a growing GTID set on MySQL."""
+    if is_mariadb_state(state) and is_mariadb_state(gtid):
+        return advance_state(state, gtid)
+    from pymysqlreplication.gtid import Gtid, GtidSet
+
+    try:
+        return str(GtidSet(state) + Gtid(gtid)).replace("\n", "")
+    except Exception:  # noqa: BLE001 - an unparsable set still leaves the transaction's own GTID
+        return gtid
+
+
 def _query_text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
-def _describe_read_failure(exc: pymysql.MySQLError, start: BinlogPosition) -> Exception:
+def _describe_read_failure(
+    exc: pymysql.MySQLError, start: BinlogPosition, *, gtid_state: str | None = None
+) -> Exception:
     code = exc.args[0] if exc.args else None
     message = str(exc.args[1]) if len(exc.args) > 1 else ""
+    if code == 1236 and gtid_state is not None:
+        return ServerHistoryError(
+            f"the server cannot send the binlog from GTID state '{gtid_state}' ({message[:200]}): it lacks the "
+            "history the offsets were written in",
+            remedy="re-snapshot the tables: binlake snapshot --table db.t (Dagster: backfill), or point "
+            "source.host/port back at a server with that history",
+        )
     if code == 1236:
         return BinlogPurgedError(
             f"the server cannot send the binlog from {start} ({message[:160]})",

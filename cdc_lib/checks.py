@@ -22,15 +22,12 @@ change), or when it persists in a second pass taken after the pipeline caught
 up with the point the first pass saw. Otherwise it may be changes still in
 flight, and is reported as such.
 
-Binlog runway. The server purges a binlog file once it is older than
-`binlog_expire_logs_seconds` (or `expire_logs_days`); a file's age counts from
-when it was closed, which is when the next file was created. The runway of a
-table is the time left before the file holding its offset is purged.
+The binlog runway (how long until the server purges a table's offset) lives in
+`cdc_lib.runway`, shared with `binlake status`; its names are re-exported here.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import time
 from collections.abc import Iterable
@@ -40,9 +37,17 @@ from typing import TYPE_CHECKING, Any, Literal
 import pymysql
 
 from cdc_lib import source as mysql
-from cdc_lib.errors import NotSnapshottedError, SourceConnectionError
+from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.offsets import PipelineState
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.runway import (  # re-exported: the Dagster checks and their tests import them from here
+    ExpirySettings,
+    TableRunway,
+    binlog_runway,
+    file_created_at,
+    probe_server_id,
+    runway_seconds,
+)
 from cdc_lib.source import TableRef
 from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
 
@@ -525,156 +530,6 @@ def _wait_for_offset(
         time.sleep(min(pause, 15.0))
 
 
-# -- binlog runway --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExpirySettings:
-    """How the server expires binlogs: by age (seconds) and/or by total size (bytes)."""
-
-    expire_seconds: float | None
-    size_limit_bytes: int | None
-
-    @classmethod
-    def from_variables(cls, variables: dict[str, str]) -> ExpirySettings:
-        seconds = _number(variables.get("binlog_expire_logs_seconds"))
-        days = _number(variables.get("expire_logs_days"))
-        expire = seconds if seconds else (days * 86_400 if days else None)
-        limits = [_number(variables.get(name)) for name in ("max_binlog_total_size", "binlog_space_limit")]
-        size_limit = next((int(limit) for limit in limits if limit), None)
-        return cls(expire_seconds=expire, size_limit_bytes=size_limit)
-
-
-def _number(text: str | None) -> float:
-    try:
-        return float(text) if text not in (None, "") else 0.0
-    except ValueError:
-        return 0.0
-
-
-@dataclass(frozen=True)
-class TableRunway:
-    table: str
-    needed_file: str
-    oldest_on_server: str | None
-    purged: bool
-    rotated_at: dt.datetime | None
-    runway_seconds: float | None
-    expiry: ExpirySettings
-    bytes_from_offset: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "needed_file": self.needed_file,
-            "oldest_on_server": self.oldest_on_server,
-            "purged": self.purged,
-            "rotated_at": None if self.rotated_at is None else self.rotated_at.isoformat(),
-            "runway_seconds": self.runway_seconds,
-            "expire_seconds": self.expiry.expire_seconds,
-            "size_limit_bytes": self.expiry.size_limit_bytes,
-            "bytes_from_offset": self.bytes_from_offset,
-        }
-
-
-def runway_seconds(
-    *, expiry: ExpirySettings, rotated_at: dt.datetime | None, now: dt.datetime
-) -> float | None:
-    """Seconds before a file is purged by age; None when the server never purges by age.
-
-    A file still being written (`rotated_at` None) cannot expire before it is closed,
-    so its runway is at least the full expiry period.
-    """
-    if expiry.expire_seconds is None:
-        return None
-    if rotated_at is None:
-        return expiry.expire_seconds
-    return (rotated_at - now).total_seconds() + expiry.expire_seconds
-
-
-def binlog_runway(
-    pipeline: Pipeline, tables: list[str] | None = None, *, now: dt.datetime | None = None
-) -> dict[str, TableRunway]:
-    """Runway of each snapshotted table's binlog offset (tables with a recorded error are left out)."""
-    now = now or dt.datetime.now(dt.UTC)
-    state = pipeline.read_state()
-    chosen = {
-        name: table_state
-        for name, table_state in state.tables.items()
-        if (tables is None or name in tables) and not table_state.error
-    }
-    with mysql.source_connection(pipeline.config.source) as connection:
-        logs = mysql.binary_logs(connection)
-        variables = {
-            str(name).lower(): str(value)
-            for name, value in mysql.query(
-                connection,
-                "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
-                "('binlog_expire_logs_seconds', 'expire_logs_days', 'max_binlog_total_size', 'binlog_space_limit')",
-            )
-        }
-    expiry = ExpirySettings.from_variables(variables)
-    names = [name for name, _ in logs]
-    rotations: dict[str, dt.datetime | None] = {}
-    result = {}
-    for name, table_state in sorted(chosen.items()):
-        needed = table_state.position.file
-        purged = needed not in names
-        if not purged and needed not in rotations:
-            following = names.index(needed) + 1
-            rotations[needed] = (
-                file_created_at(pipeline, names[following]) if following < len(names) else None
-            )
-        rotated_at = rotations.get(needed)
-        result[name] = TableRunway(
-            table=name,
-            needed_file=needed,
-            oldest_on_server=names[0] if names else None,
-            purged=purged,
-            rotated_at=rotated_at,
-            runway_seconds=0.0 if purged else runway_seconds(expiry=expiry, rotated_at=rotated_at, now=now),
-            expiry=expiry,
-            bytes_from_offset=mysql.bytes_behind(table_state.position, logs),
-        )
-    return result
-
-
-def probe_server_id(server_id: int) -> int:
-    """A replica id for short probes, distinct from the pipeline's own (a server drops a duplicate's dump)."""
-    return (server_id + 0x2F00_0000) % (2**32 - 1) or 1
-
-
-def file_created_at(pipeline: Pipeline, log_file: str) -> dt.datetime | None:
-    """Creation time of a binlog file: the timestamp of its format description event."""
-    from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import FormatDescriptionEvent
-
-    source = pipeline.config.source
-    stream = BinLogStreamReader(
-        connection_settings=mysql.connection_settings(source),
-        server_id=probe_server_id(source.server_id),
-        resume_stream=True,
-        log_file=log_file,
-        log_pos=4,
-        blocking=False,
-        is_mariadb=False,
-        only_events=[FormatDescriptionEvent],
-        enable_logging=False,
-    )
-    try:
-        for event in stream:
-            if event.timestamp:
-                return dt.datetime.fromtimestamp(event.timestamp, dt.UTC)
-        return None
-    except pymysql.MySQLError as exc:
-        raise SourceConnectionError(
-            f"reading the start of binlog {log_file} failed (MySQL error {exc.args[0] if exc.args else '?'})",
-            remedy="check that the binlake user has REPLICATION SLAVE",
-        ) from None
-    finally:
-        stream.close()
-
-
 __all__ = [
     "ChunkMismatch",
     "ChunkPlan",
@@ -684,6 +539,8 @@ __all__ = [
     "ReconciliationReport",
     "TableRunway",
     "binlog_runway",
+    "file_created_at",
+    "probe_server_id",
     "reconcile_table",
     "runway_seconds",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 log = logging.getLogger("binlake")
 
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--json", action="store_true")
     status = commands.add_parser("status", help="per-table offsets, lag and consistency")
     status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--runway-warn-hours", type=float, default=DEFAULT_RUNWAY_WARN_HOURS,
+        help="flag tables whose binlog the server purges within this many hours (default %(default)g)",
+    )
     reconcile = commands.add_parser("reconcile", help="compare source and Delta row by row; exit 1 on drift")
     reconcile.add_argument("--table", action="append")
     reconcile.add_argument("--json", action="store_true")
@@ -156,7 +161,7 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":
-        statuses = pipeline.status()
+        statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
         if arguments.json:
             print(json.dumps([status.to_json() for status in statuses], indent=1))
         else:
@@ -181,7 +186,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
 
 
 def format_status(statuses: Sequence[Any]) -> str:
-    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v", "error")
+    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v",
+              "runway", "error")
     rows = [header]
     for status in statuses:
         rows.append(
@@ -194,12 +200,29 @@ def format_status(statuses: Sequence[Any]) -> str:
                 "-" if status.lag_events is None else str(status.lag_events),
                 "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
                 "-" if status.delta_version is None else str(status.delta_version),
+                _runway_text(status),
                 status.error or "",
             )
         )
     widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
     lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _runway_text(status: Any) -> str:
+    runway = status.runway
+    if not runway:
+        return "-"
+    if runway["purged"]:
+        text = f"PURGED ({runway['needed_file']})"
+    elif runway["runway_seconds"] is None:
+        text = "unbounded"
+    else:
+        text = f"{runway['runway_seconds'] / 3600:.1f}h"
+    oldest_age = runway.get("oldest_on_server_age_seconds")
+    if runway["oldest_on_server"] and oldest_age is not None:
+        text += f" (oldest {runway['oldest_on_server']}, {oldest_age / 3600:.1f}h old)"
+    return f"WARNING {text}" if status.runway_warning else text
 
 
 def _jsonable(value: Any) -> Any:

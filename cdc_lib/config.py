@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -23,6 +23,8 @@ _REGION_PATTERN = re.compile(r"^[a-z0-9-]{2,32}$")
 _ENDPOINT_PATTERN = re.compile(r"^https?://[^/\s]+/?$")
 _SINK_S3_KEYS = ("endpoint_url", "region", "path_style_access", "access_key_id", "secret_access_key", "session_token")
 
+ZeroDatePolicy = Literal["null", "error"]
+
 
 @dataclass(frozen=True)
 class SourceConfig:
@@ -34,6 +36,8 @@ class SourceConfig:
     tables: tuple[str, ...]
     connect_timeout: int = 10
     ssl_ca: str | None = None
+    #: MySQL zero and partial dates ('0000-00-00', '2024-00-10'): stored as NULL, or stop the table.
+    zero_dates: ZeroDatePolicy = "null"
 
     def redacted(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "user": self.user, "password": "***"}
@@ -211,7 +215,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         raise ConfigError("pipeline", f"'{pipeline}' may only hold letters, digits, '_' and '-'")
     source_doc = _mapping(_required(root, "source", ""), "source")
     _reject_unknown(
-        source_doc, "source.", {"host", "port", "user", "password", "server_id", "tables", "connect_timeout", "ssl_ca"}
+        source_doc, "source.", {"host", "port", "user", "password", "server_id", "tables", "connect_timeout", "ssl_ca",
+                                 "zero_dates"}
     )
     tables_raw = _required(source_doc, "tables", "source.")
     if not isinstance(tables_raw, list) or not tables_raw:
@@ -230,6 +235,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         tables=tuple(tables),
         connect_timeout=_integer(source_doc, "connect_timeout", "source.", default=10, low=1, high=600),
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
+        zero_dates=_zero_date_policy(source_doc.get("zero_dates")),
     )
     sink = _sink(_mapping(_required(root, "sink", ""), "sink"), base_dir)
     offsets_doc = _mapping(root.get("offsets") or {}, "offsets")
@@ -360,6 +366,15 @@ def _credentials(document: Mapping[str, Any], prefix: str) -> S3Credentials | No
             "(e.g. \"${AWS_SECRET_ACCESS_KEY}\"), or neither to use the standard AWS credential chain",
         )
     return S3Credentials(key, secret, token)
+
+
+def _zero_date_policy(value: Any) -> ZeroDatePolicy:
+    # YAML reads a bare `null` as None: both spellings mean the default.
+    if value is None or value == "null":
+        return "null"
+    if value == "error":
+        return "error"
+    raise ConfigError("source.zero_dates", f"'{value}' is not one of: null, error")
 
 
 def _local_or_uri(value: str, base_dir: Path | None) -> str:

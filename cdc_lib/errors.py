@@ -92,3 +92,22 @@ class NotSnapshottedError(BinlakeError):
 
 class DeltaStateError(BinlakeError):
     """The Delta table disagrees with the offset store in a way that needs a person."""
+
+
+class ServerHistoryError(BinlakeError):
+    """The server does not hold the history a stored offset refers to: another server, or a `RESET MASTER`."""
+
+
+class ZeroDateError(TableError):
+    """A row holds a MySQL zero or partial date and `source.zero_dates` is `error`."""
+
+    def __init__(self, table: str, column: str, value: str | None = None) -> None:
+        self.column = column
+        shown = f" ('{value}')" if value else ""
+        super().__init__(
+            f"column '{column}' holds a zero or partial date{shown}, and source.zero_dates is 'error'",
+            remedy=f"correct the rows at the source (e.g. UPDATE {table} SET {column} = NULL WHERE {column} = "
+            f"'0000-00-00' OR MONTH({column}) = 0 OR DAY({column}) = 0), or set source.zero_dates: null to "
+            f"store them as NULL; then re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )

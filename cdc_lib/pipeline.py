@@ -37,11 +37,13 @@ from cdc_lib.errors import (
     TableError,
 )
 from cdc_lib.faults import failpoint
+from cdc_lib.history import plan_resume
 from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.positions import BinlogPosition, state_contains
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, table_runways
 from cdc_lib.schema import compare_schemas, evolve_delta_table, schema_with_columns
 from cdc_lib.sink_storage import SinkStorage, sink_storage
-from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table
+from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spark import spark_session
 
@@ -98,6 +100,10 @@ class TableStatus:
     lag_events: int | None
     lag_seconds: float | None
     error: str | None
+    #: `TableRunway.to_json()` of the table's offset; None when not snapshotted or written on another server.
+    runway: dict[str, Any] | None = None
+    #: The server purges (or purged) the binlog of the offset within the warning threshold.
+    runway_warning: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -155,9 +161,11 @@ class Pipeline:
             checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
             state = self.read_state()
             logs = mysql.binary_logs(connection)
+            server_end = mysql.current_position(connection)
             for name, table_state in state.tables.items():
-                mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
-            checked.append("offsets: every stored position is still on the server")
+                if plan_resume(name, table_state.position, server_end, logs).mode == "position":
+                    mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
+            checked.append("offsets: every stored position is still on the server (or its GTID history is)")
         self.store.check_writable(self.config.pipeline)
         checked.append(f"offset store writable: {self.store.describe()}")
         self.sink.check_writable(self.config.sink.path)
@@ -219,10 +227,16 @@ class Pipeline:
             "end": low.to_json(),
             "schema": schema.to_json(),
         }
-        version = delta_sink.write_snapshot(
-            spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
-            metadata=metadata, storage=self.sink,
-        )
+        try:
+            version = delta_sink.write_snapshot(
+                spark, frame, self.table_path(name), application=self.application(name), txn_version=seq,
+                metadata=metadata, storage=self.sink,
+            )
+        except Exception as exc:
+            zero_date = zero_date_in(exc, name)
+            if zero_date is None:
+                raise
+            raise zero_date from None
         high = mysql.current_position(connection)
         failpoint("after_snapshot_commit")
         rows = delta_sink.written_rows(self.table_path(name), version, storage=self.sink)
@@ -289,7 +303,7 @@ class Pipeline:
                 table_state.position = end
                 table_state.applied_seq = commit.txn_version
                 table_state.delta_version = commit.delta_version
-                table_state.consistent = table_state.snapshot_high <= end
+                table_state.consistent = table_state.consistent or reached(end, table_state.snapshot_high)
             adopted.append(name)
             log.warning("offsets of %s taken from its Delta log (batch %d)", name, commit.txn_version)
         return adopted
@@ -336,18 +350,32 @@ class Pipeline:
         return results
 
     def _one_batch(
-        self, handle: StateHandle, connection: Any, read_ahead: ReadAhead | None = None
+        self,
+        handle: StateHandle,
+        connection: Any,
+        read_ahead: ReadAhead | None = None,
     ) -> SyncResult:
         state = handle.state
         skipped: dict[str, str] = {}
         cursors = []
         logs = mysql.binary_logs(connection)
+        # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
+        server_end = mysql.current_position(connection)
+        # Every table is judged before any offset moves: a server without our history stops the whole sync.
+        active = {name: table_state for name, table_state in sorted(state.tables.items()) if not table_state.error}
+        plans = {name: plan_resume(name, state_.position, server_end, logs) for name, state_ in active.items()}
         for name, table_state in sorted(state.tables.items()):
             if table_state.error:
                 skipped[name] = table_state.error
                 continue
+            plan = plans[name]
+            if plan.translated is not None:
+                log.warning("%s: offset %s carried over to %s (same GTID state)", name, table_state.position,
+                            plan.translated)
+                table_state.position = plan.translated
             try:
-                mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
+                if plan.mode == "position" or plan.translated is not None:
+                    mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
             except BinlogPurgedError as exc:
                 table_state.error = str(exc)
                 skipped[name] = str(exc)
@@ -364,8 +392,10 @@ class Pipeline:
             return SyncResult(None, "-", "-", 0, 0, 0, 0.0, True, False, [], skipped)
         read = read_ahead.take(cursors) if read_ahead is not None else None
         if read is None:
-            read = read_batch(self.config.source, cursors, self.config.batch)
-        more_known = read_ahead is not None and read.end < read_ahead.target and not read.reached_end
+            read = read_batch(self.config.source, cursors, self.config.batch, server=server_end.server)
+        more_known = (
+            read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
+        )
         if read_ahead is not None and more_known and not read.table_errors and not read.schema_changes:
             # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
             read_ahead.start(
@@ -404,12 +434,12 @@ class Pipeline:
                 table_state.applied_seq = seq
                 table_state.delta_version = version
                 table_state.last_change_at = now
-            if end > table_state.position:
+            if moves_forward(table_state.position, end, server_end):
                 table_state.position = end
             if schema_change is not None and failure is None:
                 failure, evolved = self._apply_schema_change(connection, cursor, table_state, schema_change)
                 spark_used = spark_used or evolved
-            table_state.consistent = table_state.snapshot_high <= table_state.position
+            table_state.consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
             if failure:
                 table_state.error = str(failure.error)
             table_results.append(
@@ -483,7 +513,8 @@ class Pipeline:
 
     # -- status ----------------------------------------------------------------------------
 
-    def status(self) -> list[TableStatus]:
+    def status(self, *, runway_warn_hours: float = DEFAULT_RUNWAY_WARN_HOURS) -> list[TableStatus]:
+        """Per table: offset, lag, consistency, and the binlog runway, flagged below `runway_warn_hours`."""
         state = self.read_state()
         statuses = []
         with mysql.source_connection(self.config.source) as connection:
@@ -494,6 +525,13 @@ class Pipeline:
                 name: mysql.events_behind(connection, table_state.position, logs)
                 for name, table_state in state.tables.items()
             }
+            runways = table_runways(
+                self.config.source,
+                connection,
+                {name: table_state.position for name, table_state in state.tables.items()},
+                logs=logs,
+                server=server_end.server,
+            )
         now = utc_now()
         for name in sorted(set(configured) | set(state.tables)):
             table_state = state.tables.get(name)
@@ -516,6 +554,8 @@ class Pipeline:
                     lag_events=lag_events[name],
                     lag_seconds=round(lag_seconds, 1),
                     error=table_state.error,
+                    runway=runways[name].to_json() if name in runways else None,
+                    runway_warning=name in runways and runways[name].warning(runway_warn_hours),
                 )
             )
         return statuses
@@ -532,6 +572,21 @@ class Pipeline:
 def check_sink_writable(sink: SinkConfig) -> None:
     """Raise SinkError unless the sink (a local folder, or an s3a:// prefix) can be written."""
     sink_storage(sink).check_writable(sink.path)
+
+
+def moves_forward(current: BinlogPosition, candidate: BinlogPosition, server: BinlogPosition) -> bool:
+    """Whether `candidate` lies past `current`: by offset on one server; across servers, by GTID state and
+    only onto the server we are connected to (whose end is `server`), so offsets never move back to the old one."""
+    if candidate.written_on(current.server) and current.written_on(candidate.server):
+        return candidate > current
+    return candidate.server == server.server and state_contains(candidate.gtid, current.gtid)
+
+
+def reached(position: BinlogPosition, mark: BinlogPosition) -> bool:
+    """Whether `position` is at or past `mark` (e.g. a snapshot high watermark written on another server)."""
+    if position.written_on(mark.server) and mark.written_on(position.server):
+        return mark <= position
+    return state_contains(position.gtid, mark.gtid)
 
 
 def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
@@ -553,7 +608,9 @@ class ReadAhead:
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
 
     def start(self, cursors: list[TableCursor]) -> None:
-        future = self.executor.submit(read_batch, self.config.source, cursors, self.config.batch)
+        future = self.executor.submit(
+            read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
+        )
         self.pending = (cursors, future)
 
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from cdc_lib.config import SnapshotConfig, SourceConfig
+from cdc_lib.errors import ZeroDateError
 from cdc_lib.faults import failpoint
 from cdc_lib.source import TableSchema, query
 from cdc_lib.types import TEXT_TRANSFERRED_TEMPORALS, jdbc_select_expression, quote_identifier, spark_type_ddl
@@ -88,6 +89,19 @@ def partition_predicates(
     return predicates, rows
 
 
+#: Brackets the column name in the error a snapshot raises on a zero date, to find it in Spark's exception.
+ZERO_DATE_MARK = "binlake-zero-date:"
+
+
+def zero_date_in(exc: BaseException, table: str) -> ZeroDateError | None:
+    """The ZeroDateError a failed snapshot write carries in its (JVM) exception text, if any."""
+    text = str(exc)
+    if ZERO_DATE_MARK not in text:
+        return None
+    parts = text.split(ZERO_DATE_MARK)
+    return ZeroDateError(table, parts[1], parts[2][:40] if len(parts) > 3 else None)
+
+
 def read_table(
     spark: SparkSession, source: SourceConfig, schema: TableSchema, predicates: list[str]
 ) -> DataFrame:
@@ -103,9 +117,13 @@ def read_table(
     for column in schema.columns:
         value = F.col(f"`{column.name}`")
         target = spark_type_ddl(column)
-        # Zero and partial dates ('0000-00-00') become NULL, as they do on the binlog path.
+        # Zero and partial dates ('0000-00-00') arrive as text (so the driver's zeroDateTimeBehavior never
+        # applies) and become NULL, as they do on the binlog path — or fail the write under the `error` policy.
         text_temporal = column.data_type.lower() in TEXT_TRANSFERRED_TEMPORALS
         converted = value.try_cast(target) if text_temporal else value.cast(target)
+        if text_temporal and source.zero_dates == "error":
+            message = F.concat(F.lit(f"{ZERO_DATE_MARK}{column.name}{ZERO_DATE_MARK}"), value, F.lit(ZERO_DATE_MARK))
+            converted = F.when(value.isNotNull() & converted.isNull(), F.raise_error(message)).otherwise(converted)
         columns.append(converted.alias(column.name))
     failpoint("before_snapshot_write")
     return frame.select(*columns)

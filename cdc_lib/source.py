@@ -22,7 +22,7 @@ from cdc_lib.errors import (
     SourceConnectionError,
     TableError,
 )
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.positions import BinlogPosition, ServerIdentity
 from cdc_lib.types import ColumnInfo, spark_type_ddl
 
 REQUIRED_SETTINGS = {
@@ -280,6 +280,28 @@ def check_grants(connection: pymysql.connections.Connection) -> None:
 
 
 def current_position(connection: pymysql.connections.Connection) -> BinlogPosition:
+    """The binlog end with the GTID state that matches it exactly, and the identity of the server.
+
+    MySQL reports file, offset and executed GTID set in one SHOW MASTER STATUS row. MariaDB needs a
+    second query for `gtid_binlog_pos`, so that query brackets SHOW MASTER STATUS and the read is
+    repeated when a commit slipped in between (a GTID state ahead of its offset would skip a transaction).
+    """
+    server = server_identity(connection)
+    for _ in range(10):
+        before = server_gtid(connection)
+        rows = _master_status(connection)
+        file_name, position = str(rows[0][0]), int(rows[0][1])
+        if len(rows[0]) > 4:  # MySQL: Executed_Gtid_Set, consistent with the offset by construction
+            executed = str(rows[0][4] or "").replace("\n", "")
+            return BinlogPosition(file=file_name, pos=position, gtid=executed or None, server=server)
+        if before == server_gtid(connection):
+            return BinlogPosition(file=file_name, pos=position, gtid=before, server=server)
+    # A busy server: ask it which state the offset itself stands for (reads the file up to the offset).
+    gtid = query(connection, "SELECT BINLOG_GTID_POS(%s, %s)", (file_name, position))[0][0]
+    return BinlogPosition(file=file_name, pos=position, gtid=None if gtid is None else str(gtid), server=server)
+
+
+def _master_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
     try:
         rows = query(connection, "SHOW MASTER STATUS")
     except pymysql.MySQLError as exc:
@@ -290,17 +312,27 @@ def current_position(connection: pymysql.connections.Connection) -> BinlogPositi
         ) from None
     if not rows:
         raise ServerSettingsError("log_bin", "OFF", "ON")
-    file_name, position = str(rows[0][0]), int(rows[0][1])
-    return BinlogPosition(file=file_name, pos=position, gtid=server_gtid(connection))
+    return rows
+
+
+def server_identity(connection: pymysql.connections.Connection) -> ServerIdentity:
+    """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none)."""
+    server_id = int(query(connection, "SELECT @@GLOBAL.server_id")[0][0])
+    try:
+        uuid = query(connection, "SELECT @@GLOBAL.server_uuid")[0][0]
+    except pymysql.MySQLError:
+        uuid = None
+    return ServerIdentity(server_id=server_id, server_uuid=None if uuid is None else str(uuid))
 
 
 def server_gtid(connection: pymysql.connections.Connection) -> str | None:
+    """MariaDB `gtid_binlog_pos` ('' before the first transaction), else MySQL `gtid_executed`."""
     for variable in ("@@GLOBAL.gtid_binlog_pos", "@@GLOBAL.gtid_executed"):
         try:
             value = query(connection, f"SELECT {variable}")[0][0]
         except pymysql.MySQLError:
             continue
-        return str(value).replace("\n", "") if value else None
+        return None if value is None else str(value).replace("\n", "")
     return None
 
 

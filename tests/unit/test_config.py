@@ -34,6 +34,15 @@ def test_valid_config_has_defaults() -> None:
     assert config.batch.max_events == 100_000
     assert config.sink.table_path("shop", "orders") == "/lake/shop/orders"
     assert "pw" not in repr(config.source)
+    assert config.source.zero_dates == "null"
+
+
+def test_zero_dates_policy_reads_yaml_null_and_error() -> None:
+    import yaml
+
+    for text, policy in (("null", "null"), ("'null'", "null"), ("error", "error")):
+        source = {**VALID["source"], **yaml.safe_load(f"zero_dates: {text}")}
+        assert parse_config({**VALID, "source": source}).source.zero_dates == policy
 
 
 @pytest.mark.parametrize(
@@ -47,6 +56,7 @@ def test_valid_config_has_defaults() -> None:
         ("source.tables", [], "source.tables"),
         ("source.tables", ["orders"], "source.tables[0]"),
         ("source.colour", "blue", "source.colour"),
+        ("source.zero_dates", "zero", "source.zero_dates"),
         ("sink", None, "sink"),
         ("batch", {"max_events": 0}, "batch.max_events"),
         ("batch", {"max_seconds": "soon"}, "batch.max_seconds"),

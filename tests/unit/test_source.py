@@ -57,6 +57,8 @@ def server(variables: list[tuple[str, str]], grants: list[tuple[str]] = GRANTS, 
         "SHOW GRANTS": grants,
         "SHOW MASTER STATUS": status if status is not None else [("mysql-bin.000003", 157)],
         "SELECT @@GLOBAL.gtid_binlog_pos": [("0-1-5",)],
+        "SELECT @@GLOBAL.server_id": [(1,)],
+        "SELECT @@GLOBAL.server_uuid": pymysql.err.OperationalError(1193, "Unknown system variable 'server_uuid'"),
     })
 
 

@@ -1,0 +1,75 @@
+"""GTID states and the resume decision: pure logic, no server."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_lib.errors import ServerHistoryError
+from cdc_lib.history import plan_resume
+from cdc_lib.positions import (
+    BinlogPosition,
+    ServerIdentity,
+    advance_state,
+    earliest_state,
+    is_mariadb_state,
+    state_contains,
+)
+
+PRIMARY, REPLICA = ServerIdentity(1), ServerIdentity(2)
+LOGS = [("bin.000001", 5000), ("bin.000002", 800)]
+
+
+def at(file: str, pos: int, gtid: str | None, server: ServerIdentity | None = PRIMARY) -> BinlogPosition:
+    return BinlogPosition(file, pos, gtid, server)
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "expected"),
+    [
+        ("0-1-10", "0-1-10", True),
+        ("0-2-11", "0-1-10", True),
+        ("0-1-9", "0-1-10", False),
+        ("", "0-1-10", False),
+        ("0-1-10,1-3-4", "1-3-5", False),
+        ("0-1-10,1-3-4", "", True),
+    ],
+)
+def test_state_contains(outer: str, inner: str, expected: bool) -> None:
+    assert state_contains(outer, inner) is expected
+
+
+def test_state_arithmetic() -> None:
+    assert advance_state("0-1-10,1-3-4", "1-5-6") == "0-1-10,1-5-6"
+    assert advance_state("", "0-1-1") == "0-1-1"
+    assert earliest_state(["0-1-10,1-3-4", "0-1-7"]) == "0-1-7"
+    assert is_mariadb_state("") and is_mariadb_state("0-1-2,3-4-5")
+    assert not is_mariadb_state(None) and not is_mariadb_state("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5")
+    position = at("bin.000002", 10, "0-1-3", REPLICA)
+    assert BinlogPosition.from_json(position.to_json()) == position
+    assert BinlogPosition.from_json({"file": "bin.000001", "pos": 4, "gtid": None}).server is None
+
+
+def test_same_server_resumes_by_position_and_detects_a_reset() -> None:
+    end = at("bin.000002", 800, "0-1-20")
+    assert plan_resume("d.t", at("bin.000001", 4000, "0-1-15"), end, LOGS).mode == "position"
+    assert plan_resume("d.t", at("bin.000001", 4000, "0-1-15", None), end, LOGS).mode == "position"
+    with pytest.raises(ServerHistoryError, match="RESET MASTER"):
+        plan_resume("d.t", at("bin.000001", 6000, "0-1-15"), end, LOGS)  # past the file's end
+    with pytest.raises(ServerHistoryError, match="RESET MASTER"):
+        plan_resume("d.t", at("bin.000007", 100, "0-1-15"), end, LOGS)  # a file the server never reached
+    with pytest.raises(ServerHistoryError, match="RESET MASTER") as raised:
+        plan_resume("d.t", at("bin.000001", 400, "0-1-15"), at("bin.000001", 500, ""), LOGS)  # GTIDs restarted
+    assert raised.value.table == "d.t" and "binlake snapshot --table d.t" in raised.value.remedy
+
+
+def test_other_server_resumes_by_gtid_only_with_our_history() -> None:
+    stored = at("bin.000009", 123, "0-1-15")
+    assert plan_resume("d.t", stored, at("bin.000002", 800, "0-1-20", REPLICA), LOGS).mode == "gtid"
+    caught_up = at("bin.000002", 800, "0-1-15", REPLICA)
+    assert plan_resume("d.t", stored, caught_up, LOGS).translated == caught_up
+    with pytest.raises(ServerHistoryError, match="another history"):
+        plan_resume("d.t", stored, at("bin.000002", 800, "0-2-3", REPLICA), LOGS)
+    with pytest.raises(ServerHistoryError, match="without a GTID"):
+        plan_resume("d.t", at("bin.000001", 4, None), at("bin.000002", 800, "0-1-20", REPLICA), LOGS)
+    with pytest.raises(ServerHistoryError, match="several GTID domains"):
+        plan_resume("d.t", at("bin.000001", 4, "0-1-3,1-1-2"), at("bin.000002", 8, "0-1-20,1-1-9", REPLICA), LOGS)

@@ -26,6 +26,7 @@ from cdc_lib.config import BatchConfig, SourceConfig
 from cdc_lib.errors import BinlogPurgedError, SchemaChangeError, ServerSettingsError, SourceConnectionError
 from cdc_lib.events import Row, TableChanges
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.row_decoder import FastRows
 from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
 
@@ -56,6 +57,7 @@ class TableDecoder:
     set_columns: frozenset[str]
     pick: Callable[[dict[str, Any]], Any]
     width: int
+    fast: FastRows
 
     @classmethod
     def for_schema(cls, schema: TableSchema) -> TableDecoder:
@@ -73,6 +75,7 @@ class TableDecoder:
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
             pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
             width=len(names),
+            fast=FastRows(schema),
         )
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
@@ -252,13 +255,13 @@ def read_batch(
                 if changes is None:
                     changes = pending[name] = TableChanges(decoder.key_positions)
                 try:
-                    _fold_rows(event, decoder, changes)
+                    folded = _fold_rows(event, decoder, changes)
                 except (SchemaChangeError, ServerSettingsError) as exc:
                     if not transaction_start < by_name[name].position:
                         result.table_errors[name] = TableFailure(exc, transaction_start)
                     pending.pop(name, None)
                     continue
-                pending_rows += len(event.rows)
+                pending_rows += folded
                 continue
             if result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds:
                 break
@@ -277,7 +280,19 @@ def read_batch(
     return result
 
 
-def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None:
+def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    """Fold the event's rows into `changes`; returns how many row changes it carried."""
+    images = decoder.fast.images(event)
+    if images is not None:
+        if isinstance(event, UpdateRowsEvent):
+            pairs = iter(images)
+            for before, after in zip(pairs, pairs, strict=True):
+                changes.update(before, after)
+            return len(images) // 2
+        fold = changes.insert if isinstance(event, WriteRowsEvent) else changes.delete
+        for row in images:
+            fold(row)
+        return len(images)
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
             changes.insert(decoder.row(row["values"], row.get("none_sources")))
@@ -290,6 +305,7 @@ def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None
     elif isinstance(event, DeleteRowsEvent):
         for row in event.rows:
             changes.delete(decoder.row(row["values"], row.get("none_sources")))
+    return len(event.rows)
 
 
 def _apply_ddl(

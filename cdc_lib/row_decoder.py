@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
+import decimal
 import logging
 import struct
 from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ _DIGITS_TO_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _UTC_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NAIVE_EPOCH = dt.datetime(1970, 1, 1)
 _CACHED_SET_TEXTS = 4096
+# DECIMAL holds at most 65 digits: scaling by a power of ten in this context never rounds.
+_EXACT = decimal.Context(prec=100)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class _Code:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {"Decimal": Decimal, "datetime": dt.datetime, "date": dt.date,
-                                      "timedelta": dt.timedelta, "from_bytes": int.from_bytes}
+                                      "timedelta": dt.timedelta, "from_bytes": int.from_bytes,
+                                      "exact": _EXACT}
 
     def bind(self, name: str, value: Any) -> str:
         self.names[name] = value
@@ -115,10 +119,11 @@ def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader 
     width = len(columns)
     null_bytes = (width + 7) // 8
     code.emit(0, "def decode(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:")
+    # The server sets the bitmap's unused high bits; only the columns' own bits say NULL.
     if null_bytes == 1:
-        code.emit(2, "nulls = data[pos]")
+        code.emit(2, f"nulls = data[pos] & {(1 << width) - 1}")
     else:
-        code.emit(2, f"nulls = from_bytes(data[pos:pos + {null_bytes}], 'little')")
+        code.emit(2, f"nulls = from_bytes(data[pos:pos + {null_bytes}], 'little') & {(1 << width) - 1}")
     code.emit(2, f"p = pos + {null_bytes}", "if not nulls:")
     _emit_columns(code, specs, 3, nullable=False)
     code.emit(2, "else:")
@@ -346,29 +351,27 @@ def _set_reader(
 
 
 def _decimal_lines(precision: int, scale: int) -> list[str]:
-    """Source that reads a packed DECIMAL into `{v}` through the same digit string the library builds."""
+    """Source that reads a packed DECIMAL into `{v}`: the library's value, with its exponent (-scale)."""
     integral = precision - scale
     int_groups, int_rest = divmod(integral, 9)
     frac_groups, frac_rest = divmod(scale, 9)
-    widths = ([(_DIGITS_TO_BYTES[int_rest], None)] if _DIGITS_TO_BYTES[int_rest] else [])
-    widths += [(4, 9)] * int_groups
-    fraction = [(4, 9)] * frac_groups + ([(_DIGITS_TO_BYTES[frac_rest], frac_rest)] if frac_rest else [])
-    size = sum(width for width, _ in widths + fraction)
+    # (bytes, digits) of each field, most significant first: leading digits, 9-digit words, trailing digits.
+    fields = ([(_DIGITS_TO_BYTES[int_rest], int_rest)] if int_rest else []) + [(4, 9)] * (int_groups + frac_groups)
+    fields += [(_DIGITS_TO_BYTES[frac_rest], frac_rest)] if frac_rest else []
+    size = sum(width for width, _ in fields)
     top = 1 << (8 * size - 1)
-    lines = [f"n = from_bytes(data[p:p + {size}], 'big')", f"p += {size}",
-             f"if n & {top}:", f"    n ^= {top}", "    s = ''", "else:", f"    n ^= {top - 1}", "    s = '-'"]
-    parts = []
-    shift = 8 * size
-    for position, (width, digits) in enumerate(widths + fraction):
+    terms = []
+    shift, digits_after = 8 * size, precision
+    for width, digits in fields:
         shift -= 8 * width
-        if position == len(widths):
-            parts.append(".")
-        field_value = f"n >> {shift} & {(1 << 8 * width) - 1}" if shift else f"n & {(1 << 8 * width) - 1}"
-        parts.append("{" + field_value + (f":0{digits}d" if digits else "") + "}")
-    if not fraction:
-        parts.append(".")
-    lines.append("{v} = Decimal(f'{s}" + "".join(parts) + "')")
-    return lines
+        digits_after -= digits
+        term = f"(n >> {shift} & {(1 << 8 * width) - 1})" if shift else f"(n & {(1 << 8 * width) - 1})"
+        terms.append(f"{term} * {10 ** digits_after}" if digits_after else term)
+    # The sign bit is inverted; a negative value is stored as the one's complement of its magnitude.
+    value = f"Decimal({' + '.join(terms)}).scaleb({-scale}, exact)"
+    return [f"n = from_bytes(data[p:p + {size}], 'big')", f"p += {size}",
+            f"if n & {top}:", f"    n ^= {top}", f"    {{v}} = {value}",
+            "else:", f"    n ^= {top - 1}", f"    {{v}} = {value}.copy_negate()"]
 
 
 def _signature(columns: Sequence[Any]) -> tuple[Any, ...]:

@@ -8,10 +8,11 @@ back. For each distinct table map (column types, metadata, signedness, charsets)
 precompiled structs and yields each image as a tuple in schema order, holding exactly the values
 the library path yields after binlake's conversions (`cdc_lib.types.binlog_converter`).
 
-Whatever it does not cover answers None instead, and the caller decodes with the library: a column
-type without a reader (GEOMETRY, pre-5.6 temporals, ...), column names that differ from the schema,
-a row image that is not FULL, partial JSON, or bytes that do not parse to the event's exact end.
-Correctness therefore never depends on coverage.
+Whatever it does not cover answers None instead, and the caller decodes with the library: a
+column type without a reader (MySQL's binary JSON and partial JSON, GEOMETRY, pre-5.6 temporals),
+column names that differ from the schema, a row image that is not FULL, or bytes that do not parse
+to the event's exact end. Correctness therefore never depends on coverage. (MariaDB's JSON is
+LONGTEXT in the binlog and takes the fast path.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from decimal import Decimal
 from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
-from pymysqlreplication.json_binary import parse_json
 from pymysqlreplication.row_event import RowsEvent
 
 from cdc_lib.events import Row
@@ -267,12 +267,6 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             spec.post = f"format({{v}}, '0{column.bits}b')"
             if convert is not None:
                 spec.post = code.bind(f"convert_{index}", convert) + f"({spec.post})"
-    elif kind == FIELD_TYPE.JSON:
-        if column.length_size not in (1, 2, 3, 4):
-            return Unsupported(f"JSON column {column.name} has a {column.length_size}-byte length prefix")
-        spec.lines = [f"n = {_little_endian('p', column.length_size)}", f"p += {column.length_size} + n",
-                      f"{{v}} = {code.bind('parse_json', parse_json)}(data[p - n], data[p - n + 1:p]) if n else None"]
-        apply(convert, may_see_none=True)
     else:
         return Unsupported(f"column {column.name} has binlog type {kind}, which only the library decodes")
     return spec

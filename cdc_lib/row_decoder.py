@@ -382,6 +382,8 @@ def rows_image(event: Any) -> tuple[bytes, int, int] | None:
     """The event's bytes and the range its row images fill, or None when only the library can read it."""
     if event.event_type not in _ROWS_EVENTS or not getattr(event, "complete", False):
         return None
+    if getattr(event, "_RowsEvent__rows", None) is not None:
+        return None  # the library has read the rows already: the packet is past them
     wrapper = event.packet
     if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"?"):
         return None  # bytes were pushed back: the packet position is not where the rows start
@@ -389,7 +391,7 @@ def rows_image(event: Any) -> tuple[bytes, int, int] | None:
     data = packet._data
     start = packet._position
     end = start + event.event_size - wrapper.read_bytes
-    if not isinstance(data, bytes) or start is None or end > len(data):
+    if not isinstance(data, bytes) or start is None or not start < end <= len(data):
         return None
     return data, start, end
 

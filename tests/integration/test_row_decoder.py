@@ -196,12 +196,15 @@ def test_table_map_is_what_the_decoder_follows(mariadb, database, make_config) -
         f"INSERT INTO {db}.a VALUES (2, 2, 2)")
     decoder = TableDecoder.for_schema(schema)
     stream = _open_stream(config.source, start, events=[WriteRowsEvent, TableMapEvent], tables=[schema.table])
-    outcomes = []
+    outcomes, once_the_library_read = [], []
     try:
         for event in stream:
             if isinstance(event, WriteRowsEvent):
                 outcomes.append(decoder.fast.images(event))
+                assert event.rows
+                once_the_library_read.append(decoder.fast.images(event))
     finally:
         stream.close()
     assert outcomes == [[(1, 1)], None]
+    assert once_the_library_read == [None, None]  # the packet is past the rows then: never decode nothing
     assert decoder.fast.unsupported == "the binlog's columns differ from the table schema"

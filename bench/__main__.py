@@ -3,6 +3,7 @@
 Starts its own MariaDB, generates the workload server-side, then measures:
   snapshot     binlake snapshot rows/s  vs  mysqldump --single-transaction to /dev/null
   sync         binlake sync --until-caught-up rows/s  vs  a bare python-mysql-replication loop
+  read path    binlake's binlog reader alone (decode + fold, no Spark) over the same range
   idle         wall time of a `binlake sync` process with no relevant change (and whether Spark started)
 Sizes are flags; `--quick` fits in a few minutes.
 """
@@ -114,6 +115,25 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
     return rows, time.perf_counter() - started
 
 
+def read_path(config_path: Path, start: dict[str, Any]) -> tuple[int, float]:
+    """binlake's reader alone over the sync range, in the sync's batch size: decode and fold, no Spark."""
+    from cdc_lib.binlog import TableCursor, read_batch
+    from cdc_lib.positions import BinlogPosition
+    from cdc_lib.source import TableRef, describe_table, source_connection
+
+    config = load_config(config_path)
+    with source_connection(config.source) as connection:
+        schema = describe_table(connection, TableRef.parse("bench.orders"))
+    position, rows = BinlogPosition.from_json(start), 0
+    started = time.perf_counter()
+    while True:
+        read = read_batch(config.source, [TableCursor("bench.orders", position, schema)], config.batch)
+        rows += read.row_changes
+        position = read.end
+        if read.reached_end:
+            return rows, time.perf_counter() - started
+
+
 def attempt(results: dict[str, Any], key: str, measure: Callable[[], Any]) -> None:
     """Run one extra measurement; a failure is reported in the results instead of losing the others."""
     try:
@@ -195,6 +215,15 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         results["bare_reader_rows_per_s"] = changed / bare_median
         results["sync_vs_bare_reader"] = results["sync_rows_per_s"] / results["bare_reader_rows_per_s"]
 
+        def read_path_seconds() -> float:
+            rows, seconds = read_path(config_path, start)
+            assert rows == changed, (rows, changed)
+            return seconds
+
+        read_median, read_runs = median_of(arguments.repeat, read_path_seconds)
+        results["read_path_rows_per_s"] = changed / read_median
+        results["read_path_vs_bare_reader"] = results["read_path_rows_per_s"] / results["bare_reader_rows_per_s"]
+
         if "peer" in arguments.only:
             print("peer: pipelinewise-tap-mysql LOG_BASED …", flush=True)
 
@@ -241,6 +270,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             ))
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
+            "read_path_s": read_runs,
             "idle_sync_s": idle_runs, **runs_extra,
         }
     finally:
@@ -261,6 +291,9 @@ def report(results: dict[str, Any]) -> str:
         f"| {results['snapshot_vs_mysqldump']:.2f}× |",
         f"| sync rows/s | {results['sync_rows_per_s']:,.0f} | bare python-mysql-replication "
         f"{results['bare_reader_rows_per_s']:,.0f} | {results['sync_vs_bare_reader']:.2f}× |",
+        f"| read path rows/s (reader alone, no Spark) | {results['read_path_rows_per_s']:,.0f} | bare "
+        f"python-mysql-replication {results['bare_reader_rows_per_s']:,.0f} | "
+        f"{results['read_path_vs_bare_reader']:.2f}× |",
         *(
             [f"| sync rows/s vs peer | {results['sync_rows_per_s']:,.0f} | pipelinewise-tap-mysql LOG_BASED "
              f"{results['peer_rows_per_s']:,.0f} | {results['sync_vs_peer']:.2f}× |"]

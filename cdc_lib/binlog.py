@@ -40,6 +40,7 @@ from cdc_lib.positions import (
     is_mariadb_state,
     transaction_applied,
 )
+from cdc_lib.row_decoder import FastRows
 from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
 
@@ -70,6 +71,7 @@ class TableDecoder:
     set_columns: frozenset[str]
     pick: Callable[[dict[str, Any]], Any]
     width: int
+    fast: FastRows
     #: (index, name, is TIMESTAMP) of DATE, DATETIME and TIMESTAMP columns, which may hold zero dates.
     temporal: tuple[tuple[int, str, bool], ...] = ()
     zero_dates: ZeroDatePolicy = "null"
@@ -83,6 +85,14 @@ class TableDecoder:
             if converter is not None:
                 conversions.append((index, converter))
         getter = operator.itemgetter(*names)
+        temporal = tuple(
+            (index, column.name, column.data_type.lower() == "timestamp")
+            for index, column in enumerate(schema.columns)
+            if column.data_type.lower() in ("date", "datetime", "timestamp")
+        )
+        # The fast decoder turns a zero date into None like a NULL; under `error` only the library's
+        # none_sources tell the two apart, so such tables decode through the library.
+        library_only = zero_dates == "error" and bool(temporal)
         return cls(
             schema=schema,
             conversions=tuple(conversions),
@@ -90,12 +100,9 @@ class TableDecoder:
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
             pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
             width=len(names),
-            temporal=tuple(
-                (index, column.name, column.data_type.lower() == "timestamp")
-                for index, column in enumerate(schema.columns)
-                if column.data_type.lower() in ("date", "datetime", "timestamp")
-            ),
+            temporal=temporal,
             zero_dates=zero_dates,
+            fast=FastRows(schema, library_only=library_only),
         )
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
@@ -338,7 +345,7 @@ def read_batch(
                 if changes is None:
                     changes = pending[name] = TableChanges(decoder.key_positions)
                 try:
-                    _fold_rows(event, decoder, changes)
+                    folded = _fold_rows(event, decoder, changes)
                 except ZeroDateError as exc:
                     if behind(name):
                         continue  # a transaction the table has already: its rows are dropped at the commit
@@ -352,7 +359,7 @@ def read_batch(
                         result.table_errors[name] = TableFailure(exc, transaction_start)
                     pending.pop(name, None)
                     continue
-                pending_rows += len(event.rows)
+                pending_rows += folded
                 continue
             if result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds:
                 break
@@ -371,7 +378,19 @@ def read_batch(
     return result
 
 
-def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None:
+def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    """Fold the event's rows into `changes`; returns how many row changes it carried."""
+    images = decoder.fast.images(event)
+    if images is not None:
+        if isinstance(event, UpdateRowsEvent):
+            pairs = iter(images)
+            for before, after in zip(pairs, pairs, strict=True):
+                changes.update(before, after)
+            return len(images) // 2
+        fold = changes.insert if isinstance(event, WriteRowsEvent) else changes.delete
+        for row in images:
+            fold(row)
+        return len(images)
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
             changes.insert(decoder.row(row["values"], row.get("none_sources")))
@@ -384,6 +403,7 @@ def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> None
     elif isinstance(event, DeleteRowsEvent):
         for row in event.rows:
             changes.delete(decoder.row(row["values"], row.get("none_sources")))
+    return len(event.rows)
 
 
 def _apply_ddl(

@@ -26,6 +26,12 @@ class TableChanges:
     updated: int = 0
     deleted: int = 0
 
+    def __post_init__(self) -> None:
+        positions = self.key_positions
+        if len(positions) == 1:
+            (only,) = positions
+            self._key = lambda row: (row[only],)  # type: ignore[method-assign]
+
     def _key(self, row: Row) -> Row:
         return tuple(row[index] for index in self.key_positions)
 

@@ -107,6 +107,10 @@ class Lease:
         return False
 
 
+#: Layout version of the state document; bumped when a change would mislead an older reader.
+STATE_FORMAT = 1
+
+
 @dataclass
 class PipelineState:
     pipeline: str
@@ -118,7 +122,7 @@ class PipelineState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": 1,
+            "format": STATE_FORMAT,
             "pipeline": self.pipeline,
             "batch_seq": self.batch_seq,
             "server_id": self.server_id,
@@ -129,6 +133,14 @@ class PipelineState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PipelineState:
+        written_format = int(data.get("format", 1))
+        if written_format > STATE_FORMAT:
+            # Guessing at a newer layout could move offsets backwards or drop tables: refuse instead.
+            raise OffsetStoreError(
+                f"the offsets of pipeline '{data.get('pipeline')}' were written by a newer binlake "
+                f"(state format {written_format}, this one reads up to {STATE_FORMAT})",
+                remedy="run the binlake version that wrote them (or newer) for this pipeline",
+            )
         lease = data.get("lease")
         return cls(
             pipeline=data["pipeline"],

@@ -63,3 +63,14 @@ def test_s3_failures_say_whether_a_retry_can_help() -> None:
     assert not _transient_s3_failure(client_error("AccessDenied"), "AccessDenied")
     assert not _transient_s3_failure(client_error("NoSuchBucket"), "NoSuchBucket")
     assert _transient_s3_failure(EndpointConnectionError(endpoint_url="http://x"), "")
+
+
+def test_offsets_from_a_newer_binlake_are_refused_and_left_alone(tmp_path: Path) -> None:
+    store = LocalOffsetStore(tmp_path)
+    store.write(PipelineState(pipeline="p", batch_seq=9), None)
+    document = next(tmp_path.rglob("*.json"))
+    written = document.read_text().replace('"format": 1', '"format": 2')
+    document.write_text(written)
+    with pytest.raises(OffsetStoreError, match=r"newer binlake \(state format 2"):
+        store.read("p")
+    assert document.read_text() == written

@@ -78,3 +78,31 @@ def test_dropped_column_stops_only_that_table(mariadb, database, make_config) ->
     sql(mariadb, f"INSERT INTO {db}.t VALUES (3, 3)")
     pipeline.sync(until_caught_up=True)
     assert delta_rows(config, f"{db}.t") == source_rows(mariadb, f"{db}.t")
+
+
+def test_tables_created_and_dropped_under_a_pattern(mariadb, database, make_config) -> None:
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.first (id INT PRIMARY KEY, v INT)", f"INSERT INTO {db}.first VALUES (1, 1)")
+    config = make_config([f"{db}.*"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(
+        mariadb,
+        f"CREATE TABLE {db}.second (id INT PRIMARY KEY, label VARCHAR(10))",
+        f"INSERT INTO {db}.second VALUES (1, 'new')",
+        f"INSERT INTO {db}.first VALUES (2, 2)",
+        f"DROP TABLE {db}.first",
+    )
+    results = pipeline.sync(until_caught_up=True)
+    by_table = {table.table: table for result in results for table in result.tables}
+    # The change before the DROP landed; the DROP itself stops the table with the remedy, nothing else breaks.
+    assert delta_rows(config, f"{db}.first") == [(1, 1), (2, 2)]
+    assert by_table[f"{db}.first"].error and "dropped or renamed" in by_table[f"{db}.first"].error
+    status = {entry.table: entry for entry in pipeline.status()}
+    assert f"{db}.second" in status and not status[f"{db}.second"].snapshotted
+    assert status[f"{db}.first"].error, "a dropped table keeps showing its error until it is dealt with"
+
+    pipeline.snapshot([f"{db}.second"])
+    sql(mariadb, f"INSERT INTO {db}.second VALUES (2, 'later')")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, f"{db}.second") == [(1, "new"), (2, "later")]

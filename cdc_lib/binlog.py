@@ -285,6 +285,14 @@ def read_batch(
             return transaction_gtid is not None and transaction_applied(by_name[name].position.gtid, transaction_gtid)
         return transaction_start < by_name[name].position
 
+    def resume_point(name: str) -> BinlogPosition:
+        """Where a table that stops at the current transaction resumes.
+
+        Before a GTID read has anchored on this server, `transaction_start` may still be another table's
+        offset (ahead of this one); resuming there would skip transactions, so the table keeps its own.
+        """
+        return transaction_start if anchored else by_name[name].position
+
     def commit(end_pos: int, event_time: int) -> None:
         nonlocal transaction_start, pending, pending_rows, in_transaction, anchored, transaction_gtid
         in_transaction = False
@@ -327,12 +335,12 @@ def read_batch(
                     in_transaction = True
                     continue
                 altered: str | None = None
-                before = transaction_start
                 if not upper.startswith("COMMIT"):
                     altered = _apply_ddl(
-                        statement, _query_text(event.schema), by_name, pending, decoders, result, transaction_start,
+                        statement, _query_text(event.schema), by_name, pending, decoders, result, resume_point,
                         behind,
                     )
+                before = resume_point(altered) if altered is not None else transaction_start
                 commit(event.packet.log_pos, event.timestamp)
                 if altered is not None:
                     result.schema_changes[altered] = SchemaChange(statement[:2000], before, result.end)
@@ -356,7 +364,7 @@ def read_batch(
                     continue
                 except (SchemaChangeError, ServerSettingsError) as exc:
                     if not behind(name):
-                        result.table_errors[name] = TableFailure(exc, transaction_start)
+                        result.table_errors[name] = TableFailure(exc, resume_point(name))
                     pending.pop(name, None)
                     continue
                 pending_rows += folded
@@ -413,7 +421,7 @@ def _apply_ddl(
     pending: dict[str, TableChanges],
     decoders: dict[str, TableDecoder],
     result: BatchRead,
-    transaction_start: BinlogPosition,
+    resume_point: Callable[[str], BinlogPosition],
     behind: Callable[[str], bool],
 ) -> str | None:
     """Handle a DDL statement; return the table name when the table must pause for a schema change."""
@@ -435,7 +443,7 @@ def _apply_ddl(
             remedy=f"remove {name} from source.tables, or re-create it and run binlake snapshot --table {name}",
             table=name,
         )
-        result.table_errors[name] = TableFailure(error, transaction_start)
+        result.table_errors[name] = TableFailure(error, resume_point(name))
     return None
 
 

@@ -409,9 +409,11 @@ class ReconciliationReport:
         }
 
 
-def _at_end(state: PipelineState, table: str, logs: list[tuple[str, int]]) -> bool:
+def _at_end(state: PipelineState, table: str, logs: list[tuple[str, int]], server_end: BinlogPosition) -> bool:
     table_state = state.tables.get(table)
-    return table_state is not None and mysql.bytes_behind(table_state.position, logs) == 0
+    if table_state is None or not table_state.position.written_on(server_end.server):
+        return False  # an offset from another server says nothing about this server's files
+    return mysql.bytes_behind(table_state.position, logs) == 0
 
 
 def reconcile_table(
@@ -453,7 +455,7 @@ def reconcile_table(
         key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
 
         end_before = mysql.current_position(connection)
-        quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection))
+        quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection), end_before)
         rows = int(mysql.query(connection, f"SELECT COUNT(*) FROM {_table_sql(ref)}")[0][0])
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
         source = source_tallies(connection, ref, plan, hashed, floats)

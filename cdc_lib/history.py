@@ -29,8 +29,9 @@ class Resume:
 
 def _remedy(table: str) -> str:
     return (
-        f"re-snapshot the table: binlake snapshot --table {table} (Dagster: backfill its asset); "
-        "or point source.host/port back at a server that holds the history"
+        "if the source is a replica that is still catching up, wait for it and rerun; otherwise re-snapshot the "
+        f"table: binlake snapshot --table {table} (Dagster: backfill its asset), or point source.host/port back "
+        "at a server that holds the history"
     )
 
 

@@ -521,8 +521,13 @@ class Pipeline:
             logs = mysql.binary_logs(connection)
             server_end = mysql.current_position(connection)
             configured = [ref.name for ref in self.configured_tables(connection)]
+            # An offset written on another server (before its first batch here, after a switch of the source)
+            # means nothing in this server's binlog files: its lag in bytes and events is unknown.
+            here = {
+                name: table_state.position.written_on(server_end.server) for name, table_state in state.tables.items()
+            }
             lag_events = {
-                name: mysql.events_behind(connection, table_state.position, logs)
+                name: mysql.events_behind(connection, table_state.position, logs) if here[name] else None
                 for name, table_state in state.tables.items()
             }
             runways = table_runways(
@@ -538,8 +543,12 @@ class Pipeline:
             if table_state is None:
                 statuses.append(TableStatus(name, False, False, None, None, None, None, None, None, None))
                 continue
-            lag_bytes = mysql.bytes_behind(table_state.position, logs)
-            caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
+            if here[name]:
+                lag_bytes = mysql.bytes_behind(table_state.position, logs)
+                caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
+            else:
+                lag_bytes = None
+                caught_up = state_contains(table_state.position.gtid, server_end.gtid)
             changed = table_state.last_change_at or table_state.snapshot_at
             lag_seconds = 0.0 if caught_up else (now - dt.datetime.fromisoformat(changed)).total_seconds()
             statuses.append(

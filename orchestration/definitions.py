@@ -131,6 +131,7 @@ def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) 
     by_slug: dict[str, str] = {}
     by_table_path: dict[str, tuple[str, str]] = {}
     by_replica: dict[tuple[str, int, int], str] = {}
+    by_bucket: dict[str, tuple[str, object]] = {}
     for config in configs:
         where = config.config_path or config.pipeline
         slug = PipelineNames(config.pipeline).slug.lower()
@@ -148,6 +149,18 @@ def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) 
                 "one of two replicas with the same id", remedy=f"give pipeline '{config.pipeline}' its own server_id",
             )
         by_replica[replica] = config.pipeline
+        if config.sink.on_s3:
+            # Hadoop caches one S3A filesystem per bucket name for the whole process: two stores behind one
+            # bucket name would both be reached through whichever pipeline opened it first.
+            bucket = config.sink.path.removeprefix("s3a://").split("/", 1)[0]
+            if bucket in by_bucket and by_bucket[bucket][1] != config.sink.s3:
+                raise ConfigError(
+                    "sink.path", f"pipelines '{by_bucket[bucket][0]}' and '{config.pipeline}' use bucket '{bucket}' "
+                    "with different S3 settings (endpoint, region or credentials); one Spark process reaches a "
+                    "bucket name through one S3 client", remedy="use one bucket name per S3 store, or give both "
+                    "pipelines the same sink S3 settings, or serve them from separate code locations",
+                )
+            by_bucket[bucket] = (config.pipeline, config.sink.s3)
         for table in tables[config.pipeline]:
             database, _, name = table.partition(".")
             path = config.sink.table_path(database, name)

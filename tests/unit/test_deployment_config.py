@@ -68,3 +68,18 @@ def test_a_pipeline_suffix_overrides_a_setting_for_that_pipeline_only() -> None:
     assert OrchestrationSettings.from_environ(environ).lag_warn_seconds == 300
     with pytest.raises(ConfigError, match="BINLAKE_LAG_WARN_SECONDS_EAST"):
         OrchestrationSettings.from_environ({"BINLAKE_LAG_WARN_SECONDS_EAST": "-1"}, pipeline="east")
+
+
+def test_one_bucket_name_behind_two_s3_stores_is_refused() -> None:
+    from orchestration.definitions import check_disjoint
+
+    def pipeline(name: str, server_id: int, endpoint: str) -> object:
+        return parse_config({**VALID, "pipeline": name,
+                             "source": {**VALID["source"], "server_id": server_id},
+                             "sink": {"path": f"s3a://lake/{name}", "endpoint_url": endpoint}})
+
+    east, west = pipeline("east", 1, "http://127.0.0.1:9000"), pipeline("west", 2, "http://127.0.0.1:9100")
+    tables = {"east": ["shop.orders"], "west": ["shop.orders"]}
+    with pytest.raises(ConfigError, match=r"'east' and 'west' use bucket 'lake' with different S3 settings"):
+        check_disjoint([east, west], tables)
+    check_disjoint([east, pipeline("west", 2, "http://127.0.0.1:9000")], tables)  # same store: fine

@@ -32,6 +32,7 @@ from cdc_lib.errors import (
     ZeroDateError,
 )
 from cdc_lib.events import Row, TableChanges
+from cdc_lib.faults import failpoint
 from cdc_lib.positions import (
     BinlogPosition,
     ServerIdentity,
@@ -354,6 +355,8 @@ def read_batch(
                     changes = pending[name] = TableChanges(decoder.key_positions)
                 try:
                     folded = _fold_rows(event, decoder, changes)
+                    if not result.row_changes and not pending_rows:
+                        failpoint("binlog_mid_read")  # once per batch, after its first rows event
                 except ZeroDateError as exc:
                     if behind(name):
                         continue  # a transaction the table has already: its rows are dropped at the commit

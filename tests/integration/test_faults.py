@@ -119,20 +119,25 @@ def test_mariadb_sigkilled_mid_read_and_between_batches(
 
 
 def test_binlog_connection_killed_by_the_server_mid_read(mariadb: LocalMariaDB, database: str, make_config: Any,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+                                                         caplog: pytest.LogCaptureFixture, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     table = make_items(mariadb, database, rows=2000)
     config = make_config([table])
     Pipeline(config).snapshot()
     expected = backlog(mariadb, database, transactions=10, rows=2000)
 
+    # The reader stops after the batch's first rows event, its dump connection open with the rest to come.
+    flag = tmp_path / "paused-mid-read"
+    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE", "binlog_mid_read")
+    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(flag))
     run = Background(lambda: Pipeline(config).sync(until_caught_up=True))
     run.start()
-    first = wait_for(lambda: dump_threads(mariadb, sending=True), timeout=60, what="the binlog dump thread")[0]
-    time.sleep(0.2)
-    started = time.monotonic()
-    sql(mariadb, f"KILL CONNECTION {first}")  # fails loudly if the dump had already ended
+    wait_for(flag.exists, timeout=120, what="the reader to pause mid-read")
+    first = wait_for(lambda: dump_threads(mariadb), timeout=30, what="the binlog dump thread")[0]
+    sql(mariadb, f"KILL CONNECTION {first}")
+    monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
+    flag.unlink()
     results: list[SyncResult] = run.outcome()
-    print(f"sync finished {time.monotonic() - started:.1f}s after the kill")
     reconnects = [record for record in caplog.records if "Re-request the connection" in record.getMessage()]
     assert reconnects, "the reader did not notice the kill: it was not mid-read"
     assert sum(result.row_changes for result in results) == expected, "a change was lost or read twice"

@@ -159,7 +159,7 @@ def snapshot_stages(pipeline: Pipeline, table: str, repeat: int) -> dict[str, An
     import shutil
 
     from cdc_lib.snapshot import partition_predicates, read_table
-    from cdc_lib.source import TableRef, describe_table, source_connection
+    from cdc_lib.source import TableRef, describe_table, query, source_connection
     from cdc_lib.spark import spark_session
 
     config = pipeline.config
@@ -167,9 +167,10 @@ def snapshot_stages(pipeline: Pipeline, table: str, repeat: int) -> dict[str, An
     database, name = table.split(".")
     with source_connection(config.source) as connection:
         schema = describe_table(connection, TableRef(database, name))
-        predicates, rows = partition_predicates(
+        predicates, _ = partition_predicates(
             connection, schema, config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
         )
+        rows = int(query(connection, f"SELECT COUNT(*) FROM {database}.{name}")[0][0])
     scratch = Path(config.sink.path) / "_bench_snapshot_stages"
     key_only = ",".join(schema.primary_key)
 

@@ -248,7 +248,8 @@ def test_duplicate_server_id_stops_the_older_reader_clearly(mariadb, database, m
     table = make_items(mariadb, database, rows=2000)
     config = make_config([table])
     Pipeline(config).snapshot()
-    backlog(mariadb, database, transactions=3, rows=2000)
+    # Enough backlog that the read is still streaming when the second reader arrives (~2 s at 30k rows/s).
+    backlog(mariadb, database, transactions=30, rows=2000)
     before = footprint(config)
 
     run = Background(lambda: Pipeline(config).sync())

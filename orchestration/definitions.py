@@ -23,6 +23,7 @@ from assets.tables import build_table_assets
 from cdc_lib.catalog import table_names, table_patterns
 from cdc_lib.config import PipelineConfig, load_configs
 from cdc_lib.errors import ConfigError
+from cdc_lib.s3 import split_s3_uri
 from orchestration.jobs import build_jobs
 from orchestration.resources import BinlakeResource
 from orchestration.schedules import build_reconcile_schedule, build_sync_schedule
@@ -152,7 +153,7 @@ def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) 
         if config.sink.on_s3:
             # Hadoop caches one S3A filesystem per bucket name for the whole process: two stores behind one
             # bucket name would both be reached through whichever pipeline opened it first.
-            bucket = config.sink.path.removeprefix("s3a://").split("/", 1)[0]
+            bucket, _ = split_s3_uri(config.sink.path)
             if bucket in by_bucket and by_bucket[bucket][1] != config.sink.s3:
                 raise ConfigError(
                     "sink.path", f"pipelines '{by_bucket[bucket][0]}' and '{config.pipeline}' use bucket '{bucket}' "

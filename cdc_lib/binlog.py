@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import operator
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, Ro
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
+from cdc_lib.ddl import table_effects
 from cdc_lib.errors import (
     BinlogPurgedError,
     SchemaChangeError,
@@ -44,13 +44,6 @@ from cdc_lib.positions import (
 from cdc_lib.row_decoder import FastRows
 from cdc_lib.source import TableRef, TableSchema, connection_settings
 from cdc_lib.types import binlog_converter
-
-_DDL_TABLE = re.compile(
-    r"^\s*(?:ALTER|DROP|RENAME|TRUNCATE|CREATE)\s+(?:ONLINE\s+|IGNORE\s+)?(?:TABLE\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?"
-    r"(?:`?(\w+)`?\.)?`?(\w+)`?",
-    re.IGNORECASE,
-)
-_TRUNCATE = re.compile(r"^\s*TRUNCATE\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -428,26 +421,19 @@ def _apply_ddl(
     behind: Callable[[str], bool],
 ) -> str | None:
     """Handle a DDL statement; return the table name when the table must pause for a schema change."""
-    match = _DDL_TABLE.match(statement)
-    if not match:
-        return None
-    name = f"{match.group(1) or default_schema}.{match.group(2)}"
-    if name not in by_name or result.stopped(name) or behind(name):
-        return None
-    if _TRUNCATE.match(statement):
-        pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
-        return None
-    keyword = statement.split(None, 1)[0].upper()
-    if keyword == "ALTER":
-        return name
-    if keyword in ("DROP", "RENAME"):
-        error = SchemaChangeError(
-            f"the table was dropped or renamed: {statement[:120]}",
-            remedy=f"remove {name} from source.tables, or re-create it and run binlake snapshot --table {name}",
-            table=name,
-        )
-        result.table_errors[name] = TableFailure(error, resume_point(name))
-    return None
+    altered: str | None = None
+    for effect in table_effects(statement, default_schema, by_name):
+        name = effect.table
+        if result.stopped(name) or behind(name):
+            continue
+        if effect.kind == "truncate":
+            pending.setdefault(name, TableChanges(decoders[name].key_positions)).truncate()
+        elif effect.kind == "schema":
+            altered = name
+        elif effect.kind == "stop":
+            error = SchemaChangeError(effect.cause, remedy=effect.remedy, table=name)
+            result.table_errors[name] = TableFailure(error, resume_point(name))
+    return altered
 
 
 def _advance_gtid(state: str | None, gtid: str) -> str:
@@ -530,8 +516,8 @@ def columns_after_ddl(
                 if f"{event.schema}.{event.table}" == name:
                     return [str(column.name) for column in event.columns]
             elif isinstance(event, QueryEvent):
-                match = _DDL_TABLE.match(_query_text(event.query))
-                if match and f"{match.group(1) or _query_text(event.schema)}.{match.group(2)}" == name:
+                effects = table_effects(_query_text(event.query), _query_text(event.schema), (name,))
+                if any(effect.kind != "none" for effect in effects):
                     return SUPERSEDED
     except pymysql.MySQLError as exc:
         raise _describe_read_failure(exc, position) from None

@@ -79,6 +79,10 @@ class SinkError(BinlakeError):
     """The Delta sink (a folder or an S3 prefix) cannot be reached, read or written."""
 
 
+class DeltaWriteError(TableError):
+    """Writing one table's batch into Delta failed for a reason that belongs to that table."""
+
+
 class ConcurrentRunError(BinlakeError):
     """Another runner holds the pipeline, or won a compare-and-swap race."""
 

@@ -32,6 +32,7 @@ from cdc_lib.errors import (
     BinlakeError,
     BinlogPurgedError,
     DeltaStateError,
+    DeltaWriteError,
     NotSnapshottedError,
     SchemaChangeError,
     TableError,
@@ -272,12 +273,15 @@ class Pipeline:
                 self.table_path(name), application=self.application(name), storage=self.sink
             )
             if tail is None:
-                if table_state is not None:
-                    raise DeltaStateError(
+                if table_state is not None and not table_state.error:
+                    # Only this table stops (its re-snapshot, the remedy, replaces its state); the others go on.
+                    missing = DeltaStateError(
                         f"the offset store knows this table but its Delta table at {self.table_path(name)} is missing",
                         remedy=f"re-snapshot it: binlake snapshot --table {name}",
                         table=name,
                     )
+                    log.error("%s", missing)
+                    table_state.error = str(missing)
                 continue
             commit = tail.last_binlake_commit
             if commit is None:
@@ -419,21 +423,28 @@ class Pipeline:
             changes = relevant.get(name)
             version = table_state.delta_version
             if changes is not None and seq is not None:
-                version = delta_sink.merge_changes(
-                    self.spark(),
-                    self.table_path(name),
-                    cursor.schema,
-                    changes,
-                    application=self.application(name),
-                    txn_version=seq,
-                    metadata={"pipeline": self.config.pipeline, "table": name, "batch_seq": seq,
-                              "start": read.start.to_json(), "end": end.to_json()},
-                    storage=self.sink,
-                )
-                failpoint("after_delta_commit")
-                table_state.applied_seq = seq
-                table_state.delta_version = version
-                table_state.last_change_at = now
+                try:
+                    version = delta_sink.merge_changes(
+                        self.spark(),
+                        self.table_path(name),
+                        cursor.schema,
+                        changes,
+                        application=self.application(name),
+                        txn_version=seq,
+                        metadata={"pipeline": self.config.pipeline, "table": name, "batch_seq": seq,
+                                  "start": read.start.to_json(), "end": end.to_json()},
+                        storage=self.sink,
+                    )
+                except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
+                    # Nothing of this batch reached the table: it stops where it stood, the others go on.
+                    failure = TableFailure(table_write_failure(exc, name), table_state.position)
+                    end = table_state.position
+                    changes = None
+                else:
+                    failpoint("after_delta_commit")
+                    table_state.applied_seq = seq
+                    table_state.delta_version = version
+                    table_state.last_change_at = now
             if moves_forward(table_state.position, end, server_end):
                 table_state.position = end
             if schema_change is not None and failure is None:
@@ -576,6 +587,34 @@ class Pipeline:
                 "the table has no snapshot yet", remedy=f"binlake snapshot --table {name}", table=name
             )
         return table_state
+
+
+def table_write_failure(exc: Exception, table: str) -> DeltaWriteError:
+    """The error that stops `table` after its MERGE failed, or `exc` re-raised when it belongs to the run.
+
+    What a retry can cure (the sink or the store unreachable, another runner, the JVM gone) fails the
+    whole batch before any offset moves; what is about this table's data or Delta table (a constraint,
+    a schema the Delta table refuses, a corrupt file) stops only this table, with its remedy.
+    """
+    if isinstance(exc, BinlakeError) and exc.retryable:
+        raise exc
+    kind = type(exc).__name__
+    if kind in _RUN_FAILURES or "Concurrent" in kind or isinstance(exc, (ConnectionError, MemoryError)):
+        raise exc
+    java = getattr(exc, "java_exception", None)  # py4j's own message is only "An error occurred while calling"
+    text = str(java.toString()) if java is not None else str(exc)
+    first_line = (text.strip().splitlines() or [kind])[0]
+    log.error("%s: writing the batch into Delta failed, the table stops: %s", table, first_line[:500])
+    return DeltaWriteError(
+        f"writing the batch into Delta failed ({kind}: {first_line[:300]})",
+        remedy=f"fix the cause in the Delta table or the source rows, then re-snapshot: binlake snapshot --table "
+        f"{table}",
+        table=table,
+    )
+
+
+#: Exception types that mean the Spark driver or its gateway went away, not that one table is bad.
+_RUN_FAILURES = frozenset({"Py4JNetworkError", "SparkConnectGrpcException", "PySparkRuntimeError"})
 
 
 def check_sink_writable(sink: SinkConfig) -> None:

@@ -104,7 +104,13 @@ class MySQLStub:
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
         "GRANT SELECT ON `shop`.* TO `cdc`@`%`",
     ])
-    binary_logs: list[tuple[str, int]] = field(default_factory=lambda: [("binlog.000002", 1_201), ("binlog.000003", 157)])
+    binary_logs: list[tuple[str, int]] = field(
+        default_factory=lambda: [("binlog.000002", 1_201), ("binlog.000003", 157)]
+    )
+    #: Result sets for other statements, by the statement's start (e.g. the information_schema queries).
+    extra: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
+    #: What VERSION() answers when it differs from the handshake's version (a proxy, a relabelled build).
+    reported_version: str | None = None
     #: Statements received, in order (COM_BINLOG_DUMP is recorded as "<COM_BINLOG_DUMP file:pos>").
     queries: list[str] = field(default_factory=list)
     #: Users whose password hash the server holds (fast authentication); full authentication adds them.
@@ -296,6 +302,9 @@ class MySQLStub:
         """Columns and rows of a result set, None for OK; raises StubError for an ERR packet."""
         text = " ".join(sql.strip().rstrip(";").split())
         upper = text.upper()
+        for start, result in self.extra.items():
+            if upper.startswith(" ".join(start.split()).upper()):
+                return result
         if upper.startswith("SET "):
             return None
         if upper == "SHOW MASTER STATUS":
@@ -347,7 +356,7 @@ class MySQLStub:
             names.append(expression)
             lowered = expression.lower()
             if lowered == "version()":
-                row.append(self.version)
+                row.append(self.reported_version or self.version)
             elif lowered in ("1", "@@version_comment"):
                 row.append(1 if lowered == "1" else self.version_comment)
             elif lowered.startswith("@@"):

@@ -53,9 +53,6 @@ COM_QUIT, COM_INIT_DB, COM_QUERY, COM_PING, COM_BINLOG_DUMP, COM_REGISTER_SLAVE 
 MYSQL_TYPE_LONGLONG, MYSQL_TYPE_VAR_STRING = 0x08, 0xFD
 UTF8MB4_0900_AI_CI = 255
 
-#: The users in the server's caching_sha2_password cache: fast authentication succeeds for them. MySQL
-#: empties it on restart and FLUSH PRIVILEGES, so the first login after either takes the full (RSA) path.
-_SHA2_CACHE_NAME = "sha2_cache"
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,8 @@ class MySQLStub:
     reported_version: str | None = None
     #: Statements received, in order (COM_BINLOG_DUMP is recorded as "<COM_BINLOG_DUMP file:pos>").
     queries: list[str] = field(default_factory=list)
-    #: Users whose password hash the server holds (fast authentication); full authentication adds them.
+    #: Users in the server's caching_sha2_password cache: fast authentication succeeds for them. MySQL empties
+    #: it on restart and FLUSH PRIVILEGES, so the first login after either takes the full (RSA) path, which adds them.
     sha2_cache: set[str] = field(default_factory=set)
     #: How each login authenticated: "native", "sha2-fast", "sha2-full-rsa".
     logins: list[str] = field(default_factory=list)

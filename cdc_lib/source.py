@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import ssl
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +35,85 @@ REQUIRED_SETTINGS = {
 }
 #: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
 LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
+
+#: ER_PARSE_ERROR: how a server answers a statement its grammar does not have (MySQL 8.4 and
+#: SHOW MASTER STATUS, a MySQL before 8.2 and SHOW BINARY LOG STATUS).
+PARSE_ERROR = 1064
+
+
+@dataclass(frozen=True)
+class ServerFlavour:
+    """MariaDB or MySQL, and which version: the statement and grant names differ between them.
+
+    Read once per connection (`server_flavour`) from `SELECT VERSION(), @@version_comment`.
+    MariaDB always puts "MariaDB" in VERSION() ("10.11.19-MariaDB-0+deb12u1-log"); MySQL and its
+    builds (Percona, cloud services) report "8.4.3", "8.0.36-28", "9.1.0-log".
+    """
+
+    mariadb: bool
+    version: tuple[int, int, int]
+    version_text: str = ""
+
+    @classmethod
+    def parse(cls, version: str, comment: str = "") -> ServerFlavour:
+        text = str(version)
+        match = re.match(r"^(?:5\.5\.5-)?(\d+)\.(\d+)\.(\d+)", text)
+        numbers = (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else (0, 0, 0)
+        mariadb = "mariadb" in text.lower() or "mariadb" in str(comment).lower()
+        return cls(mariadb=mariadb, version=numbers, version_text=text)
+
+    def __str__(self) -> str:
+        return f"{'MariaDB' if self.mariadb else 'MySQL'} {self.version_text or '.'.join(map(str, self.version))}"
+
+    @property
+    def status_statements(self) -> tuple[str, str]:
+        """The statement that reads the binlog end on this server, then the one to try on a parse error.
+
+        MySQL 8.2 added SHOW BINARY LOG STATUS and 8.4 removed SHOW MASTER STATUS; MariaDB 10.5.2
+        added SHOW BINLOG STATUS as the new name and keeps SHOW MASTER STATUS (11.4 still has it).
+        """
+        if self.mariadb:
+            if self.version >= (10, 5, 2):
+                return ("SHOW BINLOG STATUS", "SHOW MASTER STATUS")
+            return ("SHOW MASTER STATUS", "SHOW BINLOG STATUS")
+        if self.version >= (8, 2, 0):
+            return ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS")
+        return ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS")
+
+    @property
+    def position_privilege(self) -> str:
+        """The privilege that lets the user read the binlog position and list the binlogs."""
+        return "BINLOG MONITOR" if self.mariadb and self.version >= (10, 5, 0) else "REPLICATION CLIENT"
+
+    @property
+    def least_privilege_grants(self) -> str:
+        return f"REPLICATION SLAVE, {self.position_privilege}"
+
+    @property
+    def grant_note(self) -> str:
+        """Which names this server takes, so a remedy copied to the other flavour is not wrong."""
+        if self.position_privilege == "BINLOG MONITOR":
+            return f"the server is {self}; MySQL and MariaDB before 10.5 take REPLICATION CLIENT instead"
+        return f"the server is {self}; MariaDB 10.5 and later take BINLOG MONITOR instead"
+
+
+#: One flavour per open connection; a connection is only ever to one server.
+_FLAVOURS: weakref.WeakKeyDictionary[Any, ServerFlavour] = weakref.WeakKeyDictionary()
+
+
+def server_flavour(connection: pymysql.connections.Connection) -> ServerFlavour:
+    """The server's flavour and version, asked once per connection."""
+    try:
+        return _FLAVOURS[connection]
+    except (KeyError, TypeError):
+        pass
+    row = query(connection, "SELECT VERSION(), @@version_comment")[0]
+    flavour = ServerFlavour.parse(str(row[0]), str(row[1] or ""))
+    try:
+        _FLAVOURS[connection] = flavour
+    except TypeError:  # an object that cannot be weakly referenced: ask again next time
+        pass
+    return flavour
 
 
 @dataclass(frozen=True, order=True)
@@ -186,6 +267,19 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
     except pymysql.MySQLError as exc:
         offers_tls = bool(getattr(connection, "server_capabilities", 0) & CLIENT.SSL)
         raise _describe_connect_failure(source, exc, server_offers_tls=offers_tls) from None
+    except RuntimeError as exc:
+        # pymysql needs `cryptography` for caching_sha2_password's full authentication without TLS
+        # (MySQL 8's default plugin: the first login after a server restart or FLUSH PRIVILEGES).
+        if "cryptography" not in str(exc):
+            raise
+        raise SourceConnectionError(
+            f"cannot log in as {source.user}@{source.host}:{source.port}: the server asks for caching_sha2_password "
+            "(or sha256_password) full authentication, which needs the Python package 'cryptography' "
+            "to encrypt the password without TLS, and it is not installed",
+            remedy="install it into binlake's environment (pip install cryptography; binlake's package depends on "
+            "it), or set source.ssl_ca so the password travels over verified TLS",
+            retryable=False,
+        ) from None
     return connection
 
 
@@ -225,11 +319,15 @@ def query(connection: pymysql.connections.Connection, sql: str, arguments: Any =
 #: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
 #: the old document, which the reader cannot turn into a full row for Delta.
 PARTIAL_JSON_SETTING = "binlog_row_value_options"
+#: MySQL ≥ 8.0.20 only: ON writes each transaction as one zstd-compressed TRANSACTION_PAYLOAD event,
+#: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
+#: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
+TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
 
 
 def check_server_settings(connection: pymysql.connections.Connection) -> dict[str, str]:
     """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
-    and the user may read the binlog and its position.
+    no MySQL transaction compression, and the user may read the binlog and its position.
 
     Every command that reads the source calls this before it writes anything.
 
@@ -237,7 +335,9 @@ def check_server_settings(connection: pymysql.connections.Connection) -> dict[st
         ServerSettingsError: a binlog setting is wrong.
         MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
     """
-    names = ", ".join(f"'{name}'" for name in (*REQUIRED_SETTINGS, PARTIAL_JSON_SETTING))
+    names = ", ".join(
+        f"'{name}'" for name in (*REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING)
+    )
     rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
     actual = {str(name).lower(): str(value).upper() for name, value in rows}
     for setting, expected in REQUIRED_SETTINGS.items():
@@ -252,44 +352,58 @@ def check_server_settings(connection: pymysql.connections.Connection) -> dict[st
             remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
             "values in the binlog, not partial updates",
         )
+    if actual.get(TRANSACTION_COMPRESSION_SETTING, "OFF") not in ("OFF", "0"):
+        raise ServerSettingsError(
+            TRANSACTION_COMPRESSION_SETTING,
+            actual[TRANSACTION_COMPRESSION_SETTING],
+            "OFF",
+            remedy=f"SET GLOBAL {TRANSACTION_COMPRESSION_SETTING}=OFF (and set it OFF in my.cnf): the binlog reader "
+            "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
+            "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
+        )
     check_grants(connection)
     return actual
 
 
+#: REPLICATION SLAVE under its MySQL and MariaDB names (MariaDB ≥ 10.5.1 also accepts REPLICATION REPLICA);
+#: not MariaDB's REPLICATION SLAVE ADMIN, which manages a replica and does not let the user read the binlog.
+_REPLICATION_SLAVE = re.compile(r"\bREPLICATION (?:SLAVE|REPLICA)\b(?! ADMIN)")
+
+
 def check_grants(connection: pymysql.connections.Connection) -> None:
     """Raise MissingGrantError unless the user may read the binlog and its status."""
+    flavour = server_flavour(connection)
     grants = " ".join(str(row[0]).upper() for row in query(connection, "SHOW GRANTS"))
     if "ALL PRIVILEGES ON *.*" in grants:
         return
-    for privilege in ("REPLICATION SLAVE",):
-        if privilege not in grants and "REPLICA" not in grants.replace("REPLICATION SLAVE", "REPLICA"):
-            raise MissingGrantError(
-                f"the user lacks the {privilege} privilege",
-                remedy=f"GRANT {LEAST_PRIVILEGE_GRANTS} ON *.* TO the binlake user (MySQL: REPLICATION CLIENT "
-                "instead of BINLOG MONITOR)",
-            )
+    if not _REPLICATION_SLAVE.search(grants):
+        raise MissingGrantError(
+            "the user lacks the REPLICATION SLAVE privilege",
+            remedy=f"GRANT {flavour.least_privilege_grants} ON *.* TO the binlake user ({flavour.grant_note})",
+        )
     try:
         current_position(connection)
     except SourceConnectionError as exc:
         if exc.retryable:
             raise
         raise MissingGrantError(
-            "the user may not read the binlog position (SHOW MASTER STATUS)",
-            remedy="GRANT BINLOG MONITOR (MySQL: REPLICATION CLIENT) ON *.* TO the binlake user",
+            f"the user may not read the binlog position ({flavour.status_statements[0]})",
+            remedy=f"GRANT {flavour.position_privilege} ON *.* TO the binlake user ({flavour.grant_note})",
         ) from None
 
 
 def current_position(connection: pymysql.connections.Connection) -> BinlogPosition:
     """The binlog end with the GTID state that matches it exactly, and the identity of the server.
 
-    MySQL reports file, offset and executed GTID set in one SHOW MASTER STATUS row. MariaDB needs a
-    second query for `gtid_binlog_pos`, so that query brackets SHOW MASTER STATUS and the read is
-    repeated when a commit slipped in between (a GTID state ahead of its offset would skip a transaction).
+    MySQL reports file, offset and executed GTID set in one binlog status row (SHOW BINARY LOG
+    STATUS from 8.2, SHOW MASTER STATUS before). MariaDB needs a second query for `gtid_binlog_pos`,
+    so that query brackets the status read and the read is repeated when a commit slipped in
+    between (a GTID state ahead of its offset would skip a transaction).
     """
     server = server_identity(connection)
     for _ in range(10):
         before = server_gtid(connection)
-        rows = _master_status(connection)
+        rows = _binlog_status(connection)
         file_name, position = str(rows[0][0]), int(rows[0][1])
         if len(rows[0]) > 4:  # MySQL: Executed_Gtid_Set, consistent with the offset by construction
             executed = str(rows[0][4] or "").replace("\n", "")
@@ -301,14 +415,28 @@ def current_position(connection: pymysql.connections.Connection) -> BinlogPositi
     return BinlogPosition(file=file_name, pos=position, gtid=None if gtid is None else str(gtid), server=server)
 
 
-def _master_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
+def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
+    """The binlog status row, by the statement this server's flavour and version have.
+
+    A parse error (1064) on the expected statement tries the other name once: a build whose version
+    string misleads (a fork, a proxy that rewrites VERSION()) still gets its position read.
+    """
+    flavour = server_flavour(connection)
+    preferred, other = flavour.status_statements
     try:
-        rows = query(connection, "SHOW MASTER STATUS")
+        try:
+            rows = query(connection, preferred)
+        except pymysql.MySQLError as exc:
+            if not exc.args or exc.args[0] != PARSE_ERROR:
+                raise
+            preferred = other
+            rows = query(connection, other)
     except pymysql.MySQLError as exc:
+        code = exc.args[0] if exc.args else None
         raise SourceConnectionError(
-            f"SHOW MASTER STATUS failed (MySQL error {exc.args[0]})",
-            remedy="grant REPLICATION CLIENT / BINLOG MONITOR to the binlake user",
-            retryable=exc.args[0] in (2002, 2003, 2006, 2013),
+            f"{preferred} failed on {flavour} ({_error_text(exc)})",
+            remedy=f"grant {flavour.position_privilege} to the binlake user",
+            retryable=code in CONNECTION_LOST_CODES,
         ) from None
     if not rows:
         raise ServerSettingsError("log_bin", "OFF", "ON")
@@ -318,6 +446,8 @@ def _master_status(connection: pymysql.connections.Connection) -> list[tuple[Any
 def server_identity(connection: pymysql.connections.Connection) -> ServerIdentity:
     """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none)."""
     server_id = int(query(connection, "SELECT @@GLOBAL.server_id")[0][0])
+    if server_flavour(connection).mariadb:
+        return ServerIdentity(server_id=server_id, server_uuid=None)
     try:
         uuid = query(connection, "SELECT @@GLOBAL.server_uuid")[0][0]
     except pymysql.MySQLError:
@@ -327,7 +457,8 @@ def server_identity(connection: pymysql.connections.Connection) -> ServerIdentit
 
 def server_gtid(connection: pymysql.connections.Connection) -> str | None:
     """MariaDB `gtid_binlog_pos` ('' before the first transaction), else MySQL `gtid_executed`."""
-    for variable in ("@@GLOBAL.gtid_binlog_pos", "@@GLOBAL.gtid_executed"):
+    variables = ("@@GLOBAL.gtid_binlog_pos",) if server_flavour(connection).mariadb else ("@@GLOBAL.gtid_executed",)
+    for variable in variables:
         try:
             value = query(connection, f"SELECT {variable}")[0][0]
         except pymysql.MySQLError:

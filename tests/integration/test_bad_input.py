@@ -215,7 +215,7 @@ def test_least_privilege_grants_are_enough(mariadb, database, make_config, grant
     [
         ("SELECT", TableError, "or the binlake user may not SELECT it"),
         ("REPLICATION SLAVE", MissingGrantError, "lacks the REPLICATION SLAVE privilege"),
-        ("BINLOG MONITOR", MissingGrantError, r"may not read the binlog position \(SHOW MASTER STATUS\)"),
+        ("BINLOG MONITOR", MissingGrantError, r"may not read the binlog position \(SHOW BINLOG STATUS\)"),
     ],
 )
 def test_each_missing_grant_is_named(mariadb, database, make_config, grant_user, missing: str,

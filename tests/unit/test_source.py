@@ -10,7 +10,13 @@ import pytest
 from cdc_lib.config import SourceConfig
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
 from cdc_lib.snapshot import jdbc_url
-from cdc_lib.source import _describe_connect_failure, check_server_settings, connection_settings, query
+from cdc_lib.source import (
+    ServerFlavour,
+    _describe_connect_failure,
+    check_server_settings,
+    connection_settings,
+    query,
+)
 
 
 class FakeCursor:
@@ -53,9 +59,10 @@ GRANTS = [("GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%`"
 
 def server(variables: list[tuple[str, str]], grants: list[tuple[str]] = GRANTS, status: Any = None) -> FakeConnection:
     return FakeConnection({
+        "SELECT VERSION(), @@version_comment": [("10.11.19-MariaDB-0+deb12u1-log", "Debian 12")],
         "SHOW GLOBAL VARIABLES": variables,
         "SHOW GRANTS": grants,
-        "SHOW MASTER STATUS": status if status is not None else [("mysql-bin.000003", 157)],
+        "SHOW BINLOG STATUS": status if status is not None else [("mysql-bin.000003", 157)],
         "SELECT @@GLOBAL.gtid_binlog_pos": [("0-1-5",)],
         "SELECT @@GLOBAL.server_id": [(1,)],
         "SELECT @@GLOBAL.server_uuid": pymysql.err.OperationalError(1193, "Unknown system variable 'server_uuid'"),
@@ -76,12 +83,55 @@ def test_mysql_partial_json_is_refused_and_mariadb_has_no_such_variable() -> Non
     assert "binlog_row_value_options=''" in raised.value.remedy
 
 
+def test_mysql_transaction_compression_is_refused_and_mariadb_log_bin_compress_is_not() -> None:
+    assert check_server_settings(server([*GOOD, ("binlog_transaction_compression", "OFF")]))
+    refused = "binlog_transaction_compression is 'ON', binlake needs 'OFF'"
+    with pytest.raises(ServerSettingsError, match=refused) as raised:
+        check_server_settings(server([*GOOD, ("binlog_transaction_compression", "ON")]))
+    assert "SET GLOBAL binlog_transaction_compression=OFF" in raised.value.remedy
+    assert "cannot be read, so re-snapshot" in raised.value.remedy
+    # MariaDB's per-event compression is for the binlog reader to decode or stop on, not a server refusal.
+    assert check_server_settings(server([*GOOD, ("log_bin_compress", "ON")]))
+
+
+@pytest.mark.parametrize(
+    ("version", "comment", "mariadb", "numbers", "statements", "privilege"),
+    [
+        ("10.11.19-MariaDB-0+deb12u1-log", "Debian 12", True, (10, 11, 19),
+         ("SHOW BINLOG STATUS", "SHOW MASTER STATUS"), "BINLOG MONITOR"),
+        ("11.4.4-MariaDB", "mariadb.org binary distribution", True, (11, 4, 4),
+         ("SHOW BINLOG STATUS", "SHOW MASTER STATUS"), "BINLOG MONITOR"),
+        ("5.5.5-10.4.34-MariaDB", "", True, (10, 4, 34), ("SHOW MASTER STATUS", "SHOW BINLOG STATUS"),
+         "REPLICATION CLIENT"),
+        ("8.0.36-28", "Percona Server (GPL), Release 28", False, (8, 0, 36),
+         ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"), "REPLICATION CLIENT"),
+        ("8.2.0", "MySQL Community Server - GPL", False, (8, 2, 0),
+         ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"), "REPLICATION CLIENT"),
+        ("8.4.3", "MySQL Community Server - GPL", False, (8, 4, 3),
+         ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"), "REPLICATION CLIENT"),
+        ("9.1.0-log", "MySQL Community Server - GPL", False, (9, 1, 0),
+         ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"), "REPLICATION CLIENT"),
+    ],
+)
+def test_server_flavour_picks_the_statement_and_grant_names(version: str, comment: str, mariadb: bool,
+                                                            numbers: tuple[int, int, int], statements: tuple[str, str],
+                                                            privilege: str) -> None:
+    flavour = ServerFlavour.parse(version, comment)
+    assert (flavour.mariadb, flavour.version, flavour.status_statements, flavour.position_privilege) == (
+        mariadb, numbers, statements, privilege)
+
+
 def test_settings_check_also_checks_grants_before_any_work() -> None:
     with pytest.raises(MissingGrantError, match="REPLICATION SLAVE"):
         check_server_settings(server(GOOD, grants=[("GRANT SELECT ON `shop`.* TO `cdc`@`%`",)]))
     denied = pymysql.err.OperationalError(1227, "Access denied; you need the BINLOG MONITOR privilege")
-    with pytest.raises(MissingGrantError, match="SHOW MASTER STATUS"):
+    with pytest.raises(MissingGrantError, match=r"binlog position \(SHOW BINLOG STATUS\)") as raised:
         check_server_settings(server(GOOD, status=denied))
+    assert raised.value.remedy.startswith("GRANT BINLOG MONITOR ON *.* TO the binlake user (the server is MariaDB 10")
+    # MariaDB's REPLICATION SLAVE ADMIN manages a replica; it does not allow a binlog dump.
+    with pytest.raises(MissingGrantError, match="REPLICATION SLAVE"):
+        check_server_settings(server(GOOD, grants=[("GRANT REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO c",)]))
+    assert check_server_settings(server(GOOD, grants=[("GRANT REPLICATION REPLICA, BINLOG MONITOR ON *.* TO c",)]))
     # A connection lost during the check is not a missing grant.
     lost = pymysql.err.OperationalError(2013, "Lost connection to server during query")
     with pytest.raises(SourceConnectionError, match="lost the connection to the MySQL server at db.example:3306"):

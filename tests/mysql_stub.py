@@ -1,0 +1,497 @@
+"""A MySQL-protocol stub server for tests: behaves like a MySQL 8.4 server where binlake can observe it.
+
+No MySQL server package can be installed here (Debian ships MariaDB only), so the paths that differ on
+MySQL 8.4 are proven against this stub instead: the handshake (protocol v10, the server version string,
+`caching_sha2_password` as the default plugin, fast authentication from the server's cache and full
+authentication with the RSA key exchange that pymysql does without TLS), text result sets, OK and ERR
+packets, and the statements binlake sends. What it answers is MySQL 8.4's documented behaviour:
+
+- `SHOW MASTER STATUS` is a syntax error (1064) from 8.4 on; `SHOW BINARY LOG STATUS` (8.2+) answers
+  File, Position, Binlog_Do_DB, Binlog_Ignore_DB, Executed_Gtid_Set, and needs REPLICATION CLIENT (1227);
+- `SHOW BINARY LOGS` answers Log_name, File_size, Encrypted;
+- MariaDB-only variables (`gtid_binlog_pos`) are unknown (1193);
+- COM_BINLOG_DUMP answers end-of-stream at once (a non-blocking dump at the binlog's end): enough to see
+  which statements python-mysql-replication sends before it streams, not a binlog source.
+
+It is a single in-process server on a free loopback port, one thread per connection; `queries` records
+every statement received, in order, for the tests to assert on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+# Capability flags (https://dev.mysql.com/doc/dev/mysql-server/latest/group__group__cs__capabilities__flags.html).
+CLIENT_LONG_PASSWORD = 0x1
+CLIENT_FOUND_ROWS = 0x2
+CLIENT_LONG_FLAG = 0x4
+CLIENT_CONNECT_WITH_DB = 0x8
+CLIENT_PROTOCOL_41 = 0x200
+CLIENT_TRANSACTIONS = 0x2000
+CLIENT_SECURE_CONNECTION = 0x8000
+CLIENT_MULTI_STATEMENTS = 0x10000
+CLIENT_MULTI_RESULTS = 0x20000
+CLIENT_PLUGIN_AUTH = 0x80000
+CLIENT_CONNECT_ATTRS = 0x100000
+CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 0x200000
+#: No CLIENT_SSL: the stub offers no TLS, so pymysql's caching_sha2_password full authentication must use RSA.
+SERVER_CAPABILITIES = (
+    CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB | CLIENT_PROTOCOL_41
+    | CLIENT_TRANSACTIONS | CLIENT_SECURE_CONNECTION | CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS
+    | CLIENT_PLUGIN_AUTH | CLIENT_CONNECT_ATTRS | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+)
+SERVER_STATUS_AUTOCOMMIT = 0x2
+
+COM_QUIT, COM_INIT_DB, COM_QUERY, COM_PING, COM_BINLOG_DUMP, COM_REGISTER_SLAVE = 0x01, 0x02, 0x03, 0x0E, 0x12, 0x15
+MYSQL_TYPE_LONGLONG, MYSQL_TYPE_VAR_STRING = 0x08, 0xFD
+UTF8MB4_0900_AI_CI = 255
+
+
+
+@dataclass(frozen=True)
+class StubError(Exception):
+    """An ERR packet the stub answers with."""
+
+    code: int
+    message: str
+    sqlstate: str = "HY000"
+
+
+def _parse_error(near: str) -> StubError:
+    return StubError(
+        1064,
+        "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version "
+        f"for the right syntax to use near '{near}' at line 1",
+        "42000",
+    )
+
+
+@dataclass
+class MySQLStub:
+    """The server's state; tests change it between connections (it is read per statement)."""
+
+    version: str = "8.4.3"
+    version_comment: str = "MySQL Community Server - GPL"
+    auth_plugin: str = "caching_sha2_password"
+    user: str = "cdc"
+    password: str = "cdc-password"
+    #: Global variables as SHOW GLOBAL VARIABLES shows them: MySQL 8.4's defaults plus what binlake needs.
+    variables: dict[str, str] = field(default_factory=lambda: {
+        "log_bin": "ON",
+        "binlog_format": "ROW",
+        "binlog_row_image": "FULL",
+        "binlog_row_metadata": "FULL",
+        "binlog_row_value_options": "",
+        "binlog_transaction_compression": "OFF",
+        "binlog_checksum": "CRC32",
+        "binlog_expire_logs_seconds": "2592000",
+        "server_id": "1",
+        "server_uuid": "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+        "gtid_mode": "ON",
+        "gtid_executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57",
+    })
+    grants: list[str] = field(default_factory=lambda: [
+        "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+        "GRANT SELECT ON `shop`.* TO `cdc`@`%`",
+    ])
+    binary_logs: list[tuple[str, int]] = field(
+        default_factory=lambda: [("binlog.000002", 1_201), ("binlog.000003", 157)]
+    )
+    #: Result sets for other statements, by the statement's start (e.g. the information_schema queries).
+    extra: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
+    #: What VERSION() answers when it differs from the handshake's version (a proxy, a relabelled build).
+    reported_version: str | None = None
+    #: Statements received, in order (COM_BINLOG_DUMP is recorded as "<COM_BINLOG_DUMP file:pos>").
+    queries: list[str] = field(default_factory=list)
+    #: Users in the server's caching_sha2_password cache: fast authentication succeeds for them. MySQL empties
+    #: it on restart and FLUSH PRIVILEGES, so the first login after either takes the full (RSA) path, which adds them.
+    sha2_cache: set[str] = field(default_factory=set)
+    #: How each login authenticated: "native", "sha2-fast", "sha2-full-rsa".
+    logins: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._rsa_key: Any = None
+        self.port = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> MySQLStub:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        thread = threading.Thread(target=self._accept, name="mysql-stub-accept", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> MySQLStub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        thread_id = 7
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            thread_id += 1
+            thread = threading.Thread(target=self._serve, args=(client, thread_id), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    # -- wire ----------------------------------------------------------------------------------------
+
+    def _serve(self, client: socket.socket, thread_id: int) -> None:
+        wire = _Wire(client)
+        try:
+            if self._authenticate(wire, thread_id):
+                self._commands(wire)
+        except (ConnectionError, OSError, EOFError):
+            pass
+        finally:
+            client.close()
+
+    def _authenticate(self, wire: _Wire, thread_id: int) -> bool:
+        salt = bytes(b % 94 + 33 for b in os.urandom(20))  # printable and never NUL, like MySQL's
+        wire.send(self._handshake(thread_id, salt))
+        response = wire.receive()
+        user, auth_response, plugin = _parse_handshake_response(response)
+        if user != self.user:
+            return self._deny(wire, user)
+        if self.auth_plugin == "mysql_native_password":
+            if plugin != "mysql_native_password":
+                wire.send(b"\xfe" + b"mysql_native_password\0" + salt + b"\0")
+                auth_response = wire.receive()
+            if auth_response != _native_scramble(self.password.encode(), salt):
+                return self._deny(wire, user)
+            self.logins.append("native")
+            wire.send(_ok())
+            return True
+        # caching_sha2_password, MySQL 8's default.
+        if plugin != "caching_sha2_password":
+            wire.send(b"\xfe" + b"caching_sha2_password\0" + salt + b"\0")
+            auth_response = wire.receive()
+        if auth_response != _sha2_scramble(self.password.encode(), salt):
+            return self._deny(wire, user)
+        with self._lock:
+            cached = user in self.sha2_cache
+        if cached:
+            wire.send(b"\x01\x03")  # fast_auth_success, then OK
+            self.logins.append("sha2-fast")
+            wire.send(_ok())
+            return True
+        wire.send(b"\x01\x04")  # perform_full_authentication
+        request = wire.receive()
+        if request != b"\x02":  # only the RSA key exchange: the stub offers no TLS
+            return self._deny(wire, user)
+        wire.send(b"\x01" + self._public_key_pem())
+        encrypted = wire.receive()
+        if self._decrypt_password(encrypted, salt) != self.password.encode() + b"\0":
+            return self._deny(wire, user)
+        with self._lock:
+            self.sha2_cache.add(user)
+        self.logins.append("sha2-full-rsa")
+        wire.send(_ok())
+        return True
+
+    def _deny(self, wire: _Wire, user: str) -> bool:
+        wire.send(_err(StubError(1045, f"Access denied for user '{user}'@'localhost' (using password: YES)", "28000")))
+        return False
+
+    def _handshake(self, thread_id: int, salt: bytes) -> bytes:
+        return (
+            b"\x0a" + self.version.encode() + b"\0"
+            + struct.pack("<I", thread_id)
+            + salt[:8] + b"\0"
+            + struct.pack("<H", SERVER_CAPABILITIES & 0xFFFF)
+            + bytes([UTF8MB4_0900_AI_CI])
+            + struct.pack("<H", SERVER_STATUS_AUTOCOMMIT)
+            + struct.pack("<H", SERVER_CAPABILITIES >> 16)
+            + bytes([len(salt) + 1])
+            + b"\0" * 10
+            + salt[8:] + b"\0"
+            + self.auth_plugin.encode() + b"\0"
+        )
+
+    def _public_key_pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        with self._lock:
+            if self._rsa_key is None:
+                self._rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return self._rsa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    def _decrypt_password(self, encrypted: bytes, salt: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        try:
+            plain = self._rsa_key.decrypt(
+                encrypted, padding.OAEP(mgf=padding.MGF1(algorithm=hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
+            )
+        except ValueError:
+            return b""
+        return bytes(byte ^ salt[i % len(salt)] for i, byte in enumerate(plain))
+
+    def _commands(self, wire: _Wire) -> None:
+        while True:
+            packet = wire.receive(new_command=True)
+            command, body = packet[0], packet[1:]
+            if command == COM_QUIT:
+                return
+            if command in (COM_PING, COM_INIT_DB, COM_REGISTER_SLAVE):
+                wire.send(_ok())
+                continue
+            if command == COM_BINLOG_DUMP:
+                position, _flags, _server_id = struct.unpack("<IHI", body[:10])
+                self.queries.append(f"<COM_BINLOG_DUMP {body[10:].decode()}:{position}>")
+                wire.send(b"\xfe\0\0\0\0")  # end of a non-blocking dump
+                continue
+            if command != COM_QUERY:
+                wire.send(_err(StubError(1047, "Unknown command", "08S01")))
+                continue
+            sql = body.decode("utf-8")
+            self.queries.append(sql)
+            try:
+                result = self.answer(sql)
+            except StubError as error:
+                wire.send(_err(error))
+                continue
+            if result is None:
+                wire.send(_ok())
+            else:
+                for reply in _result_set(*result):
+                    wire.send(reply)
+
+    # -- statements --------------------------------------------------------------------------------
+
+    def answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+        """Columns and rows of a result set, None for OK; raises StubError for an ERR packet."""
+        text = " ".join(sql.strip().rstrip(";").split())
+        upper = text.upper()
+        for start, result in self.extra.items():
+            if upper.startswith(" ".join(start.split()).upper()):
+                return result
+        if upper.startswith("SET "):
+            return None
+        if upper == "SHOW MASTER STATUS":
+            if self._version() >= (8, 4, 0):
+                raise _parse_error("MASTER STATUS")
+            return self._binlog_status()
+        if upper == "SHOW BINARY LOG STATUS":
+            if self._version() < (8, 2, 0):
+                raise _parse_error("BINARY LOG STATUS")
+            return self._binlog_status()
+        if upper in ("SHOW BINARY LOGS", "SHOW MASTER LOGS"):
+            if upper == "SHOW MASTER LOGS" and self._version() >= (8, 4, 0):
+                raise _parse_error("MASTER LOGS")
+            self._require("REPLICATION CLIENT", "SUPER, REPLICATION CLIENT")
+            return ["Log_name", "File_size", "Encrypted"], [(name, size, "No") for name, size in self.binary_logs]
+        if upper == "SHOW GRANTS":
+            return [f"Grants for {self.user}@%"], [(grant,) for grant in self.grants]
+        match = re.match(r"^SHOW (?:GLOBAL |SESSION )?VARIABLES (WHERE VARIABLE_NAME IN|LIKE) (.*)$", upper)
+        if match:
+            wanted = [name.lower() for name in re.findall(r"'([^']*)'", text)]
+            rows = [(name, value) for name, value in self.variables.items()
+                    if any(re.fullmatch(pattern.replace("%", ".*").replace("_", "."), name) for pattern in wanted)]
+            return ["Variable_name", "Value"], rows
+        if upper.startswith("SELECT "):
+            return self._select(text[len("SELECT "):])
+        raise StubError(1105, f"mysql stub: no answer for {text[:80]!r}")
+
+    def _version(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", self.version)[:3])
+
+    def _require(self, privilege: str, names: str) -> None:
+        joined = " ".join(self.grants).upper()
+        if privilege not in joined and "ALL PRIVILEGES ON *.*" not in joined:
+            raise StubError(
+                1227, f"Access denied; you need (at least one of) the {names} privilege(s) for this operation", "42000"
+            )
+
+    def _binlog_status(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        self._require("REPLICATION CLIENT", "SUPER, REPLICATION CLIENT")
+        columns = ["File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB", "Executed_Gtid_Set"]
+        if self.variables.get("log_bin", "ON") != "ON":
+            return columns, []
+        name, size = self.binary_logs[-1]
+        return columns, [(name, size, "", "", self.variables.get("gtid_executed", ""))]
+
+    def _select(self, expressions: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        names, row = [], []
+        for expression in (part.strip() for part in expressions.split(",")):
+            names.append(expression)
+            lowered = expression.lower()
+            if lowered == "version()":
+                row.append(self.reported_version or self.version)
+            elif lowered in ("1", "@@version_comment"):
+                row.append(1 if lowered == "1" else self.version_comment)
+            elif lowered.startswith("@@"):
+                variable = lowered.removeprefix("@@").removeprefix("global.").removeprefix("session.")
+                if variable == "version":
+                    row.append(self.version)
+                elif variable in self.variables:
+                    value = self.variables[variable]
+                    row.append(int(value) if value.isdigit() else value)
+                else:
+                    raise StubError(1193, f"Unknown system variable '{variable}'")
+            else:
+                raise StubError(1105, f"mysql stub: no answer for SELECT {expression!r}")
+        return names, [tuple(row)]
+
+
+class _Wire:
+    """MySQL packets over a socket: 3-byte length, 1-byte sequence id."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sequence = 0
+
+    def _exactly(self, count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = self.sock.recv(count - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def receive(self, *, new_command: bool = False) -> bytes:
+        header = self._exactly(4)
+        length = int.from_bytes(header[:3], "little")
+        if new_command:
+            self.sequence = 0
+        if header[3] != self.sequence:
+            raise ConnectionError(f"packet sequence {header[3]}, expected {self.sequence}")
+        self.sequence = (header[3] + 1) % 256
+        return self._exactly(length)
+
+    def send(self, payload: bytes) -> None:
+        self.sock.sendall(len(payload).to_bytes(3, "little") + bytes([self.sequence]) + payload)
+        self.sequence = (self.sequence + 1) % 256
+
+
+def _lenenc_int(value: int) -> bytes:
+    if value < 251:
+        return bytes([value])
+    if value < 2**16:
+        return b"\xfc" + struct.pack("<H", value)
+    if value < 2**24:
+        return b"\xfd" + struct.pack("<I", value)[:3]
+    return b"\xfe" + struct.pack("<Q", value)
+
+
+def _lenenc_str(value: bytes) -> bytes:
+    return _lenenc_int(len(value)) + value
+
+
+def _read_lenenc_int(data: bytes, offset: int) -> tuple[int, int]:
+    first = data[offset]
+    if first < 251:
+        return first, offset + 1
+    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+    return int.from_bytes(data[offset + 1:offset + 1 + width], "little"), offset + 1 + width
+
+
+def _parse_handshake_response(data: bytes) -> tuple[str, bytes, str]:
+    """User, auth response and plugin name of a HandshakeResponse41."""
+    flags = struct.unpack("<I", data[:4])[0]
+    offset = 32
+    end = data.index(b"\0", offset)
+    user = data[offset:end].decode()
+    offset = end + 1
+    if flags & CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA:
+        length, offset = _read_lenenc_int(data, offset)
+    else:
+        length, offset = data[offset], offset + 1
+    auth = data[offset:offset + length]
+    offset += length
+    if flags & CLIENT_CONNECT_WITH_DB and offset < len(data):
+        offset = data.index(b"\0", offset) + 1
+    plugin = ""
+    if flags & CLIENT_PLUGIN_AUTH and offset < len(data):
+        end = data.index(b"\0", offset)
+        plugin = data[offset:end].decode()
+    return user, auth, plugin
+
+
+def _native_scramble(password: bytes, salt: bytes) -> bytes:
+    """XOR(SHA1(password), SHA1(nonce + SHA1(SHA1(password)))), as the server checks it."""
+    stage1 = hashlib.sha1(password).digest()
+    mask = hashlib.sha1(salt[:20] + hashlib.sha1(stage1).digest()).digest()
+    return bytes(a ^ b for a, b in zip(stage1, mask, strict=True))
+
+
+def _sha2_scramble(password: bytes, salt: bytes) -> bytes:
+    """XOR(SHA256(password), SHA256(SHA256(SHA256(password)) + nonce)), as the server checks it."""
+    first = hashlib.sha256(password).digest()
+    second = hashlib.sha256(hashlib.sha256(first).digest() + salt[:20]).digest()
+    return bytes(a ^ b for a, b in zip(first, second, strict=True))
+
+
+def _ok() -> bytes:
+    return b"\x00" + _lenenc_int(0) + _lenenc_int(0) + struct.pack("<HH", SERVER_STATUS_AUTOCOMMIT, 0)
+
+
+def _eof() -> bytes:
+    return b"\xfe" + struct.pack("<HH", 0, SERVER_STATUS_AUTOCOMMIT)
+
+
+def _err(error: StubError) -> bytes:
+    return b"\xff" + struct.pack("<H", error.code) + b"#" + error.sqlstate.encode() + error.message.encode()
+
+
+def _column(name: str, numeric: bool) -> bytes:
+    encoded = name.encode()
+    return (
+        _lenenc_str(b"def") + _lenenc_str(b"") + _lenenc_str(b"") + _lenenc_str(b"")
+        + _lenenc_str(encoded) + _lenenc_str(encoded)
+        + b"\x0c"
+        + struct.pack("<H", 63 if numeric else UTF8MB4_0900_AI_CI)
+        + struct.pack("<I", 21 if numeric else 1024)
+        + bytes([MYSQL_TYPE_LONGLONG if numeric else MYSQL_TYPE_VAR_STRING])
+        + struct.pack("<H", 0x20 if numeric else 0)  # UNSIGNED for numbers
+        + b"\0" + b"\0\0"
+    )
+
+
+def _result_set(columns: list[str], rows: list[tuple[Any, ...]]) -> list[bytes]:
+    numeric = [bool(rows) and all(isinstance(row[i], int) for row in rows) for i in range(len(columns))]
+    packets = [_lenenc_int(len(columns))]
+    packets += [_column(name, numeric[i]) for i, name in enumerate(columns)]
+    packets.append(_eof())
+    for row in rows:
+        packets.append(b"".join(b"\xfb" if value is None else _lenenc_str(str(value).encode()) for value in row))
+    packets.append(_eof())
+    return packets

@@ -28,10 +28,11 @@ from assets.naming import (
     RUNWAY_CHECK,
     PipelineNames,
 )
-from cdc_lib.checks import ReconciliationReport, TableRunway, binlog_runway, reconcile_table
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline, TableStatus
+from cdc_lib.reconciliation import ReconciliationReport, reconcile_table
+from cdc_lib.runway import TableRunway, binlog_runway
 from orchestration.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
 
 ERROR = dg.AssetCheckSeverity.ERROR
@@ -190,6 +191,8 @@ def reconciliation_result(key: dg.AssetKey, report: ReconciliationReport) -> dg.
     }
     if report.mismatches:
         metadata["mismatches"] = dg.MetadataValue.json([m.to_json() for m in report.mismatches[:10]])
+    if report.drift is not None:
+        metadata["drifting_rows"] = dg.MetadataValue.json(report.drift.to_json())
     if report.schema_differences:
         metadata["schema_differences"] = dg.MetadataValue.json(list(report.schema_differences))
     if report.notes:

@@ -9,7 +9,6 @@ import pytest
 
 from assets.naming import PipelineNames, dagster_name
 from assets.tables import BatchSummary, column_schema, observation_metadata
-from cdc_lib.checks import ExpirySettings, FloatTally, probe_server_id, runway_seconds
 from cdc_lib.errors import (
     BinlogPurgedError,
     ConcurrentRunError,
@@ -21,6 +20,8 @@ from cdc_lib.errors import (
 )
 from cdc_lib.failures import classify
 from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
+from cdc_lib.reconciliation import FloatTally
+from cdc_lib.runway import ExpirySettings, probe_server_id, runway_seconds
 from orchestration.resources import engine_errors
 from orchestration.sensors import SnapshotCursor
 from orchestration.settings import OrchestrationSettings

@@ -1,14 +1,16 @@
-"""Chunked reconciliation and binlog runway (cdc_lib.checks) against the real MariaDB, Spark and Delta."""
+"""Chunked reconciliation (cdc_lib.reconciliation) and binlog runway (cdc_lib.runway), real MariaDB, Spark, Delta."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import replace
 
 import pytest
 
-from cdc_lib.checks import binlog_runway, file_created_at, reconcile_table
 from cdc_lib.pipeline import Pipeline
+from cdc_lib.reconciliation import reconcile_table
+from cdc_lib.runway import binlog_runway, file_created_at
 from cdc_lib.spark import spark_session
 from tests.dagster.conftest import Shop
 
@@ -97,3 +99,36 @@ def test_float_values_swapped_between_rows_do_not_cancel_out(shop: Shop, loaded:
     table.update("id = 3", {"weight": "CAST(0.666667 AS FLOAT)"})
     report = reconcile_table(loaded, orders, chunk_rows=7)
     assert [mismatch.where for mismatch in report.mismatches] == ["id < 8"]
+
+
+def test_cli_reconcile_names_the_keys_of_the_drifting_chunks(
+    shop: Shop, loaded: Pipeline, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`binlake reconcile` runs the chunked check and then tells, per drifting chunk, which keys differ and how."""
+    from delta.tables import DeltaTable
+
+    from cdc_lib import cli
+
+    monkeypatch.setattr(cli, "configure_logging", lambda *_, **__: None)  # keep pytest's log capture
+    customers, orders = f"{shop.database}.customers", f"{shop.database}.orders"
+    table = DeltaTable.forPath(spark_session(loaded.config.spark), loaded.table_path(orders))
+    table.update("id = 30", {"note": "'tampered'"})  # differing
+    table.delete("id = 41")  # missing in Delta
+    # Gone from the source without a binlog event: the offset stays at the binlog end, so the drift is confirmed.
+    shop.sql("SET SESSION sql_log_bin = 0", "DELETE FROM orders WHERE id = 7")  # extra in Delta
+    arguments = ["--config", str(shop.config_path), "reconcile", "--table", customers, "--table", orders,
+                 "--chunk-rows", "7"]
+
+    assert cli.main(arguments) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"MATCH {customers}: source 20 rows, Delta 20 rows, missing 0, extra 0"
+    assert lines[1] == f"DRIFT {orders}: source 59 rows, Delta 59 rows, missing 1, extra 1, differing 1"
+    assert lines[2].startswith("  3 of 9 chunks differ: ")
+    assert lines[3:] == ["  missing in Delta: 41", "  extra in Delta: 7", "  differing: 30"]
+
+    assert cli.main([*arguments, "--json"]) == 1
+    reports = json.loads(capsys.readouterr().out)
+    assert [report["matches"] for report in reports] == [True, False] and reports[1]["confirmed"]
+    drift = reports[1]["drift"]
+    assert (drift["missing_keys"], drift["extra_keys"], drift["differing_keys"]) == ([["41"]], [["7"]], [["30"]])
+    assert reports[0]["drift"] is None

@@ -40,6 +40,7 @@ import pymysql
 
 from cdc_lib import source as mysql
 from cdc_lib.errors import NotSnapshottedError
+from cdc_lib.key_ranges import integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.offsets import PipelineState
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.source import TableRef
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 ChunkMode = Literal["key_range", "key_hash"]
 
-_INTEGER_TARGETS = {"tinyint", "smallint", "int", "bigint", "decimal(20,0)"}
 _FLOAT_TARGETS = {"float", "double"}
 _TEXT_KINDS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _NULL_MARK = "N"
@@ -184,10 +184,6 @@ def bucket_expression(value: Column, boundaries: list[Any], offset: int = 0) -> 
     )
 
 
-def _table_sql(ref: TableRef) -> str:
-    return f"{quote_identifier(ref.database)}.{quote_identifier(ref.table)}"
-
-
 def plan_chunks(
     connection: pymysql.connections.Connection,
     ref: TableRef,
@@ -197,38 +193,19 @@ def plan_chunks(
     chunk_rows: int,
     max_chunks: int,
 ) -> ChunkPlan:
-    """Cut a table into chunks of about `chunk_rows` rows (at most `max_chunks` of them)."""
+    """Cut a table into chunks of about `chunk_rows` rows (at most `max_chunks` of them).
+
+    An integer leading key column is cut into ranges of equal width (`cdc_lib.key_ranges`, as the snapshot
+    does); any other key into buckets of a hash of the whole key, since MySQL and Spark order text differently.
+    """
     chunk_rows = max(chunk_rows, math.ceil(rows / max_chunks) if max_chunks else chunk_rows, 1)
     lead = key[0]
-    if spark_type_ddl(lead) in _INTEGER_TARGETS:
-        return ChunkPlan("key_range", key, tuple(_range_boundaries(connection, ref, lead, chunk_rows)))
+    if is_integer(lead):
+        ranges = max(1, math.ceil(rows / chunk_rows))
+        return ChunkPlan("key_range", key, tuple(integer_cuts(connection, ref, lead.name, ranges=ranges)))
     if any(spark_type_ddl(column) in _FLOAT_TARGETS for column in key):
         return ChunkPlan("key_hash", key, buckets=1)
     return ChunkPlan("key_hash", key, buckets=max(1, math.ceil(rows / chunk_rows)))
-
-
-def _range_boundaries(
-    connection: pymysql.connections.Connection, ref: TableRef, lead: ColumnInfo, chunk_rows: int
-) -> list[Any]:
-    """Walk the primary-key index: each boundary is the key `chunk_rows` rows after the previous one."""
-    table, column = _table_sql(ref), quote_identifier(lead.name)
-    boundaries: list[Any] = []
-    while True:
-        where = f"WHERE {column} >= {connection.escape(boundaries[-1])} " if boundaries else ""
-        found = mysql.query(
-            connection, f"SELECT {column} FROM {table} {where}ORDER BY {column} LIMIT 1 OFFSET {chunk_rows}"
-        )
-        if not found:
-            return boundaries
-        value = found[0][0]
-        if boundaries and value <= boundaries[-1]:
-            # More than chunk_rows rows share the leading key value: move to the next value.
-            after = connection.escape(boundaries[-1])
-            found = mysql.query(connection, f"SELECT MIN({column}) FROM {table} WHERE {column} > {after}")
-            value = found[0][0] if found else None
-            if value is None:
-                return boundaries
-        boundaries.append(value)
 
 
 # -- tallies --------------------------------------------------------------------------------------
@@ -313,7 +290,7 @@ def source_tallies(
     only: set[int] | None = None,
 ) -> dict[int, ChunkTally]:
     """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
-    table, aggregates = _table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
+    table, aggregates = table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
     tallies: dict[int, ChunkTally] = {}
     if plan.mode == "key_hash":
         bucket = _mysql_key_bucket(plan)
@@ -440,7 +417,7 @@ def source_rows(
     rows: dict[tuple[str, ...], RowFacts] = {}
     for chunk in chunks:
         where = _chunk_where(connection, plan, chunk)
-        for row in mysql.query(connection, f"SELECT {selected} FROM {_table_sql(ref)}{where}"):
+        for row in mysql.query(connection, f"SELECT {selected} FROM {table_sql(ref)}{where}"):
             rows[tuple(_text(value) for value in row[:width])] = (int(row[width] or 0), _floats(row[width + 1 :]))
     return rows
 
@@ -599,7 +576,7 @@ def reconcile_table(
 
         end_before = mysql.current_position(connection)
         quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection), end_before)
-        rows = int(mysql.query(connection, f"SELECT COUNT(*) FROM {_table_sql(ref)}")[0][0])
+        rows = row_count(connection, ref)
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
         source = source_tallies(connection, ref, plan, hashed, floats)
         delta = delta_tallies(frame, plan, hashed, floats)

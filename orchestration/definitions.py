@@ -24,6 +24,7 @@ from cdc_lib.catalog import table_names, table_patterns
 from cdc_lib.config import PipelineConfig, load_configs
 from cdc_lib.errors import ConfigError
 from cdc_lib.s3 import split_s3_uri
+from cdc_lib.source import TableRef
 from orchestration.jobs import build_jobs
 from orchestration.resources import BinlakeResource
 from orchestration.schedules import build_reconcile_schedule, build_sync_schedule
@@ -163,8 +164,8 @@ def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) 
                 )
             by_bucket[bucket] = (config.pipeline, config.sink.s3)
         for table in tables[config.pipeline]:
-            database, _, name = table.partition(".")
-            path = config.sink.table_path(database, name)
+            ref = TableRef.parse(table)
+            path = config.sink.table_path(ref.database, ref.table)
             if path in by_table_path:
                 other, other_table = by_table_path[path]
                 raise ConfigError(

@@ -28,12 +28,12 @@ from assets.naming import (
     RUNWAY_CHECK,
     PipelineNames,
 )
+from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline, TableStatus
 from cdc_lib.reconciliation import ReconciliationReport, reconcile_table
 from cdc_lib.runway import TableRunway, binlog_runway
-from orchestration.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
 
 ERROR = dg.AssetCheckSeverity.ERROR
 WARN = dg.AssetCheckSeverity.WARN

@@ -26,6 +26,7 @@ import dagster as dg
 
 from assets.checks import health_check_specs, health_results
 from assets.naming import PipelineNames
+from assets.resources import TRANSIENT_RETRY, engine_errors
 from cdc_lib.config import PipelineConfig
 from cdc_lib.offsets import PipelineState
 from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
@@ -33,7 +34,6 @@ from cdc_lib.snapshot import SnapshotResult
 from cdc_lib.source import TableRef
 from cdc_lib.source import TableSchema as SourceSchema
 from cdc_lib.types import spark_type_ddl
-from orchestration.resources import TRANSIENT_RETRY, engine_errors
 
 KINDS = {"mysql", "spark", "delta"}
 

@@ -24,9 +24,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from assets.resources import DEFAULT_LAG_WARN_SECONDS
 from cdc_lib.errors import ConfigError
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
-from orchestration.resources import DEFAULT_LAG_WARN_SECONDS
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from assets.naming import PipelineNames, dagster_name
+from assets.resources import engine_errors
 from assets.tables import BatchSummary, column_schema, observation_metadata
 from cdc_lib.errors import (
     BinlogPurgedError,
@@ -22,7 +23,6 @@ from cdc_lib.failures import classify
 from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
 from cdc_lib.reconciliation import FloatTally
 from cdc_lib.runway import ExpirySettings, probe_server_id, runway_seconds
-from orchestration.resources import engine_errors
 from orchestration.sensors import SnapshotCursor
 from orchestration.settings import OrchestrationSettings
 

@@ -5,6 +5,9 @@ are re-raised so the asset's `RetryPolicy` retries them. Permanent ones (bad
 credentials, purged binlog, schema change, bad config) become
 `dagster.Failure(allow_retries=False)`: the run fails at once, with the
 remedy in its metadata.
+
+It sits with the assets, below `orchestration`: the assets and checks call the
+engine through it, and the definitions hand one to each pipeline.
 """
 
 from __future__ import annotations

@@ -28,11 +28,12 @@ from assets.naming import (
     RUNWAY_CHECK,
     PipelineNames,
 )
-from cdc_lib.checks import ReconciliationReport, TableRunway, binlog_runway, reconcile_table
+from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline, TableStatus
-from orchestration.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
+from cdc_lib.reconciliation import ReconciliationReport, reconcile_table
+from cdc_lib.runway import TableRunway, binlog_runway
 
 ERROR = dg.AssetCheckSeverity.ERROR
 WARN = dg.AssetCheckSeverity.WARN
@@ -190,6 +191,8 @@ def reconciliation_result(key: dg.AssetKey, report: ReconciliationReport) -> dg.
     }
     if report.mismatches:
         metadata["mismatches"] = dg.MetadataValue.json([m.to_json() for m in report.mismatches[:10]])
+    if report.drift is not None:
+        metadata["drifting_rows"] = dg.MetadataValue.json(report.drift.to_json())
     if report.schema_differences:
         metadata["schema_differences"] = dg.MetadataValue.json(list(report.schema_differences))
     if report.notes:

@@ -9,18 +9,16 @@ Keys and names carry the pipeline name, so several pipelines in one deployment n
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from cdc_lib.deployment import name_slug
 from cdc_lib.source import TableRef
 
 if TYPE_CHECKING:
-    from orchestration.resources import BinlakeResource
-
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_]")
+    from assets.resources import BinlakeResource
 
 CONSISTENCY_CHECK = "consistency"
 LAG_CHECK = "lag"
@@ -33,7 +31,7 @@ LEASE_TAG = "binlake/lease"
 
 def dagster_name(text: str) -> str:
     """`text` with every character Dagster refuses in names (jobs, groups, ops) replaced by '_'."""
-    return _NOT_NAME.sub("_", text)
+    return name_slug(text)
 
 
 @dataclass(frozen=True)

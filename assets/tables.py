@@ -19,21 +19,21 @@ micro-batch step, so every scheduled run refreshes them for every table.
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dagster as dg
 
 from assets.checks import health_check_specs, health_results
 from assets.naming import PipelineNames
+from assets.resources import TRANSIENT_RETRY, engine_errors
 from cdc_lib.config import PipelineConfig
 from cdc_lib.offsets import PipelineState
-from cdc_lib.pipeline import Pipeline, SyncResult, TableStatus
+from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
 from cdc_lib.snapshot import SnapshotResult
 from cdc_lib.source import TableRef
 from cdc_lib.source import TableSchema as SourceSchema
 from cdc_lib.types import spark_type_ddl
-from orchestration.resources import TRANSIENT_RETRY, engine_errors
 
 KINDS = {"mysql", "spark", "delta"}
 
@@ -116,23 +116,6 @@ def status_metadata(status: TableStatus | None) -> dict[str, Any]:
 
 
 @dataclass
-class TableBatch:
-    """One table's share of the micro-batches a run made."""
-
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    rows_written: int = 0
-    delta_version: int | None = None
-    position: str | None = None
-    error: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.rows_written > 0 or self.inserted + self.updated + self.deleted > 0
-
-
-@dataclass
 class BatchSummary:
     """The micro-batches of one run, added up."""
 
@@ -142,7 +125,8 @@ class BatchSummary:
     seconds: float = 0.0
     batch_seq: int | None = None
     spark_started: bool = False
-    tables: dict[str, TableBatch] = field(default_factory=dict)
+    #: Per table, its results added up: counts summed, the last batch's Delta version and position, any error.
+    tables: dict[str, TableBatchResult] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -157,15 +141,23 @@ class BatchSummary:
             summary.spark_started = summary.spark_started or result.spark_started
             summary.skipped.update(result.skipped_tables)
             for table_result in result.tables:
-                table = summary.tables.setdefault(table_result.table, TableBatch())
-                table.inserted += table_result.inserted
-                table.updated += table_result.updated
-                table.deleted += table_result.deleted
-                table.rows_written += table_result.rows_written
-                table.delta_version = table_result.delta_version
-                table.position = table_result.position
-                table.error = table_result.error or table.error
+                earlier = summary.tables.get(table_result.table)
+                summary.tables[table_result.table] = table_result if earlier is None else replace(
+                    table_result,
+                    inserted=earlier.inserted + table_result.inserted,
+                    updated=earlier.updated + table_result.updated,
+                    deleted=earlier.deleted + table_result.deleted,
+                    rows_written=earlier.rows_written + table_result.rows_written,
+                    error=table_result.error or earlier.error,
+                )
         return summary
+
+    def changed(self, table: str) -> bool:
+        """Whether the run's batches wrote to the table (or decoded changes for it)."""
+        result = self.tables.get(table)
+        if result is None:
+            return False
+        return result.rows_written > 0 or result.inserted + result.updated + result.deleted > 0
 
     def metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {
@@ -377,7 +369,7 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
             changes = batch.tables.get(table)
             if changes is not None and changes.error:
                 context.log.error(f"{table} stopped: {changes.error}")
-            if changes is not None and changes.changed:
+            if batch.changed(table):
                 metadata = change_metadata(table, batch, status, state, pipeline)
                 if key in selected:
                     yield dg.MaterializeResult(asset_key=key, metadata=metadata)

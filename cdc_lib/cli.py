@@ -12,6 +12,8 @@ from typing import Any
 
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
+from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
+from cdc_lib.report import format_reconciliation, format_status
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 log = logging.getLogger("binlake")
@@ -83,9 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--runway-warn-hours", type=float, default=DEFAULT_RUNWAY_WARN_HOURS,
         help="flag tables whose binlog the server purges within this many hours (default %(default)g)",
     )
-    reconcile = commands.add_parser("reconcile", help="compare source and Delta row by row; exit 1 on drift")
-    reconcile.add_argument("--table", action="append")
+    reconcile = commands.add_parser(
+        "reconcile", help="compare source and Delta chunk by chunk, then the rows of differing chunks; exit 1 on drift"
+    )
+    reconcile.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
     reconcile.add_argument("--json", action="store_true")
+    reconcile.add_argument(
+        "--chunk-rows", type=int, default=RECONCILE_CHUNK_ROWS, help="rows per compared chunk (default %(default)d)"
+    )
     demo = commands.add_parser("demo", help="run the end-to-end demo against a private MariaDB")
     demo.add_argument("--workdir", default=".binlake-demo", help="where the demo keeps MariaDB, lake and config")
     demo.add_argument("--keep-running", action="store_true", help="leave the demo MariaDB running afterwards")
@@ -168,61 +175,16 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(format_status(statuses))
         return 1 if any(status.error for status in statuses) else 0
     if arguments.command == "reconcile":
-        from cdc_lib.reconcile import reconcile
+        from cdc_lib.reconciliation import reconcile
 
-        results = reconcile(pipeline, arguments.table)
+        reports = reconcile(pipeline, arguments.table, chunk_rows=arguments.chunk_rows)
         if arguments.json:
-            print(json.dumps([_jsonable(result.to_json()) for result in results], indent=1))
+            print(json.dumps([_jsonable(report.to_json()) for report in reports], indent=1))
         else:
-            for result in results:
-                verdict = "MATCH" if result.matches else "DRIFT"
-                print(
-                    f"{verdict} {result.table}: source {result.source_rows} rows, Delta {result.delta_rows} rows, "
-                    f"missing {result.missing_in_delta}, extra {result.extra_in_delta}"
-                    + (f", sample keys {result.sample_keys}" if result.sample_keys else "")
-                )
-        return 0 if all(result.matches for result in results) else 1
+            for report in reports:
+                print("\n".join(format_reconciliation(report)))
+        return 0 if all(report.matches for report in reports) else 1
     raise AssertionError(arguments.command)
-
-
-def format_status(statuses: Sequence[Any]) -> str:
-    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v",
-              "runway", "error")
-    rows = [header]
-    for status in statuses:
-        rows.append(
-            (
-                status.table,
-                ("yes" if status.consistent else "no") if status.snapshotted else "not snapshotted",
-                status.position or "-",
-                status.high_watermark or "-",
-                "-" if status.lag_bytes is None else str(status.lag_bytes),
-                "-" if status.lag_events is None else str(status.lag_events),
-                "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
-                "-" if status.delta_version is None else str(status.delta_version),
-                _runway_text(status),
-                status.error or "",
-            )
-        )
-    widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
-    lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _runway_text(status: Any) -> str:
-    runway = status.runway
-    if not runway:
-        return "-"
-    if runway["purged"]:
-        text = f"PURGED ({runway['needed_file']})"
-    elif runway["runway_seconds"] is None:
-        text = "unbounded"
-    else:
-        text = f"{runway['runway_seconds'] / 3600:.1f}h"
-    oldest_age = runway.get("oldest_on_server_age_seconds")
-    if runway["oldest_on_server"] and oldest_age is not None:
-        text += f" (oldest {runway['oldest_on_server']}, {oldest_age / 3600:.1f}h old)"
-    return f"WARNING {text}" if status.runway_warning else text
 
 
 def _jsonable(value: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,7 +233,10 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         password=_string(source_doc, "password", "source.", default="", allow_empty=True),
         server_id=_integer(source_doc, "server_id", "source.", low=1, high=2**32 - 1),
         tables=tuple(tables),
-        connect_timeout=_integer(source_doc, "connect_timeout", "source.", default=10, low=1, high=600),
+        connect_timeout=_integer(
+            source_doc, "connect_timeout", "source.", default=_default(SourceConfig, "connect_timeout"), low=1,
+            high=600,
+        ),
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
         zero_dates=_zero_date_policy(source_doc.get("zero_dates")),
     )
@@ -249,7 +252,10 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         uri=offsets_uri,
         endpoint_url=_endpoint(offsets_doc, "offsets.") or inherited.endpoint_url,
         region=_region(offsets_doc, "offsets.") or inherited.region,
-        lease_seconds=_integer(offsets_doc, "lease_seconds", "offsets.", default=600, low=5, high=86_400),
+        lease_seconds=_integer(
+            offsets_doc, "lease_seconds", "offsets.", default=_default(OffsetsConfig, "lease_seconds"), low=5,
+            high=86_400,
+        ),
         path_style_access=inherited.path_style_access,
         credentials=inherited.credentials,
     )
@@ -263,27 +269,41 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             remedy="mount a shared folder (NFS, a shared volume) at the same path on the driver and every worker",
         )
     spark = SparkConfig(
-        master=_string(spark_doc, "master", "spark.", default="local[*]"),
+        master=_string(spark_doc, "master", "spark.", default=_default(SparkConfig, "master")),
         conf={str(key): str(value) for key, value in conf_doc.items()},
         staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
     _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds"})
     batch = BatchConfig(
-        max_events=_integer(batch_doc, "max_events", "batch.", default=100_000, low=1, high=100_000_000),
-        max_seconds=float(_integer(batch_doc, "max_seconds", "batch.", default=60, low=1, high=86_400)),
+        max_events=_integer(
+            batch_doc, "max_events", "batch.", default=_default(BatchConfig, "max_events"), low=1, high=100_000_000
+        ),
+        max_seconds=float(
+            _integer(batch_doc, "max_seconds", "batch.", default=int(_default(BatchConfig, "max_seconds")), low=1,
+                     high=86_400)
+        ),
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions"})
     snapshot = SnapshotConfig(
         rows_per_partition=_integer(
-            snapshot_doc, "rows_per_partition", "snapshot.", default=500_000, low=1, high=10**9
+            snapshot_doc, "rows_per_partition", "snapshot.", default=_default(SnapshotConfig, "rows_per_partition"),
+            low=1, high=10**9,
         ),
-        max_partitions=_integer(snapshot_doc, "max_partitions", "snapshot.", default=8, low=1, high=10_000),
+        max_partitions=_integer(
+            snapshot_doc, "max_partitions", "snapshot.", default=_default(SnapshotConfig, "max_partitions"), low=1,
+            high=10_000,
+        ),
     )
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot
     )
+
+
+def _default(config_class: type, name: str) -> Any:
+    """A config field's default as its dataclass declares it: the one place each default is written."""
+    return next(item.default for item in fields(config_class) if item.name == name)
 
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None) -> SinkConfig:

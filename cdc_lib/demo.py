@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from cdc_lib.cli import format_status
 from cdc_lib.config import load_config
 from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.report import format_reconciliation, format_status
 
 DEMO_USER = "binlake"
 DEMO_PASSWORD_ENV = "BINLAKE_DEMO_PASSWORD"
@@ -78,7 +78,7 @@ def start_demo_database(workdir: Path) -> LocalMariaDB:
 
 def run_demo(workdir: str, *, keep_running: bool = False) -> int:
     from cdc_lib.pipeline import Pipeline
-    from cdc_lib.reconcile import reconcile
+    from cdc_lib.reconciliation import reconcile
 
     root = Path(workdir).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -110,12 +110,12 @@ def run_demo(workdir: str, *, keep_running: bool = False) -> int:
             for table in batch.tables:
                 print(f"        {table.table}: +{table.inserted} ~{table.updated} -{table.deleted}")
         print(format_status(pipeline.status()))
-        print("[6/6] reconcile (row-by-row, source vs Delta)")
-        results = reconcile(pipeline)
-        for result in results:
-            verdict = "MATCH" if result.matches else "DRIFT"
-            print(f"      {verdict} {result.table}: {result.source_rows} source rows, {result.delta_rows} Delta rows")
-        ok = all(result.matches for result in results)
+        print("[6/6] reconcile (chunk digests computed by MySQL and Spark; rows of any differing chunk)")
+        reports = reconcile(pipeline)
+        for report in reports:
+            for line in format_reconciliation(report):
+                print(f"      {line}")
+        ok = all(report.matches for report in reports)
         print(f"verdict: {'every table matches its source' if ok else 'DRIFT found'}")
         print(f"next: BINLAKE_CONFIG={config_path} binlake status   (add --keep-running to keep MariaDB up)")
         return 0 if ok else 1

@@ -11,14 +11,13 @@ import pymysql
 from cdc_lib.config import SnapshotConfig, SourceConfig
 from cdc_lib.errors import ZeroDateError
 from cdc_lib.faults import failpoint
+from cdc_lib.key_ranges import LARGE_TABLE_ROWS, integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.source import TableSchema, query
 from cdc_lib.types import TEXT_TRANSFERRED_TEMPORALS, jdbc_select_expression, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_MIN_ROWS_FOR_PARALLEL_READ = 50_000
-_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
 
 
 def jdbc_url(source: SourceConfig) -> str:
@@ -59,19 +58,20 @@ def partition_predicates(
 ) -> tuple[list[str], int]:
     """WHERE clauses that split the table into primary-key ranges of similar size, and the (estimated) row count.
 
-    An integer key is split arithmetically between its MIN and MAX (two index lookups); other keys by
-    the key found at each boundary's offset, which costs a scan of the index up to it.
+    A one-column integer key is split arithmetically between its MIN and MAX (`cdc_lib.key_ranges`, two
+    index lookups); other keys by the key found at each boundary's offset, which costs a scan of the index up to it.
     """
-    table = f"{quote_identifier(schema.table.database)}.{quote_identifier(schema.table.table)}"
-    rows = _row_count(connection, schema, table)
+    table = table_sql(schema.table)
+    rows = row_count(connection, schema.table)
     wanted = math.ceil(rows / settings.rows_per_partition) if rows else 1
-    if rows >= _MIN_ROWS_FOR_PARALLEL_READ:
+    if rows >= LARGE_TABLE_ROWS:
         wanted = max(wanted, default_parallelism)
     partitions = max(1, min(wanted, settings.max_partitions))
     if partitions == 1:
         return ["1=1"], rows
     if _integer_key(schema):
-        boundaries = _integer_boundaries(connection, schema, table, partitions)
+        cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=partitions)
+        boundaries = [str(cut) for cut in cuts]
     else:
         boundaries = _offset_boundaries(connection, schema, table, partitions, rows)
     key = _tuple(schema.primary_key)
@@ -84,40 +84,11 @@ def partition_predicates(
     return predicates, rows
 
 
-def _row_count(connection: pymysql.connections.Connection, schema: TableSchema, table: str) -> int:
-    """InnoDB's own estimate when it says the table is large; an exact COUNT(*) for small or unanalysed tables.
-
-    The count only sizes the partitions, and COUNT(*) on a large table scans a whole index.
-    """
-    found = query(
-        connection,
-        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-        (schema.table.database, schema.table.table),
-    )
-    estimate = int(found[0][0] or 0) if found else 0
-    if estimate >= _MIN_ROWS_FOR_PARALLEL_READ:
-        return estimate
-    return int(query(connection, f"SELECT COUNT(*) FROM {table}")[0][0])
-
-
 def _integer_key(schema: TableSchema) -> bool:
     if len(schema.primary_key) != 1:
         return False
     column = next(column for column in schema.columns if column.name == schema.primary_key[0])
-    return column.data_type.lower() in _INTEGER_TYPES
-
-
-def _integer_boundaries(
-    connection: pymysql.connections.Connection, schema: TableSchema, table: str, partitions: int
-) -> list[str]:
-    key = quote_identifier(schema.primary_key[0])
-    low, high = query(connection, f"SELECT MIN({key}), MAX({key}) FROM {table}")[0]
-    if low is None:
-        return []
-    low, high = int(low), int(high)
-    span = high - low + 1
-    cuts = sorted({low + span * index // partitions for index in range(1, partitions)} - {low})
-    return [str(cut) for cut in cuts]
+    return is_integer(column)
 
 
 def _offset_boundaries(
@@ -158,7 +129,7 @@ def read_table(
     from pyspark.sql import functions as F
 
     expressions = ", ".join(jdbc_select_expression(column) for column in schema.columns)
-    table = f"{quote_identifier(schema.table.database)}.{quote_identifier(schema.table.table)}"
+    table = table_sql(schema.table)
     subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
     frame = spark.read.jdbc(jdbc_url(source), subquery, predicates=predicates, properties=properties)

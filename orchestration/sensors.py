@@ -9,11 +9,14 @@ table errors       A table whose offsets record an error (purged binlog, schema 
                    the tick's skip reason and the log. With `auto_resnapshot` on, its partition is
                    re-snapshotted under run key `resnapshot:<table>:<snapshot time>`: one try per failed
                    snapshot generation.
+freshness          Evaluates the freshness checks (`assets.checks.build_freshness_checks`) on Dagster's own
+                   sensor for them.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -175,3 +178,15 @@ def build_table_error_sensor(
         return dg.SensorResult(run_requests=requests)
 
     return table_errors
+
+
+def build_freshness_sensor(*, names: PipelineNames, checks: list[dg.AssetChecksDefinition]) -> dg.SensorDefinition:
+    """Evaluates the freshness checks (see `assets.checks.build_freshness_checks` for why not FreshnessPolicy)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.SupersessionWarning)
+        return dg.build_sensor_for_freshness_checks(
+            freshness_checks=checks,
+            name=names.freshness_sensor,
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            tags=names.run_tags,
+        )

@@ -24,7 +24,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from assets.resources import DEFAULT_LAG_WARN_SECONDS
 from cdc_lib.errors import ConfigError
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -36,8 +38,8 @@ class OrchestrationSettings:
     reconcile_cron: str = "0 3 * * *"
     timezone: str = "UTC"
     auto_resnapshot: bool = False
-    lag_warn_seconds: float = 300.0
-    runway_warn_hours: float = 72.0
+    lag_warn_seconds: float = DEFAULT_LAG_WARN_SECONDS
+    runway_warn_hours: float = DEFAULT_RUNWAY_WARN_HOURS
     freshness_minutes: float = 15.0
     sensor_interval_seconds: int = 60
 

@@ -13,10 +13,10 @@ import dagster as dg
 import pytest
 
 from assets.naming import PipelineNames
+from assets.resources import BinlakeResource
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.local_mariadb import LocalMariaDB
 from orchestration.definitions import build_definitions
-from orchestration.resources import BinlakeResource
 from tests.conftest import CDC_PASSWORD, sql, write_config_file
 
 SHOP_TABLES = ("customers", "orders", "order_lines")

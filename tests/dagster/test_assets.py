@@ -154,6 +154,9 @@ def test_reconciliation_check_passes_then_fails_after_tampering(shop: Shop, inst
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.metadata["delta_rows"].value == 59 and evaluation.metadata["source_rows"].value == 60
     assert evaluation.metadata["mismatched_chunks"].value == 1
+    # The same row-level detail as `binlake reconcile`: the one key Delta lost.
+    drift = evaluation.metadata["drifting_rows"].value
+    assert (drift["missing"], drift["extra"], drift["differing"], drift["missing_keys"]) == (1, 0, 0, [["7"]])
     assert checks[("customers", "reconciliation")].passed and checks[("order_lines", "reconciliation")].passed
 
 

@@ -8,8 +8,8 @@ import dagster as dg
 import pytest
 
 from assets.naming import PipelineNames, dagster_name
+from assets.resources import engine_errors
 from assets.tables import BatchSummary, column_schema, observation_metadata
-from cdc_lib.checks import ExpirySettings, FloatTally, probe_server_id, runway_seconds
 from cdc_lib.errors import (
     BinlogPurgedError,
     ConcurrentRunError,
@@ -21,7 +21,8 @@ from cdc_lib.errors import (
 )
 from cdc_lib.failures import classify
 from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
-from orchestration.resources import engine_errors
+from cdc_lib.reconciliation import FloatTally
+from cdc_lib.runway import ExpirySettings, probe_server_id, runway_seconds
 from orchestration.sensors import SnapshotCursor
 from orchestration.settings import OrchestrationSettings
 
@@ -143,7 +144,7 @@ def test_batch_summary_adds_up_several_micro_batches() -> None:
     summary = BatchSummary.of([_batch("db.t", 3, 7, 4), _batch("db.t", 2, 8, 5), _batch("db.u", 0, None, 1)])
     assert summary.events_read == 30 and summary.transactions == 3 and summary.batch_seq == 8
     assert summary.tables["db.t"].inserted == 5 and summary.tables["db.t"].delta_version == 5
-    assert summary.tables["db.t"].changed and not summary.tables["db.u"].changed
+    assert summary.changed("db.t") and not summary.changed("db.u") and not summary.changed("db.v")
 
 
 def status(**fields: object) -> TableStatus:

@@ -1,14 +1,16 @@
-"""Chunked reconciliation and binlog runway (cdc_lib.checks) against the real MariaDB, Spark and Delta."""
+"""Chunked reconciliation (cdc_lib.reconciliation) and binlog runway (cdc_lib.runway), real MariaDB, Spark, Delta."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import replace
 
 import pytest
 
-from cdc_lib.checks import binlog_runway, file_created_at, reconcile_table
 from cdc_lib.pipeline import Pipeline
+from cdc_lib.reconciliation import reconcile_table
+from cdc_lib.runway import binlog_runway, file_created_at
 from cdc_lib.spark import spark_session
 from tests.dagster.conftest import Shop
 
@@ -41,7 +43,7 @@ def test_range_chunks_match_and_pinpoint_a_changed_row(shop: Shop, loaded: Pipel
     )
     report = reconcile_table(loaded, orders, chunk_rows=7)
     assert not report.matches and report.confirmed
-    assert [mismatch.where for mismatch in report.mismatches] == ["29 <= id < 36"]
+    assert [mismatch.where for mismatch in report.mismatches] == ["27 <= id < 34"]
     assert report.mismatches[0].source_rows == report.mismatches[0].delta_rows == 7
 
 
@@ -96,4 +98,77 @@ def test_float_values_swapped_between_rows_do_not_cancel_out(shop: Shop, loaded:
     table.update("id = 2", {"weight": "CAST(1.0 AS FLOAT)"})
     table.update("id = 3", {"weight": "CAST(0.666667 AS FLOAT)"})
     report = reconcile_table(loaded, orders, chunk_rows=7)
-    assert [mismatch.where for mismatch in report.mismatches] == ["id < 8"]
+    assert [mismatch.where for mismatch in report.mismatches] == ["id < 7"]
+
+
+def test_cli_reconcile_names_the_keys_of_the_drifting_chunks(
+    shop: Shop, loaded: Pipeline, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`binlake reconcile` runs the chunked check and then tells, per drifting chunk, which keys differ and how."""
+    from delta.tables import DeltaTable
+
+    from cdc_lib import cli
+
+    monkeypatch.setattr(cli, "configure_logging", lambda *_, **__: None)  # keep pytest's log capture
+    customers, orders = f"{shop.database}.customers", f"{shop.database}.orders"
+    table = DeltaTable.forPath(spark_session(loaded.config.spark), loaded.table_path(orders))
+    table.update("id = 30", {"note": "'tampered'"})  # differing
+    table.delete("id = 41")  # missing in Delta
+    # Gone from the source without a binlog event: the offset stays at the binlog end, so the drift is confirmed.
+    shop.sql("SET SESSION sql_log_bin = 0", "DELETE FROM orders WHERE id = 7")  # extra in Delta
+    arguments = ["--config", str(shop.config_path), "reconcile", "--table", customers, "--table", orders,
+                 "--chunk-rows", "7"]
+
+    assert cli.main(arguments) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"MATCH {customers}: source 20 rows, Delta 20 rows, missing 0, extra 0"
+    assert lines[1] == f"DRIFT {orders}: source 59 rows, Delta 59 rows, missing 1, extra 1, differing 1"
+    assert lines[2].startswith("  3 of 9 chunks differ: ")
+    assert lines[3:] == ["  missing in Delta: 41", "  extra in Delta: 7", "  differing: 30"]
+
+    assert cli.main([*arguments, "--json"]) == 1
+    reports = json.loads(capsys.readouterr().out)
+    assert [report["matches"] for report in reports] == [True, False] and reports[1]["confirmed"]
+    drift = reports[1]["drift"]
+    assert (drift["missing_keys"], drift["extra_keys"], drift["differing_keys"]) == ([["41"]], [["7"]], [["30"]])
+    assert reports[0]["drift"] is None
+
+
+def test_snapshot_partitions_and_reconciliation_chunks_cut_an_integer_key_alike(shop: Shop) -> None:
+    """One splitter (cdc_lib.key_ranges): the same cut points, and the same idea of an integer key, for both."""
+    from cdc_lib.config import SnapshotConfig
+    from cdc_lib.reconciliation import plan_chunks
+    from cdc_lib.snapshot import partition_predicates
+    from cdc_lib.source import TableRef, describe_table, source_connection
+
+    shop.sql(
+        "CREATE TABLE sparse (id MEDIUMINT UNSIGNED PRIMARY KEY, v INT)",
+        "INSERT INTO sparse SELECT seq * seq, seq FROM seq_1_to_40",
+    )
+    with source_connection(shop.config.source) as connection:
+        schema = describe_table(connection, TableRef(shop.database, "sparse"))
+        predicates, rows = partition_predicates(
+            connection, schema, SnapshotConfig(rows_per_partition=10, max_partitions=4), default_parallelism=1
+        )
+        plan = plan_chunks(connection, schema.table, schema.columns[:1], rows=rows, chunk_rows=10, max_chunks=1024)
+    assert rows == 40 and plan.mode == "key_range" and plan.chunks == len(predicates) == 4
+    assert [f"`id` < {cut}" in predicate for cut, predicate in zip(plan.boundaries, predicates, strict=False)] == [
+        True, True, True
+    ]
+
+
+def test_bit_and_year_keys_are_not_cut_as_integer_ranges(shop: Shop) -> None:
+    """BIT values come back from the server as bytes: a range cut on them would compare bytes with Spark's numbers."""
+    shop.sql(
+        "CREATE TABLE flags (id BIT(8) PRIMARY KEY, v INT)",
+        "INSERT INTO flags SELECT seq, seq FROM seq_1_to_30",
+        "CREATE TABLE years (y YEAR PRIMARY KEY, v INT)",
+        "INSERT INTO years SELECT 1990 + seq, seq FROM seq_1_to_30",
+    )
+    config = shop.config
+    tables = (f"{shop.database}.flags", f"{shop.database}.years")
+    pipeline = Pipeline(replace(config, source=replace(config.source, tables=tables)))
+    pipeline.snapshot()
+    for table in tables:
+        report = reconcile_table(pipeline, table, chunk_rows=7)
+        assert report.matches and report.mode == "key_hash" and report.source_rows == 30, report

@@ -23,7 +23,7 @@ from cdc_lib.errors import (
 )
 from cdc_lib.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconcile import reconcile
+from cdc_lib.reconciliation import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import (
     Background,

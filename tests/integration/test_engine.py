@@ -7,7 +7,7 @@ import threading
 
 from cdc_lib.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconcile import reconcile
+from cdc_lib.reconciliation import reconcile
 from tests.conftest import delta_rows, source_rows, sql
 
 

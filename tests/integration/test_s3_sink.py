@@ -12,7 +12,7 @@ import pytest
 from cdc_lib.errors import SinkError
 from cdc_lib.local_mariadb import free_port
 from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconcile import reconcile
+from cdc_lib.reconciliation import reconcile
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import ReadOnlyS3
 

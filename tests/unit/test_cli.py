@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from cdc_lib.cli import RedactSecrets, format_status, redact, summarize
+from cdc_lib.cli import RedactSecrets, redact, summarize
+from cdc_lib.report import format_status
 
 
 def test_redaction_covers_messages_and_tracebacks() -> None:

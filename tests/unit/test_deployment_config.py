@@ -71,7 +71,7 @@ def test_a_pipeline_suffix_overrides_a_setting_for_that_pipeline_only() -> None:
 
 
 def test_one_bucket_name_behind_two_s3_stores_is_refused() -> None:
-    from orchestration.definitions import check_disjoint
+    from cdc_lib.deployment import check_disjoint
 
     def pipeline(name: str, server_id: int, endpoint: str) -> object:
         return parse_config({**VALID, "pipeline": name,

@@ -5,6 +5,9 @@ are re-raised so the asset's `RetryPolicy` retries them. Permanent ones (bad
 credentials, purged binlog, schema change, bad config) become
 `dagster.Failure(allow_retries=False)`: the run fails at once, with the
 remedy in its metadata.
+
+It sits with the assets, below `orchestration`: the assets and checks call the
+engine through it, and the definitions hand one to each pipeline.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline
+from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
+
+#: The lag check warns when a table's copy trails its source by more than this (the resource's default).
+DEFAULT_LAG_WARN_SECONDS = 300.0
 
 # Retries after 10 s, 30 s and 70 s: long enough for a dropped connection or a held lease to clear.
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL)
@@ -58,11 +66,14 @@ class BinlakeResource(dg.ConfigurableResource):
     auto_resnapshot: bool = Field(
         default=False, description="Re-snapshot a table that stopped with an error (purged binlog, schema change)."
     )
-    lag_warn_seconds: float = Field(default=300.0, description="The lag check warns above this many seconds.")
-    runway_warn_hours: float = Field(
-        default=72.0, description="The binlog runway check warns when a needed binlog expires sooner than this."
+    lag_warn_seconds: float = Field(
+        default=DEFAULT_LAG_WARN_SECONDS, description="The lag check warns above this many seconds."
     )
-    reconcile_chunk_rows: int = Field(default=100_000, description="Rows per reconciliation chunk.")
+    runway_warn_hours: float = Field(
+        default=DEFAULT_RUNWAY_WARN_HOURS,
+        description="The binlog runway check warns when a needed binlog expires sooner than this.",
+    )
+    reconcile_chunk_rows: int = Field(default=DEFAULT_CHUNK_ROWS, description="Rows per reconciliation chunk.")
     reconcile_recheck_seconds: float = Field(
         default=90.0, description="Pause before re-comparing chunks that differed while the source was busy (0: off)."
     )

@@ -1,6 +1,6 @@
-"""Proofs that a Delta copy is right and stays recoverable, cheap enough for big tables.
+"""Reconciliation: is a Delta copy equal to its source table? One implementation for the CLI, the demo and Dagster.
 
-Chunked reconciliation. A table is split into chunks by primary-key range
+A table is split into chunks by primary-key range
 (or, when the leading key column is not an integer, by a hash of the key).
 For every chunk both sides compute a row count and a content digest — the sum
 of a 60-bit hash of each row's canonical text:
@@ -22,8 +22,10 @@ change), or when it persists in a second pass taken after the pipeline caught
 up with the point the first pass saw. Otherwise it may be changes still in
 flight, and is reported as such.
 
-The binlog runway (how long until the server purges a table's offset) lives in
-`cdc_lib.runway`, shared with `binlake status`; its names are re-exported here.
+Only the chunks that differ are then compared row by row (at most `detail_chunks` of
+them): each side sends the key, the row digest and the float values of those
+chunks' rows, which tells which keys are missing from Delta, which are extra, and
+which hold other values. The cost of that detail follows the drift, not the table.
 """
 
 from __future__ import annotations
@@ -38,16 +40,9 @@ import pymysql
 
 from cdc_lib import source as mysql
 from cdc_lib.errors import NotSnapshottedError
+from cdc_lib.key_ranges import integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.offsets import PipelineState
 from cdc_lib.positions import BinlogPosition
-from cdc_lib.runway import (  # re-exported: the Dagster checks and their tests import them from here
-    ExpirySettings,
-    TableRunway,
-    binlog_runway,
-    file_created_at,
-    probe_server_id,
-    runway_seconds,
-)
 from cdc_lib.source import TableRef
 from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
 
@@ -58,13 +53,17 @@ if TYPE_CHECKING:
 
 ChunkMode = Literal["key_range", "key_hash"]
 
-_INTEGER_TARGETS = {"tinyint", "smallint", "int", "bigint", "decimal(20,0)"}
 _FLOAT_TARGETS = {"float", "double"}
 _TEXT_KINDS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
 _NULL_MARK = "N"
 # Relative precision a value keeps through the text protocol: FLT_DIG = 6 digits for FLOAT, DBL_DIG = 15 for DOUBLE.
 _RELATIVE_PRECISION = {"float": 1e-6, "double": 1e-12}
+# The same for one value rather than a sum, where no rounding errors average out: MySQL's 6-digit text of a
+# FLOAT is off by up to half a unit in the 6th significant digit, 5e-6 of the value.
+_ROW_RELATIVE_PRECISION = {"float": 1e-5, "double": 1e-12}
 _KEY_WEIGHTS = 997
+#: Rows per chunk unless the caller says otherwise (the CLI's --chunk-rows, the Dagster resource's setting).
+DEFAULT_CHUNK_ROWS = 100_000
 
 
 # -- canonical text, one definition per engine ----------------------------------------------------
@@ -185,10 +184,6 @@ def bucket_expression(value: Column, boundaries: list[Any], offset: int = 0) -> 
     )
 
 
-def _table_sql(ref: TableRef) -> str:
-    return f"{quote_identifier(ref.database)}.{quote_identifier(ref.table)}"
-
-
 def plan_chunks(
     connection: pymysql.connections.Connection,
     ref: TableRef,
@@ -198,38 +193,19 @@ def plan_chunks(
     chunk_rows: int,
     max_chunks: int,
 ) -> ChunkPlan:
-    """Cut a table into chunks of about `chunk_rows` rows (at most `max_chunks` of them)."""
+    """Cut a table into chunks of about `chunk_rows` rows (at most `max_chunks` of them).
+
+    An integer leading key column is cut into ranges of equal width (`cdc_lib.key_ranges`, as the snapshot
+    does); any other key into buckets of a hash of the whole key, since MySQL and Spark order text differently.
+    """
     chunk_rows = max(chunk_rows, math.ceil(rows / max_chunks) if max_chunks else chunk_rows, 1)
     lead = key[0]
-    if spark_type_ddl(lead) in _INTEGER_TARGETS:
-        return ChunkPlan("key_range", key, tuple(_range_boundaries(connection, ref, lead, chunk_rows)))
+    if is_integer(lead):
+        ranges = max(1, math.ceil(rows / chunk_rows))
+        return ChunkPlan("key_range", key, tuple(integer_cuts(connection, ref, lead.name, ranges=ranges)))
     if any(spark_type_ddl(column) in _FLOAT_TARGETS for column in key):
         return ChunkPlan("key_hash", key, buckets=1)
     return ChunkPlan("key_hash", key, buckets=max(1, math.ceil(rows / chunk_rows)))
-
-
-def _range_boundaries(
-    connection: pymysql.connections.Connection, ref: TableRef, lead: ColumnInfo, chunk_rows: int
-) -> list[Any]:
-    """Walk the primary-key index: each boundary is the key `chunk_rows` rows after the previous one."""
-    table, column = _table_sql(ref), quote_identifier(lead.name)
-    boundaries: list[Any] = []
-    while True:
-        where = f"WHERE {column} >= {connection.escape(boundaries[-1])} " if boundaries else ""
-        found = mysql.query(
-            connection, f"SELECT {column} FROM {table} {where}ORDER BY {column} LIMIT 1 OFFSET {chunk_rows}"
-        )
-        if not found:
-            return boundaries
-        value = found[0][0]
-        if boundaries and value <= boundaries[-1]:
-            # More than chunk_rows rows share the leading key value: move to the next value.
-            after = connection.escape(boundaries[-1])
-            found = mysql.query(connection, f"SELECT MIN({column}) FROM {table} WHERE {column} > {after}")
-            value = found[0][0] if found else None
-            if value is None:
-                return boundaries
-        boundaries.append(value)
 
 
 # -- tallies --------------------------------------------------------------------------------------
@@ -285,8 +261,10 @@ def _tally(row: tuple[Any, ...], floats: int) -> ChunkTally:
     return ChunkTally(rows=rows, digest=digest, floats=tallies)
 
 
-def precisions(floats: list[ColumnInfo]) -> tuple[float, ...]:
-    return tuple(_RELATIVE_PRECISION[spark_type_ddl(column)] for column in floats)
+def precisions(floats: list[ColumnInfo], *, per_row: bool = False) -> tuple[float, ...]:
+    """Relative precision of each float column's sums (or, `per_row`, of its single values)."""
+    table = _ROW_RELATIVE_PRECISION if per_row else _RELATIVE_PRECISION
+    return tuple(table[spark_type_ddl(column)] for column in floats)
 
 
 def _mysql_aggregates(hashed: list[ColumnInfo], floats: list[ColumnInfo], key: tuple[ColumnInfo, ...]) -> str:
@@ -312,7 +290,7 @@ def source_tallies(
     only: set[int] | None = None,
 ) -> dict[int, ChunkTally]:
     """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
-    table, aggregates = _table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
+    table, aggregates = table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
     tallies: dict[int, ChunkTally] = {}
     if plan.mode == "key_hash":
         bucket = _mysql_key_bucket(plan)
@@ -320,19 +298,26 @@ def source_tallies(
             if only is None or int(row[0]) in only:
                 tallies[int(row[0])] = _tally(row[1:], len(floats))
         return tallies
-    lead = quote_identifier(plan.key[0].name)
     for chunk in range(plan.chunks):
         if only is not None and chunk not in only:
             continue
-        lower, upper = plan.bounds(chunk)
-        conditions = []
-        if lower is not None:
-            conditions.append(f"{lead} >= {connection.escape(lower)}")
-        if upper is not None:
-            conditions.append(f"{lead} < {connection.escape(upper)}")
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        where = _chunk_where(connection, plan, chunk)
         tallies[chunk] = _tally(mysql.query(connection, f"SELECT {aggregates} FROM {table}{where}")[0], len(floats))
     return tallies
+
+
+def _chunk_where(connection: pymysql.connections.Connection, plan: ChunkPlan, chunk: int) -> str:
+    """The WHERE clause (with its leading space; empty for the whole table) selecting one chunk's rows."""
+    if plan.mode == "key_hash":
+        return f" WHERE {_mysql_key_bucket(plan)} = {chunk}"
+    lead = quote_identifier(plan.key[0].name)
+    lower, upper = plan.bounds(chunk)
+    conditions = []
+    if lower is not None:
+        conditions.append(f"{lead} >= {connection.escape(lower)}")
+    if upper is not None:
+        conditions.append(f"{lead} < {connection.escape(upper)}")
+    return f" WHERE {' AND '.join(conditions)}" if conditions else ""
 
 
 def _spark_chunk(plan: ChunkPlan) -> Column:
@@ -368,6 +353,135 @@ def delta_tallies(
     return {int(row[0]): _tally(tuple(row[1:]), len(floats)) for row in rows}
 
 
+# -- row detail of the drifting chunks ------------------------------------------------------------
+
+#: A row as both sides describe it for the row-level comparison: digest of the hashed columns, float values.
+RowFacts = tuple[int, tuple[float | None, ...]]
+
+
+@dataclass(frozen=True)
+class RowDrift:
+    """The drifting chunks compared row by row: which keys differ, and how.
+
+    Keys are given as the canonical text of each key column (the same text on both sides).
+    """
+
+    chunks: tuple[int, ...]
+    missing: int
+    extra: int
+    differing: int
+    missing_keys: tuple[tuple[str, ...], ...] = ()
+    extra_keys: tuple[tuple[str, ...], ...] = ()
+    differing_keys: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def sample_keys(self) -> list[list[str]]:
+        """A few keys of each kind, missing first."""
+        return [list(key) for key in (*self.missing_keys, *self.extra_keys, *self.differing_keys)][:_SAMPLE_KEYS]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chunks": list(self.chunks),
+            "missing": self.missing,
+            "extra": self.extra,
+            "differing": self.differing,
+            "missing_keys": [list(key) for key in self.missing_keys],
+            "extra_keys": [list(key) for key in self.extra_keys],
+            "differing_keys": [list(key) for key in self.differing_keys],
+        }
+
+
+_SAMPLE_KEYS = 5
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _floats(values: Iterable[Any]) -> tuple[float | None, ...]:
+    return tuple(None if value is None else float(value) for value in values)
+
+
+def source_rows(
+    connection: pymysql.connections.Connection,
+    ref: TableRef,
+    plan: ChunkPlan,
+    hashed: list[ColumnInfo],
+    floats: list[ColumnInfo],
+    chunks: Iterable[int],
+) -> dict[tuple[str, ...], RowFacts]:
+    """Key text → (digest, float values) of every source row in `chunks`, computed by the server."""
+    keys = [mysql_text(column) for column in plan.key]
+    selected = ", ".join([*keys, mysql_digest(hashed), *(quote_identifier(column.name) for column in floats)])
+    width = len(plan.key)
+    rows: dict[tuple[str, ...], RowFacts] = {}
+    for chunk in chunks:
+        where = _chunk_where(connection, plan, chunk)
+        for row in mysql.query(connection, f"SELECT {selected} FROM {table_sql(ref)}{where}"):
+            rows[tuple(_text(value) for value in row[:width])] = (int(row[width] or 0), _floats(row[width + 1 :]))
+    return rows
+
+
+def delta_rows(
+    frame: DataFrame, plan: ChunkPlan, hashed: list[ColumnInfo], floats: list[ColumnInfo], chunks: Iterable[int]
+) -> dict[tuple[str, ...], RowFacts]:
+    """Key text → (digest, float values) of every Delta row in `chunks`, in one Spark job."""
+    from pyspark.sql import functions as F
+
+    chunked = frame.withColumn("__chunk", _spark_chunk(plan)).where(F.col("__chunk").isin(sorted(set(chunks))))
+    selected = chunked.select(
+        *(spark_text(column) for column in plan.key),
+        spark_digest(hashed),
+        *(F.col(f"`{column.name}`").cast("double") for column in floats),
+    )
+    width = len(plan.key)
+    return {
+        tuple(_text(value) for value in row[:width]): (int(row[width] or 0), _floats(row[width + 1 :]))
+        for row in selected.collect()
+    }
+
+
+def _same_float(mine: float | None, theirs: float | None, precision: float) -> bool:
+    if mine is None or theirs is None:
+        return mine is None and theirs is None
+    return abs(mine - theirs) <= precision * max(abs(mine), abs(theirs)) + 1e-300
+
+
+def _same_row(mine: RowFacts, theirs: RowFacts, tolerances: tuple[float, ...]) -> bool:
+    return mine[0] == theirs[0] and all(
+        _same_float(a, b, precision) for a, b, precision in zip(mine[1], theirs[1], tolerances, strict=True)
+    )
+
+
+def _key_order(key: tuple[str, ...]) -> tuple[tuple[int, int, str], ...]:
+    """Integers in numeric order, other text as text."""
+    return tuple((0, int(part), "") if part.lstrip("-").isdigit() else (1, 0, part) for part in key)
+
+
+def compare_rows(
+    chunks: Iterable[int],
+    source: dict[tuple[str, ...], RowFacts],
+    delta: dict[tuple[str, ...], RowFacts],
+    tolerances: tuple[float, ...],
+) -> RowDrift:
+    """Keys only the source has (missing), only Delta has (extra), and in both with other values (differing)."""
+    missing = sorted(source.keys() - delta.keys(), key=_key_order)
+    extra = sorted(delta.keys() - source.keys(), key=_key_order)
+    differing = sorted(
+        (key for key in source.keys() & delta.keys() if not _same_row(source[key], delta[key], tolerances)),
+        key=_key_order,
+    )
+    return RowDrift(
+        chunks=tuple(sorted(chunks)),
+        missing=len(missing),
+        extra=len(extra),
+        differing=len(differing),
+        missing_keys=tuple(missing[:_SAMPLE_KEYS]),
+        extra_keys=tuple(extra[:_SAMPLE_KEYS]),
+        differing_keys=tuple(differing[:_SAMPLE_KEYS]),
+    )
+
+
 # -- reconciliation -------------------------------------------------------------------------------
 
 
@@ -396,6 +510,8 @@ class ReconciliationReport:
     rechecked: bool
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Row-level comparison of (the first `detail_chunks` of) the mismatched chunks; None when none differ.
+    drift: RowDrift | None = None
 
     @property
     def matches(self) -> bool:
@@ -403,8 +519,9 @@ class ReconciliationReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **{key: value for key, value in self.__dict__.items() if key != "mismatches"},
+            **{key: value for key, value in self.__dict__.items() if key not in ("mismatches", "drift")},
             "mismatches": [mismatch.to_json() for mismatch in self.mismatches],
+            "drift": self.drift.to_json() if self.drift is not None else None,
             "matches": self.matches,
         }
 
@@ -420,10 +537,11 @@ def reconcile_table(
     pipeline: Pipeline,
     table: str,
     *,
-    chunk_rows: int = 100_000,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
     max_chunks: int = 1024,
     recheck_after_seconds: float = 0.0,
     recheck_timeout_seconds: float = 600.0,
+    detail_chunks: int = 8,
 ) -> ReconciliationReport:
     """Compare a table's source and Delta copy chunk by chunk; see the module docstring.
 
@@ -432,6 +550,8 @@ def reconcile_table(
         recheck_after_seconds: when a mismatch is not confirmed, wait this long, then
             (once the table's offset reaches the binlog end the first pass saw, within
             `recheck_timeout_seconds`) compare the mismatched chunks again. 0 disables it.
+        detail_chunks: compare the rows of at most this many mismatched chunks, to name the
+            keys that differ (`ReconciliationReport.drift`). 0 disables it.
 
     Raises:
         NotSnapshottedError: the table has no snapshot yet.
@@ -456,7 +576,7 @@ def reconcile_table(
 
         end_before = mysql.current_position(connection)
         quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection), end_before)
-        rows = int(mysql.query(connection, f"SELECT COUNT(*) FROM {_table_sql(ref)}")[0][0])
+        rows = row_count(connection, ref)
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
         source = source_tallies(connection, ref, plan, hashed, floats)
         delta = delta_tallies(frame, plan, hashed, floats)
@@ -473,8 +593,8 @@ def reconcile_table(
                 for tallies in (source, delta):
                     tallies.update({chunk: _empty(len(floats)) for chunk in only})
                 source.update(source_tallies(connection, ref, plan, hashed, floats, only=only))
-                fresh = spark.read.format("delta").load(path)
-                delta.update(delta_tallies(fresh, plan, hashed, floats, only=only))
+                frame = spark.read.format("delta").load(path)
+                delta.update(delta_tallies(frame, plan, hashed, floats, only=only))
                 mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, precisions(floats))
                 confirmed = True
                 notes.append("mismatched chunks were compared again after the pipeline caught up")
@@ -482,6 +602,15 @@ def reconcile_table(
                 notes.append("the pipeline did not catch up in time for a second pass")
         elif mismatched and not confirmed:
             notes.append("the source changed during the check or the table had unapplied changes")
+        drift = None
+        if mismatched and detail_chunks > 0:
+            chosen = mismatched[:detail_chunks]
+            drift = compare_rows(
+                chosen,
+                source_rows(connection, ref, plan, hashed, floats, chosen),
+                delta_rows(frame, plan, hashed, floats, chosen),
+                precisions(floats, per_row=True),
+            )
     empty = _empty(len(floats))
     mismatches = tuple(
         ChunkMismatch(chunk, plan.describe(chunk), source.get(chunk, empty).rows, delta.get(chunk, empty).rows)
@@ -500,7 +629,19 @@ def reconcile_table(
         rechecked=rechecked,
         seconds=time.monotonic() - started,
         notes=tuple(notes),
+        drift=drift,
     )
+
+
+def reconcile(pipeline: Pipeline, tables: list[str] | None = None, **options: Any) -> list[ReconciliationReport]:
+    """`reconcile_table` for each of `tables` (default: every table with offsets), with the same options.
+
+    Raises:
+        NotSnapshottedError: a chosen table has no snapshot yet.
+        BinlakeError: the source or the offset store cannot be read.
+    """
+    names = tables or sorted(pipeline.read_state().tables)
+    return [reconcile_table(pipeline, name, **options) for name in names]
 
 
 def _mismatched(
@@ -533,16 +674,13 @@ def _wait_for_offset(
 
 
 __all__ = [
+    "DEFAULT_CHUNK_ROWS",
     "ChunkMismatch",
     "ChunkPlan",
     "ChunkTally",
-    "ExpirySettings",
     "FloatTally",
     "ReconciliationReport",
-    "TableRunway",
-    "binlog_runway",
-    "file_created_at",
-    "probe_server_id",
+    "RowDrift",
+    "reconcile",
     "reconcile_table",
-    "runway_seconds",
 ]

@@ -1,0 +1,84 @@
+"""Text a person reads: the status table and the reconciliation verdicts, shared by the CLI and the demo."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc_lib.reconciliation import ReconciliationReport
+
+
+def format_status(statuses: Sequence[Any]) -> str:
+    """One aligned row per `TableStatus`: consistency, offset, lag, Delta version, runway and error."""
+    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v",
+              "runway", "error")
+    rows = [header]
+    for status in statuses:
+        rows.append(
+            (
+                status.table,
+                ("yes" if status.consistent else "no") if status.snapshotted else "not snapshotted",
+                status.position or "-",
+                status.high_watermark or "-",
+                "-" if status.lag_bytes is None else str(status.lag_bytes),
+                "-" if status.lag_events is None else str(status.lag_events),
+                "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
+                "-" if status.delta_version is None else str(status.delta_version),
+                _runway_text(status),
+                status.error or "",
+            )
+        )
+    widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
+    lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _runway_text(status: Any) -> str:
+    runway = status.runway
+    if not runway:
+        return "-"
+    if runway["purged"]:
+        text = f"PURGED ({runway['needed_file']})"
+    elif runway["runway_seconds"] is None:
+        text = "unbounded"
+    else:
+        text = f"{runway['runway_seconds'] / 3600:.1f}h"
+    oldest_age = runway.get("oldest_on_server_age_seconds")
+    if runway["oldest_on_server"] and oldest_age is not None:
+        text += f" (oldest {runway['oldest_on_server']}, {oldest_age / 3600:.1f}h old)"
+    return f"WARNING {text}" if status.runway_warning else text
+
+
+def _keys(keys: Sequence[Sequence[str]]) -> str:
+    return ", ".join(key[0] if len(key) == 1 else f"({', '.join(key)})" for key in keys)
+
+
+def format_reconciliation(report: ReconciliationReport) -> list[str]:
+    """The verdict line of one table, then (on drift) one line per finding: where, which keys, and why unsure."""
+    verdict = "MATCH" if report.matches else "DRIFT"
+    drift = report.drift
+    counts = (
+        f"missing {drift.missing}, extra {drift.extra}, differing {drift.differing}" if drift is not None
+        else "missing 0, extra 0" if report.matches else "missing -, extra -"
+    )
+    lines = [f"{verdict} {report.table}: source {report.source_rows} rows, Delta {report.delta_rows} rows, {counts}"]
+    if report.mismatches:
+        where = "; ".join(mismatch.where for mismatch in report.mismatches[:5])
+        more = f" and {len(report.mismatches) - 5} more" if len(report.mismatches) > 5 else ""
+        lines.append(f"  {len(report.mismatches)} of {report.chunks} chunks differ: {where}{more}")
+    if drift is not None:
+        if len(drift.chunks) < len(report.mismatches):
+            lines.append(f"  rows compared in the first {len(drift.chunks)} differing chunks only")
+        for kind, keys, count in (
+            ("missing in Delta", drift.missing_keys, drift.missing),
+            ("extra in Delta", drift.extra_keys, drift.extra),
+            ("differing", drift.differing_keys, drift.differing),
+        ):
+            if keys:
+                lines.append(f"  {kind}: {_keys(keys)}" + (" …" if count > len(keys) else ""))
+    lines += [f"  schema: {difference}" for difference in report.schema_differences]
+    if not report.matches and not report.confirmed:
+        lines.append("  not confirmed (possibly changes still in flight; sync, then reconcile again)")
+    lines += [f"  note: {note}" for note in report.notes]
+    return lines

@@ -248,6 +248,10 @@ def _effect(name: str, kind: EffectKind, statement: str, cause: str = "", remedy
     return TableEffect(name, kind, cause=f"{cause}: {_quote(statement)}" if cause else "", remedy=remedy)
 
 
+def _gone(name: str, statement: str, how: str = "") -> TableEffect:
+    return _effect(name, "stop", statement, f"the table was dropped or renamed{how}", _GONE_REMEDY.format(name=name))
+
+
 def _quote(statement: str) -> str:
     text = " ".join(statement.split())
     return text if len(text) <= 200 else text[:200] + " …"
@@ -370,8 +374,8 @@ def _alter(reader: _Reader, statement: str) -> list[TableEffect]:
             # EXCHANGE PARTITION … WITH TABLE other / CONVERT TABLE other TO PARTITION: the other table's rows change
             # or it disappears, without row events.
             others.append(_effect(other, "stop", statement, "partition maintenance swapped or moved the table's rows"))
-        if partition_names and clause[0].is_name and len(clause) == 1:
-            continue  # DROP PARTITION p1, p2: the names after the first
+        if partition_names and clause[0].is_name and clause[0].upper not in _CLAUSE_HEADS | _TABLE_OPTIONS:
+            continue  # DROP PARTITION p1, p2 / REORGANIZE PARTITION p1, p2 INTO (…): the names after the first
         words = [token.upper for token in clause[:3]]
         partition_names = "PARTITION" in words and "BY" not in words
         decision, why = _alter_clause(clause)
@@ -410,6 +414,10 @@ _TABLE_OPTIONS = frozenset({
     "WITHOUT", "FORCE", "ALGORITHM", "LOCK", "ENABLE", "DISABLE", "ORDER", "COLLATE", "ENGINE_ATTRIBUTE",
     "SECONDARY_ENGINE_ATTRIBUTE", "AUTOEXTEND_SIZE", "NOWAIT", "WAIT", "VALIDATION",
 })
+#: Words that start an ALTER TABLE specification (after a comma, anything else continues a partition list).
+_CLAUSE_HEADS = frozenset({"ADD", "DROP", "MODIFY", "CHANGE", "ALTER", "RENAME", "CONVERT", "DISCARD", "IMPORT",
+                           "DEFAULT", "CHARACTER", "CHARSET", "PARTITION", "REMOVE", "TRUNCATE", "EXCHANGE",
+                           "REORGANIZE", "COALESCE", "REBUILD", "OPTIMIZE", "ANALYZE", "CHECK", "REPAIR"})
 #: Partition maintenance that keeps every row where it is or moves it between partitions.
 _KEEPING_PARTITION_OPS = frozenset({"ADD", "REORGANIZE", "COALESCE", "REBUILD", "OPTIMIZE", "ANALYZE", "CHECK",
                                     "REPAIR"})
@@ -465,7 +473,7 @@ def _alter_clause(clause: list[Token]) -> tuple[str, str]:
             return "none", ""
         if second == "COLUMN":
             return "schema", ""
-        return "stop", "the table was renamed"
+        return "stop", "the table was dropped or renamed (ALTER TABLE … RENAME)"
     if first == "ALTER":
         rest = words[1:]
         if rest and rest[0] in ("INDEX", "KEY", "CHECK", "CONSTRAINT"):
@@ -491,12 +499,10 @@ def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffe
         if token is None or not token.is_name:
             raise _Unreadable("DROP DATABASE without a name")
         prefix = f"{token.text}."
-        return [_effect(name, "stop", statement, "the database was dropped", remedy=_GONE_REMEDY.format(name=name))
-                for name in followed if name.startswith(prefix)]
+        return [_gone(name, statement, " (its database was dropped)") for name in followed if name.startswith(prefix)]
     if reader.accept("TABLE") or reader.accept("TABLES"):
         reader.accept("IF", "EXISTS")
-        return [_effect(name, "stop", statement, "the table was dropped", remedy=_GONE_REMEDY.format(name=name))
-                for name in reader.names()]
+        return [_gone(name, statement) for name in reader.names()]
     if reader.accept("INDEX") or (reader.accept("ONLINE") and reader.accept("INDEX")):
         reader.accept("IF", "EXISTS")
         reader.name()
@@ -507,8 +513,7 @@ def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffe
         if reader.keyword() == "SEQUENCE":
             reader.at += 1
             reader.accept("IF", "EXISTS")
-            return [_effect(name, "stop", statement, "the table was dropped", remedy=_GONE_REMEDY.format(name=name))
-                    for name in reader.names()]
+            return [_gone(name, statement) for name in reader.names()]
         return []
     raise _Unreadable("DROP of an unknown object")
 
@@ -527,8 +532,7 @@ def _rename(reader: _Reader, statement: str) -> list[TableEffect]:
         if not reader.accept("TO"):
             raise _Unreadable("RENAME TABLE without TO")
         target = reader.name()
-        effects.append(_effect(source, "stop", statement, "the table was renamed away",
-                               remedy=_GONE_REMEDY.format(name=source)))
+        effects.append(_gone(source, statement, " (renamed away)"))
         # Another table renamed onto a followed name replaces its rows without a row event.
         effects.append(_effect(target, "stop", statement, "another table was renamed onto the table"))
         if not reader.accept_punct(","):

@@ -56,6 +56,7 @@ def effects(statement: str, default_schema: str = "d") -> dict[str, str]:
         ("ALTER TABLE t REORGANIZE PARTITION p1 INTO (PARTITION a VALUES LESS THAN (5), "
          "PARTITION b VALUES LESS THAN (9))",
          {"d.t": "none"}),
+        ("ALTER TABLE t REORGANIZE PARTITION p1, p2 INTO (PARTITION p12 VALUES LESS THAN (30))", {"d.t": "none"}),
         ("ALTER TABLE t COALESCE PARTITION 2", {"d.t": "none"}),
         ("ALTER TABLE t ADD PARTITION (PARTITION p9 VALUES LESS THAN (90))", {"d.t": "none"}),
         ("ALTER TABLE t REBUILD PARTITION p1, p2", {"d.t": "none"}),

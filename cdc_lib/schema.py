@@ -129,8 +129,10 @@ def widening_problem(before: ColumnInfo, after: ColumnInfo) -> str | None:
         ok = _length(after) >= _length(before)
     elif old in ("varbinary", *_BLOB_BYTES) and new in _BLOB_BYTES:
         ok = new != "tinyblob" and (old not in _BLOB_BYTES or _BLOB_BYTES[new] >= _BLOB_BYTES[old])
-    elif old == new and old in ("enum", "set"):
-        # Values are labels (SET: members in definition order): kept when the old members keep their order.
+    elif old == new == "enum":
+        ok = set(before.set_members) <= set(after.set_members)  # values are labels
+    elif old == new == "set":
+        # A SET value is its members in definition order: kept when the old members keep their order.
         ok = _subsequence(before.set_members, after.set_members)
     elif old == new and old in ("datetime", "timestamp"):
         ok = (after.datetime_precision or 0) >= (before.datetime_precision or 0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cdc_lib.ddl import table_effects, tokenize
+from cdc_lib.schema import default_literal, widening_problem
+from cdc_lib.types import ColumnInfo
 
 FOLLOWED = {"d.t", "d.u", "d.a", "d.b", "d.x", "e.t", "d.Mixed"}
 
@@ -184,3 +186,70 @@ def test_a_stop_quotes_the_statement_and_names_the_remedy() -> None:
 )
 def test_tokenizer(text: str, tokens: list[str]) -> None:
     assert [token.text for token in tokenize(text)] == tokens
+
+
+def _column(column_type: str, *, nullable: bool = True) -> ColumnInfo:
+    data_type = column_type.split("(")[0].split()[0]
+    precision = scale = None
+    if data_type == "decimal":
+        precision, scale = (int(part) for part in column_type.split("(")[1].rstrip(")").split(","))
+    fraction = int(column_type.split("(")[1].rstrip(")")) if data_type in ("datetime", "timestamp", "time") else None
+    return ColumnInfo("c", data_type, column_type, nullable, precision, scale, fraction)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "widening"),
+    [
+        ("varchar(50)", "varchar(200)", True),
+        ("varchar(200)", "varchar(50)", False),
+        ("char(3)", "varchar(3)", True),
+        ("varchar(3)", "char(3)", False),  # trailing spaces would go
+        ("varchar(100)", "text", True),
+        ("varchar(100)", "tinytext", False),
+        ("text", "mediumtext", True),
+        ("longtext", "text", False),
+        ("tinyint(4)", "smallint(6)", True),
+        ("smallint(6)", "int(11)", True),
+        ("int(11)", "bigint(20)", True),
+        ("bigint(20)", "int(11)", False),
+        ("int(10) unsigned", "bigint(20)", True),
+        ("int(11)", "int(10) unsigned", False),
+        ("bigint(20)", "bigint(20) unsigned", False),
+        ("bigint(20) unsigned", "bigint(20)", False),
+        ("int(10) unsigned", "bigint(20) unsigned", True),
+        ("float", "double", True),
+        ("double", "float", False),
+        ("decimal(5,2)", "decimal(12,4)", True),
+        ("decimal(5,2)", "decimal(5,3)", False),
+        ("decimal(12,4)", "decimal(5,2)", False),
+        ("decimal(30,2)", "decimal(50,2)", False),  # decimal → text: the Delta type is not a cast away
+        ("decimal(40,2)", "decimal(50,2)", True),
+        ("enum('a','b')", "enum('a','b','c')", True),
+        ("enum('a','b')", "enum('b','a')", True),
+        ("set('a','b')", "set('b','a')", False),  # the text of a SET value follows the definition order
+        ("datetime(3)", "datetime(6)", True),
+        ("datetime(6)", "datetime(3)", False),
+        ("time(3)", "time(6)", False),  # TIME is text with the column's fraction digits
+        ("binary(4)", "binary(8)", False),  # the padding grows
+        ("varbinary(4)", "blob", True),
+        ("bit(3)", "bit(10)", True),
+        ("int(11)", "varchar(20)", False),
+    ],
+)
+def test_widening(before: str, after: str, widening: bool) -> None:
+    assert (widening_problem(_column(before), _column(after)) is None) is widening
+
+
+def test_added_column_values() -> None:
+    assert default_literal(ColumnInfo("c", "int", "int(11)", True, column_default="NULL")) == "NULL"
+    assert default_literal(ColumnInfo("c", "int", "int(11)", True, column_default=None)) == "NULL"
+    assert default_literal(ColumnInfo("c", "int", "int(11)", False, column_default=None)) == "backfill"
+    assert default_literal(ColumnInfo("c", "int", "int(11)", True, column_default="NULL"), generated=True) == "backfill"
+    assert default_literal(ColumnInfo("c", "int", "int(11)", False, column_default="7")) == "CAST(7 AS int)"
+    text = ColumnInfo("c", "varchar", "varchar(5)", True, column_default="'x'")
+    assert default_literal(text) == "CAST('x' AS string)"
+    assert default_literal(ColumnInfo("c", "timestamp", "timestamp", False, column_default="current_timestamp()")) == (
+        "backfill"
+    )
+    assert default_literal(ColumnInfo("c", "int", "int(11)", True, column_default="(`v` + 100)")) == "backfill"
+    assert default_literal(ColumnInfo("c", "bit", "bit(3)", True, column_default="b'101'")) == "backfill"

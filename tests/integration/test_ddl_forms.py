@@ -8,16 +8,33 @@ from __future__ import annotations
 from typing import Any
 
 from cdc_lib.pipeline import Pipeline
-from tests.conftest import delta_rows, source_rows, sql
+from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, source_rows, sql
 
 
 def _errors(results: list[Any]) -> dict[str, str]:
     return {table.table: table.error for result in results for table in result.tables if table.error}
 
 
+def _row_events(server: Any, log_file: str, log_pos: int, database: str) -> list[tuple[str, str]]:
+    """The row events the server logged from a position on, as (kind, table)."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    kinds = {WriteRowsEvent: "write", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
+    stream = BinLogStreamReader(
+        connection_settings={"host": "127.0.0.1", "port": server.port, "user": CDC_USER, "passwd": CDC_PASSWORD},
+        server_id=4242, log_file=log_file, log_pos=int(log_pos), resume_stream=True, blocking=False,
+        only_events=list(kinds), only_schemas=[database],
+    )
+    try:
+        return [(kinds[type(event)], event.table) for event in stream]
+    finally:
+        stream.close()
+
+
 def test_multi_table_drop_rename_and_create_or_replace_stop_each_table(mariadb, database, make_config) -> None:
     db = database
-    names = ["a", "b", "x", "z", "r", "keep"]
+    names = ["a", "b", "x", "z", "r", "sbr", "keep"]
     sql(
         mariadb,
         *[f"CREATE TABLE {db}.{name} (id INT PRIMARY KEY, v INT)" for name in names],
@@ -33,9 +50,12 @@ def test_multi_table_drop_rename_and_create_or_replace_stop_each_table(mariadb, 
         f"CREATE OR REPLACE TABLE {db}.r (id INT PRIMARY KEY, v INT)",
         f"INSERT INTO {db}.r VALUES (1, 100), (2, 200)",
         f"INSERT INTO {db}.keep VALUES (2, 2)",
+        "SET SESSION binlog_format = 'STATEMENT'",
+        f"UPDATE {db}.sbr SET v = v + 1",  # logged as a QUERY event, no row event
     )
     errors = _errors(pipeline.sync(until_caught_up=True))
-    assert sorted(errors) == sorted(f"{db}.{name}" for name in ["a", "b", "x", "z", "r"])
+    assert sorted(errors) == sorted(f"{db}.{name}" for name in ["a", "b", "x", "z", "r", "sbr"])
+    assert "binlog_format=ROW" in errors[f"{db}.sbr"]
     assert "RENAME TABLE" in errors[f"{db}.z"] and "binlake snapshot --table" in errors[f"{db}.z"]
     assert "CREATE OR REPLACE" in errors[f"{db}.r"] and f"binlake snapshot --table {db}.r" in errors[f"{db}.r"]
     assert delta_rows(config, f"{db}.r") == [(1, 1)], "the replacing table's rows were not merged over the old ones"
@@ -85,6 +105,7 @@ def test_partition_maintenance(mariadb, database, make_config) -> None:
     config = make_config([f"{db}.{name}" for name in names])
     pipeline = Pipeline(config)
     pipeline.snapshot()
+    start = sql(mariadb, "SHOW MASTER STATUS")[0]
     sql(
         mariadb,
         f"ALTER TABLE {db}.dropped DROP PARTITION p0",
@@ -92,6 +113,9 @@ def test_partition_maintenance(mariadb, database, make_config) -> None:
         f"ALTER TABLE {db}.exchanged EXCHANGE PARTITION p0 WITH TABLE {db}.swap",
         f"ALTER TABLE {db}.reorganized REORGANIZE PARTITION p1, p2 INTO (PARTITION p12 VALUES LESS THAN (30))",
         f"INSERT INTO {db}.reorganized VALUES (16, 16)",
+    )
+    assert _row_events(mariadb, start[0], start[1], db) == [("write", "reorganized")], (
+        "DROP / TRUNCATE / EXCHANGE PARTITION write no row event: only their statement tells the rows are gone"
     )
     errors = _errors(pipeline.sync(until_caught_up=True))
     assert sorted(errors) == [f"{db}.dropped", f"{db}.exchanged", f"{db}.truncated"]

@@ -532,7 +532,7 @@ class Pipeline:
             -100:
         ]
         log.info("%s: schema change applied (%s)", name, change.statement[:120])
-        return None, bool(diff.added or diff.retyped)
+        return None, bool(diff.added or diff.retyped or diff.tightened)
 
     def _check_no_nulls(self, table_state: TableState, name: str, columns: list[str]) -> None:
         """A column became NOT NULL: the server turned its NULLs into zero values without row events.
@@ -560,7 +560,10 @@ class Pipeline:
             columns=tuple(by_name[key] for key in current.primary_key) + tuple(columns),
             primary_key=current.primary_key,
         )
-        frame = read_table(self.spark(), self.config.source, schema, ["1=1"])
+        predicates, _ = partition_predicates(
+            connection, schema, self.config.snapshot, default_parallelism=self.spark().sparkContext.defaultParallelism
+        )
+        frame = read_table(self.spark(), self.config.source, schema, predicates)
         try:
             delta_sink.backfill_columns(
                 self.spark(), self.table_path(name), frame, key=current.primary_key,

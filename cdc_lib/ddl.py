@@ -66,6 +66,7 @@ class Token:
 _WORD = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
 _NUMBER = re.compile(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?")
 _EXECUTABLE = re.compile(r"/\*M?!\d*")
+_DML_MODIFIERS = re.compile(r"\b(UPDATE|DELETE)((?:\s+(?:LOW_PRIORITY|QUICK|IGNORE)\b)+)", re.IGNORECASE)
 
 
 class _Unreadable(Exception):
@@ -592,8 +593,12 @@ def _dml_targets(reader: _Reader, statement: str, default_schema: str) -> set[st
         import sqlglot
         from sqlglot import exp
 
+        if _EXECUTABLE.search(statement):
+            raise _Unreadable("sqlglot reads executable comments as comments")
+        # sqlglot takes the modifiers for table names (DELETE QUICK FROM t → a table QUICK).
+        plain = _DML_MODIFIERS.sub(r"\1 ", statement, count=1)
         try:
-            parsed = sqlglot.parse_one(statement, read="mysql")
+            parsed = sqlglot.parse_one(plain, read="mysql")
         except sqlglot.errors.ParseError:
             raise _Unreadable("DML sqlglot cannot parse") from None
         targets: list[exp.Expression] = []
@@ -611,7 +616,7 @@ def _dml_targets(reader: _Reader, statement: str, default_schema: str) -> set[st
                 raise _Unreadable("DML target is not a table")
             table = aliases.get(table.name, table) if not table.args.get("db") else table
             names.add(f"{table.db or default_schema}.{table.name}")
-        if not names:
-            raise _Unreadable("DML without a target")
+        if not names or not names <= _mentioned(reader.tokens, default_schema):
+            raise _Unreadable("DML whose targets sqlglot did not find in the statement")
         return names
     raise _Unreadable(f"statement {head}")

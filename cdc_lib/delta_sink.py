@@ -305,3 +305,43 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
             metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
             return int(metrics.get("numOutputRows", 0))
     return 0
+
+
+def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) -> None:
+    """Rewrite the table with `types` (column → Spark type) cast exactly, keeping column order and properties.
+
+    Delta 4.0's type widening (`delta.enableTypeWidening`, ALTER … CHANGE COLUMN … TYPE) would avoid the
+    rewrite, but it adds the `typeWidening` reader feature, and the `deltalake` 1.6.6 reader (delta-rs)
+    refuses such tables ("reader features {'typeWidening'} … not yet supported"): every widening binlake
+    accepts is exact as a cast (integer ranges, float → double, decimal precision/scale up), so the column is
+    rewritten instead. Re-running it after a crash is a no-op cast.
+    """
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format("delta").load(path)
+    current = dict(frame.dtypes)
+    if all(current.get(name) == target.replace(" ", "") for name, target in types.items()):
+        return
+    columns = [
+        F.col(f"`{name}`").cast(types[name]).alias(name) if name in types else F.col(f"`{name}`")
+        for name in frame.columns
+    ]
+    frame.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+
+
+def backfill_columns(spark: SparkSession, path: str, source: DataFrame, *, key: tuple[str, ...],
+                     columns: list[str]) -> None:
+    """Set `columns` of the rows already in the table from `source` (key + columns), matched on the key.
+
+    Rows the source has and the table lacks are not inserted: they arrive later as row events.
+    """
+    from delta.tables import DeltaTable
+
+    condition = " AND ".join(f"t.`{name}` = s.`{name}`" for name in key)
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(source.alias("s"), condition)
+        .whenMatchedUpdate(set={f"`{name}`": f"s.`{name}`" for name in columns})
+        .execute()
+    )

@@ -42,11 +42,12 @@ from cdc_lib.history import plan_resume
 from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, open_offset_store, utc_now
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, table_runways
-from cdc_lib.schema import compare_schemas, evolve_delta_table, schema_with_columns
+from cdc_lib.schema import compare_schemas, evolve_delta_table, needs_backfill, schema_with_columns
 from cdc_lib.sink_storage import SinkStorage, sink_storage
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spark import spark_session
+from cdc_lib.types import ColumnInfo
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -503,24 +504,88 @@ class Pipeline:
             if isinstance(names_after, list):
                 current = schema_with_columns(current, names_after, table=name)
             diff = compare_schemas(cursor.schema, current)
+            if diff.compatible and diff.tightened:
+                self._check_no_nulls(table_state, name, diff.tightened)
             if not diff.compatible:
                 raise SchemaChangeError(
                     f"incompatible schema change ({'; '.join(diff.problems)})",
                     remedy=f"re-snapshot the table: binlake snapshot --table {name}",
                     table=name,
                 )
-            if diff.added:
-                evolve_delta_table(self.spark(), self.table_path(name), diff, table=name)
+            generated = _generated_columns(connection, cursor.schema.table, [column.name for column in diff.added])
+            backfill = needs_backfill(diff, generated)
+            if diff.added or diff.retyped:
+                evolve_delta_table(self.spark(), self.table_path(name), diff, table=name, generated=generated)
+            if backfill:
+                high = self._backfill(connection, current, backfill)
+                # The back-filled values are the source's as of the read; rows changed since arrive as full row
+                # images from the binlog. Until the offset passes the read's high watermark, the table may show
+                # a mix of both — the same argument, and the same flag, as a snapshot's watermarks.
+                table_state.snapshot_high = high
+                table_state.consistent = False
         except BinlakeError as error:
             table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"stopped: {error.cause}"}][-100:]
             return TableFailure(error, change.before), False
         added = [column.name for column in diff.added]
+        actions = []
+        if added:
+            actions.append(f"added columns {added}")
+        if backfill:
+            actions.append(f"back-filled {[column.name for column in backfill]} from the source up to {high}")
+        if diff.widened:
+            actions.append(
+                "widened " + ", ".join(f"{after.name} {before.column_type} -> {after.column_type}"
+                                       for before, after in diff.widened)
+            )
         table_state.schema = current.to_json()
         table_state.position = change.after
-        table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"added columns {added}" if added
-                                                      else "no column change"}][-100:]
+        table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": "; ".join(actions) or "no column change"}][
+            -100:
+        ]
         log.info("%s: schema change applied (%s)", name, change.statement[:120])
-        return None, bool(diff.added)
+        return None, bool(diff.added or diff.retyped or diff.tightened)
+
+    def _check_no_nulls(self, table_state: TableState, name: str, columns: list[str]) -> None:
+        """A column became NOT NULL: the server turned its NULLs into zero values without row events.
+
+        The paused Delta table is the source just before the DDL (when it is consistent): without NULLs there,
+        no value changed.
+        """
+        if table_state.consistent:
+            frame = self.spark().read.format("delta").load(self.table_path(name))
+            condition = " OR ".join(f"`{column}` IS NULL" for column in columns)
+            if not frame.where(condition).limit(1).collect():
+                return
+        raise SchemaChangeError(
+            f"columns {columns} became NOT NULL, and the server may have replaced NULLs in them without row events",
+            remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+            table=name,
+        )
+
+    def _backfill(self, connection: Any, current: TableSchema, columns: list[ColumnInfo]) -> BinlogPosition:
+        """Read (key, columns) from the source and set them on the rows Delta has; return the read's high watermark."""
+        name = current.table.name
+        by_name = {column.name: column for column in current.columns}
+        schema = TableSchema(
+            table=current.table,
+            columns=tuple(by_name[key] for key in current.primary_key) + tuple(columns),
+            primary_key=current.primary_key,
+        )
+        predicates, _ = partition_predicates(
+            connection, schema, self.config.snapshot, default_parallelism=self.spark().sparkContext.defaultParallelism
+        )
+        frame = read_table(self.spark(), self.config.source, schema, predicates)
+        try:
+            delta_sink.backfill_columns(
+                self.spark(), self.table_path(name), frame, key=current.primary_key,
+                columns=[column.name for column in columns],
+            )
+        except Exception as exc:
+            zero_date = zero_date_in(exc, name)
+            if zero_date is None:
+                raise
+            raise zero_date from None
+        return mysql.current_position(connection)
 
     # -- status ----------------------------------------------------------------------------
 
@@ -680,3 +745,17 @@ class ReadAhead:
 
 
 __all__ = ["BinlakeError", "Pipeline", "SyncResult", "TableStatus"]
+
+
+def _generated_columns(connection: Any, table: TableRef, names: list[str]) -> set[str]:
+    """Which of `names` are generated columns (VIRTUAL or STORED): their value comes from the server."""
+    if not names:
+        return set()
+    marks = ", ".join(["%s"] * len(names))
+    rows = mysql.query(
+        connection,
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        f"AND COLUMN_NAME IN ({marks}) AND (IS_GENERATED = 'ALWAYS' OR EXTRA LIKE '%%GENERATED%%')",
+        (table.database, table.table, *names),
+    )
+    return {str(row[0]) for row in rows}

@@ -69,22 +69,28 @@ def _supplementary_samples() -> list[int]:
     return [*range(0x10000, 0x10100), *range(0x1F600, 0x1F650), 0x20000, 0x2A6D6, 0xE0001, 0xFFFFD, 0x10FFFF]
 
 
-def server_view(connection: Any, charset: str, codes: list[bytes]) -> dict[bytes, str]:
-    """Well-formed codes of `charset` → the text the server shows for each."""
+def server_views(connection: Any, charsets: list[str]) -> dict[str, dict[bytes, str]]:
+    """For each charset, its well-formed codes among every charset's candidates → the text the server shows."""
+    codes = sorted({code for charset in charsets for code in candidate_codes(charset)})
+    views = {}
     with connection.cursor() as cursor:
         cursor.execute("CREATE DATABASE IF NOT EXISTS binlake_charsets")
         cursor.execute("DROP TABLE IF EXISTS binlake_charsets.codes")
         cursor.execute("CREATE TABLE binlake_charsets.codes (code VARBINARY(4) PRIMARY KEY)")
-        cursor.executemany("INSERT IGNORE INTO binlake_charsets.codes VALUES (%s)", codes)
-        cursor.execute(
-            # As hex: MariaDB's UTF-8 charsets keep surrogate code points (ED A0 80), which are not valid UTF-8.
-            f"SELECT code, HEX(CONVERT(CONVERT(code USING {charset}) USING utf8mb4)) FROM binlake_charsets.codes "
-            # Well formed, and one character: a longer code that is two characters is not a code.
-            f"WHERE HEX(CONVERT(code USING {charset})) = HEX(code) AND CHAR_LENGTH(CONVERT(code USING {charset})) = 1"
-        )
-        found = {bytes(code): bytes.fromhex(text).decode("utf_8", "surrogatepass") for code, text in cursor.fetchall()}
+        cursor.executemany("INSERT INTO binlake_charsets.codes VALUES (%s)", [(code,) for code in codes])
+        for charset in charsets:
+            cursor.execute(
+                # As hex: MariaDB's UTF-8 charsets keep surrogate code points (ED A0 80), not valid UTF-8.
+                f"SELECT code, HEX(CONVERT(CONVERT(code USING {charset}) USING utf8mb4)) "
+                "FROM binlake_charsets.codes "
+                # Well formed, and one character: a longer code that is two characters is not a code.
+                f"WHERE HEX(CONVERT(code USING {charset})) = HEX(code) "
+                f"AND CHAR_LENGTH(CONVERT(code USING {charset})) = 1"
+            )
+            views[charset] = {bytes(code): bytes.fromhex(text).decode("utf_8", "surrogatepass")
+                              for code, text in cursor.fetchall()}
         cursor.execute("DROP DATABASE binlake_charsets")
-    return found
+    return views
 
 
 def single_byte_table(view: dict[bytes, str]) -> str:
@@ -103,6 +109,17 @@ def fit_codec(view: dict[bytes, str], codec: str) -> dict[bytes, str]:
         if ours != text:
             fixed[code] = text
     return fixed
+
+
+def _decoded_differently(fixed: dict[bytes, str], codec: str) -> int:
+    count = 0
+    for code in fixed:
+        try:
+            code.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        count += 1
+    return count
 
 
 def lead_bytes(view: dict[bytes, str]) -> tuple[bytes, bytes] | None:
@@ -196,10 +213,11 @@ def main() -> None:
     single: dict[str, str] = {}
     multi: dict[str, tuple[str, tuple[bytes, bytes], dict[bytes, str]]] = {}
     unproven: dict[str, str] = {}
+    views = server_views(connection, [charset for charset, _ in charsets if charset != "binary"])
     for charset, width in charsets:
         if charset == "binary" or charset in CODEC_ONLY:
             continue
-        view = server_view(connection, charset, candidate_codes(charset))
+        view = views[charset]
         if width == 1:
             single[charset] = single_byte_table(view)
             print(f"{charset}: single byte, {len(view)} well-formed bytes")
@@ -210,7 +228,9 @@ def main() -> None:
             unproven[charset] = "its codes cannot be split by lead byte" if codecs_ else "no Python codec is close"
             print(f"{charset}: UNPROVEN")
             continue
-        fixed, codec = min(((fit_codec(view, codec), codec) for codec in codecs_), key=lambda fit: len(fit[0]))
+        # Fewest codes the codec decodes to other text (each is checked for in every value), then fewest fixes.
+        fixed, codec = min(((fit_codec(view, codec), codec) for codec in codecs_),
+                           key=lambda fit: (_decoded_differently(fit[0], fit[1]), len(fit[0])))
         multi[charset] = (codec, leads, fixed)
         print(f"{charset}: {codec}, {len(view)} well-formed codes, {len(fixed)} decoded from the table")
     block = render(single, multi, unproven, server)

@@ -118,9 +118,7 @@ def _multi_byte(codec: str, leads: tuple[bytes, bytes], fixed: tuple[tuple[int, 
         parts.append(b"[" + re.escape(lead3) + b"]..")
     parts.append(b"[" + re.escape(lead2) + b"].")
     tokens = re.compile(b"|".join(parts) + b"|.", re.DOTALL)
-    # Codes the codec would read differently inside a longer text (it may take a lone byte for a lead byte,
-    # or decode a code to another character): their presence sends the text down the exact slow path.
-    guards = tuple(code for code in table if len(code) == 1 or code.decode(codec, "replace") != table[code])
+    guards = tuple(code for code in table if _unsafe(code, codec))
 
     def decode(data: bytes) -> str:
         if not any(guard in data for guard in guards):
@@ -142,22 +140,38 @@ def _multi_byte(codec: str, leads: tuple[bytes, bytes], fixed: tuple[tuple[int, 
     return decode
 
 
+def _unsafe(code: bytes, codec: str) -> bool:
+    """Whether the codec could read `code` wrongly inside a longer text without raising.
+
+    It can when it decodes the code to other text, or when the code is one byte (the codec may take it for
+    a lead byte and swallow the next). A code it calls an illegal multibyte sequence is judged on its own
+    bytes, so inside any text the codec raises on it and the exact slow path takes over.
+    """
+    if len(code) == 1:
+        return True
+    try:
+        code.decode(codec)
+    except UnicodeDecodeError as error:
+        return error.reason != "illegal multibyte sequence" or error.start != 0
+    return True
+
+
 class _Codec(codecs.Codec):
-    def __init__(self, decode: Decoder) -> None:
-        self._decode = decode
+    def __init__(self, charset: str) -> None:
+        self._charset = charset
 
     def encode(self, text: str, errors: str = "strict") -> tuple[bytes, int]:
         raise CharsetError("binlake's charset codecs only decode")
 
     def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
-        return self._decode(bytes(data)), len(data)
+        # Looked up per call (cached): Python caches the codec itself for good.
+        return decoder(self._charset)(bytes(data)), len(data)
 
 
 def _search(name: str) -> codecs.CodecInfo | None:
     if not name.startswith(CODEC_PREFIX):
         return None
-    charset = name[len(CODEC_PREFIX):]
-    codec = _Codec(decoder(charset))
+    codec = _Codec(name[len(CODEC_PREFIX):])
     return codecs.CodecInfo(codec.encode, codec.decode, name=name)
 
 
@@ -666,7 +680,7 @@ MULTI_BYTE: dict[str, tuple[str, tuple[bytes, bytes], tuple[tuple[int, int, str,
         ),
     ),
     'eucjpms': (
-        'euc_jis_2004',
+        'euc_jp',
         (bytes([*range(0x8E, 0x8F), *range(0xA1, 0xFF)]), bytes([*range(0x8F, 0x90)])),
         (
             (0xA1C1, 0xA1C1, '～', 0), (0xA1C2, 0xA1C2, '∥', 0), (0xA1DD, 0xA1DD, '－', 0),
@@ -677,59 +691,72 @@ MULTI_BYTE: dict[str, tuple[str, tuple[bytes, bytes], tuple[tuple[int, int, str,
             (0xA5F7, 0xA5FE, '?', 0), (0xA6B9, 0xA6C0, '?', 0), (0xA6D9, 0xA6FE, '?', 0),
             (0xA7C2, 0xA7D0, '?', 0), (0xA7F2, 0xA7FE, '?', 0), (0xA8C1, 0xA8FE, '?', 0),
             (0xA9A1, 0xA9FE, '?', 0), (0xAAA1, 0xAAFE, '?', 0), (0xABA1, 0xABFE, '?', 0),
-            (0xACA1, 0xACFE, '?', 0), (0xADBF, 0xADBF, '?', 0), (0xADD7, 0xADDE, '?', 0),
-            (0xADF0, 0xADF0, '≒', 0), (0xADF1, 0xADF1, '≡', 0), (0xADF2, 0xADF2, '∫', 0),
-            (0xADF4, 0xADF4, '∑', 0), (0xADF5, 0xADF5, '√', 0), (0xADF6, 0xADF6, '⊥', 0),
-            (0xADF7, 0xADF7, '∠', 0), (0xADFA, 0xADFA, '∵', 0), (0xADFB, 0xADFC, '∩', 1),
-            (0xADFD, 0xADFE, '?', 0), (0xAEA1, 0xAEFE, '?', 0), (0xAFA1, 0xAFFE, '?', 0),
-            (0xCFD4, 0xCFFE, '?', 0), (0xF4A7, 0xF4FE, '?', 0), (0xF5A1, 0xF5FE, '\ue000', 1),
-            (0xF6A1, 0xF6FE, '\ue05e', 1), (0xF7A1, 0xF7FE, '\ue0bc', 1), (0xF8A1, 0xF8FE, '\ue11a', 1),
-            (0xF9A1, 0xF9FE, '\ue178', 1), (0xFAA1, 0xFAFE, '\ue1d6', 1), (0xFBA1, 0xFBFE, '\ue234', 1),
-            (0xFCA1, 0xFCFE, '\ue292', 1), (0xFDA1, 0xFDFE, '\ue2f0', 1), (0xFEA1, 0xFEFE, '\ue34e', 1),
-            (0x8FA1A1, 0x8FA1FE, '?', 0), (0x8FA2A1, 0x8FA2AE, '?', 0), (0x8FA2B7, 0x8FA2B7, '～', 0),
-            (0x8FA2BA, 0x8FA2C1, '?', 0), (0x8FA2C3, 0x8FA2C3, '￤', 0), (0x8FA2C5, 0x8FA2EA, '?', 0),
-            (0x8FA2F2, 0x8FA2FE, '?', 0), (0x8FA3A1, 0x8FA3FE, '?', 0), (0x8FA4A1, 0x8FA4FE, '?', 0),
-            (0x8FA5A1, 0x8FA5FE, '?', 0), (0x8FA6A1, 0x8FA6E0, '?', 0), (0x8FA6E6, 0x8FA6E6, '?', 0),
-            (0x8FA6E8, 0x8FA6E8, '?', 0), (0x8FA6EB, 0x8FA6EB, '?', 0), (0x8FA6ED, 0x8FA6F0, '?', 0),
-            (0x8FA6FD, 0x8FA6FE, '?', 0), (0x8FA7A1, 0x8FA7C1, '?', 0), (0x8FA7CF, 0x8FA7F1, '?', 0),
-            (0x8FA8A1, 0x8FA8FE, '?', 0), (0x8FA9A3, 0x8FA9A3, '?', 0), (0x8FA9A5, 0x8FA9A5, '?', 0),
-            (0x8FA9A7, 0x8FA9A7, '?', 0), (0x8FA9AA, 0x8FA9AA, '?', 0), (0x8FA9AE, 0x8FA9AE, '?', 0),
-            (0x8FA9B1, 0x8FA9C0, '?', 0), (0x8FA9D1, 0x8FA9FE, '?', 0), (0x8FAAB9, 0x8FAAB9, '?', 0),
-            (0x8FAAF8, 0x8FAAFE, '?', 0), (0x8FABBC, 0x8FABBC, '?', 0), (0x8FABC4, 0x8FABC4, '?', 0),
-            (0x8FABF8, 0x8FABFE, '?', 0), (0x8FACA1, 0x8FACFE, '?', 0), (0x8FADA1, 0x8FADFE, '?', 0),
-            (0x8FAEA1, 0x8FAEFE, '?', 0), (0x8FAFA1, 0x8FAFFE, '?', 0), (0x8FEDE4, 0x8FEDFE, '?', 0),
-            (0x8FEEA1, 0x8FEEFE, '?', 0), (0x8FEFA1, 0x8FEFFE, '?', 0), (0x8FF0A1, 0x8FF0FE, '?', 0),
-            (0x8FF1A1, 0x8FF1FE, '?', 0), (0x8FF2A1, 0x8FF2FE, '?', 0), (0x8FF3A1, 0x8FF3F2, '?', 0),
-            (0x8FF3F3, 0x8FF3FC, 'ⅰ', 1), (0x8FF3FD, 0x8FF3FE, 'Ⅰ', 1), (0x8FF4A1, 0x8FF4A8, 'Ⅲ', 1),
-            (0x8FF4A9, 0x8FF4A9, '＇', 0), (0x8FF4AA, 0x8FF4AA, '＂', 0), (0x8FF4AB, 0x8FF4AB, '㈱', 0),
-            (0x8FF4AC, 0x8FF4AC, '№', 0), (0x8FF4AD, 0x8FF4AD, '℡', 0), (0x8FF4AE, 0x8FF4AE, '炻', 0),
-            (0x8FF4AF, 0x8FF4AF, '仼', 0), (0x8FF4B0, 0x8FF4B0, '僴', 0), (0x8FF4B1, 0x8FF4B1, '凬', 0),
-            (0x8FF4B2, 0x8FF4B2, '匇', 0), (0x8FF4B3, 0x8FF4B3, '匤', 0), (0x8FF4B4, 0x8FF4B4, '﨎', 0),
-            (0x8FF4B5, 0x8FF4B5, '咊', 0), (0x8FF4B6, 0x8FF4B6, '坙', 0), (0x8FF4B7, 0x8FF4B8, '﨏', 1),
-            (0x8FF4B9, 0x8FF4B9, '增', 0), (0x8FF4BA, 0x8FF4BA, '寬', 0), (0x8FF4BB, 0x8FF4BB, '峵', 0),
-            (0x8FF4BC, 0x8FF4BC, '嵓', 0), (0x8FF4BD, 0x8FF4BD, '﨑', 0), (0x8FF4BE, 0x8FF4BE, '德', 0),
-            (0x8FF4BF, 0x8FF4BF, '悅', 0), (0x8FF4C0, 0x8FF4C0, '愠', 0), (0x8FF4C1, 0x8FF4C1, '敎', 0),
-            (0x8FF4C2, 0x8FF4C2, '昻', 0), (0x8FF4C3, 0x8FF4C3, '晥', 0), (0x8FF4C4, 0x8FF4C4, '晴', 0),
-            (0x8FF4C5, 0x8FF4C5, '朗', 0), (0x8FF4C6, 0x8FF4C6, '栁', 0), (0x8FF4C7, 0x8FF4C8, '﨓', 1),
-            (0x8FF4C9, 0x8FF4C9, '橫', 0), (0x8FF4CA, 0x8FF4CA, '櫢', 0), (0x8FF4CB, 0x8FF4CB, '淸', 0),
-            (0x8FF4CC, 0x8FF4CC, '淲', 0), (0x8FF4CD, 0x8FF4CD, '瀨', 0), (0x8FF4CE, 0x8FF4CF, '凞', 1),
-            (0x8FF4D0, 0x8FF4D0, '甁', 0), (0x8FF4D1, 0x8FF4D1, '皂', 0), (0x8FF4D2, 0x8FF4D2, '皞', 0),
-            (0x8FF4D3, 0x8FF4D3, '益', 0), (0x8FF4D4, 0x8FF4D4, '礰', 0), (0x8FF4D5, 0x8FF4D8, '礼', 1),
-            (0x8FF4D9, 0x8FF4D9, '竧', 0), (0x8FF4DA, 0x8FF4DB, '靖', 1), (0x8FF4DC, 0x8FF4DC, '綠', 0),
-            (0x8FF4DD, 0x8FF4DD, '緖', 0), (0x8FF4DE, 0x8FF4DE, '羽', 0), (0x8FF4DF, 0x8FF4DF, '荢', 0),
-            (0x8FF4E0, 0x8FF4E0, '﨟', 0), (0x8FF4E1, 0x8FF4E1, '薰', 0), (0x8FF4E2, 0x8FF4E3, '蘒', 1),
-            (0x8FF4E4, 0x8FF4E4, '蠇', 0), (0x8FF4E5, 0x8FF4E5, '諸', 0), (0x8FF4E6, 0x8FF4E6, '譿', 0),
-            (0x8FF4E7, 0x8FF4E7, '賴', 0), (0x8FF4E8, 0x8FF4E8, '赶', 0), (0x8FF4E9, 0x8FF4EB, '﨣', 1),
-            (0x8FF4EC, 0x8FF4EC, '郞', 0), (0x8FF4ED, 0x8FF4ED, '都', 0), (0x8FF4EE, 0x8FF4EE, '鄕', 0),
-            (0x8FF4EF, 0x8FF4F0, '﨧', 1), (0x8FF4F1, 0x8FF4F1, '閒', 0), (0x8FF4F2, 0x8FF4F2, '隆', 0),
-            (0x8FF4F3, 0x8FF4F3, '﨩', 0), (0x8FF4F4, 0x8FF4F4, '霻', 0), (0x8FF4F5, 0x8FF4F5, '靍', 0),
-            (0x8FF4F6, 0x8FF4F6, '靑', 0), (0x8FF4F7, 0x8FF4F9, '飯', 1), (0x8FF4FA, 0x8FF4FA, '馞', 0),
-            (0x8FF4FB, 0x8FF4FB, '髙', 0), (0x8FF4FC, 0x8FF4FC, '魲', 0), (0x8FF4FD, 0x8FF4FD, '鶴', 0),
-            (0x8FF4FE, 0x8FF4FE, '黑', 0), (0x8FF5A1, 0x8FF5FE, '\ue3ac', 1), (0x8FF6A1, 0x8FF6FE, '\ue40a', 1),
-            (0x8FF7A1, 0x8FF7FE, '\ue468', 1), (0x8FF8A1, 0x8FF8FE, '\ue4c6', 1),
-            (0x8FF9A1, 0x8FF9FE, '\ue524', 1), (0x8FFAA1, 0x8FFAFE, '\ue582', 1),
-            (0x8FFBA1, 0x8FFBFE, '\ue5e0', 1), (0x8FFCA1, 0x8FFCFE, '\ue63e', 1),
-            (0x8FFDA1, 0x8FFDFE, '\ue69c', 1), (0x8FFEA1, 0x8FFEFE, '\ue6fa', 1),
+            (0xACA1, 0xACFE, '?', 0), (0xADA1, 0xADB4, '①', 1), (0xADB5, 0xADBE, 'Ⅰ', 1),
+            (0xADBF, 0xADBF, '?', 0), (0xADC0, 0xADC0, '㍉', 0), (0xADC1, 0xADC1, '㌔', 0),
+            (0xADC2, 0xADC2, '㌢', 0), (0xADC3, 0xADC3, '㍍', 0), (0xADC4, 0xADC4, '㌘', 0),
+            (0xADC5, 0xADC5, '㌧', 0), (0xADC6, 0xADC6, '㌃', 0), (0xADC7, 0xADC7, '㌶', 0),
+            (0xADC8, 0xADC8, '㍑', 0), (0xADC9, 0xADC9, '㍗', 0), (0xADCA, 0xADCA, '㌍', 0),
+            (0xADCB, 0xADCB, '㌦', 0), (0xADCC, 0xADCC, '㌣', 0), (0xADCD, 0xADCD, '㌫', 0),
+            (0xADCE, 0xADCE, '㍊', 0), (0xADCF, 0xADCF, '㌻', 0), (0xADD0, 0xADD2, '㎜', 1),
+            (0xADD3, 0xADD4, '㎎', 1), (0xADD5, 0xADD5, '㏄', 0), (0xADD6, 0xADD6, '㎡', 0),
+            (0xADD7, 0xADDE, '?', 0), (0xADDF, 0xADDF, '㍻', 0), (0xADE0, 0xADE0, '〝', 0),
+            (0xADE1, 0xADE1, '〟', 0), (0xADE2, 0xADE2, '№', 0), (0xADE3, 0xADE3, '㏍', 0),
+            (0xADE4, 0xADE4, '℡', 0), (0xADE5, 0xADE9, '㊤', 1), (0xADEA, 0xADEB, '㈱', 1),
+            (0xADEC, 0xADEC, '㈹', 0), (0xADED, 0xADED, '㍾', 0), (0xADEE, 0xADEE, '㍽', 0),
+            (0xADEF, 0xADEF, '㍼', 0), (0xADF0, 0xADF0, '≒', 0), (0xADF1, 0xADF1, '≡', 0),
+            (0xADF2, 0xADF2, '∫', 0), (0xADF3, 0xADF3, '∮', 0), (0xADF4, 0xADF4, '∑', 0),
+            (0xADF5, 0xADF5, '√', 0), (0xADF6, 0xADF6, '⊥', 0), (0xADF7, 0xADF7, '∠', 0),
+            (0xADF8, 0xADF8, '∟', 0), (0xADF9, 0xADF9, '⊿', 0), (0xADFA, 0xADFA, '∵', 0),
+            (0xADFB, 0xADFC, '∩', 1), (0xADFD, 0xADFE, '?', 0), (0xAEA1, 0xAEFE, '?', 0),
+            (0xAFA1, 0xAFFE, '?', 0), (0xCFD4, 0xCFFE, '?', 0), (0xF4A7, 0xF4FE, '?', 0),
+            (0xF5A1, 0xF5FE, '\ue000', 1), (0xF6A1, 0xF6FE, '\ue05e', 1), (0xF7A1, 0xF7FE, '\ue0bc', 1),
+            (0xF8A1, 0xF8FE, '\ue11a', 1), (0xF9A1, 0xF9FE, '\ue178', 1), (0xFAA1, 0xFAFE, '\ue1d6', 1),
+            (0xFBA1, 0xFBFE, '\ue234', 1), (0xFCA1, 0xFCFE, '\ue292', 1), (0xFDA1, 0xFDFE, '\ue2f0', 1),
+            (0xFEA1, 0xFEFE, '\ue34e', 1), (0x8FA1A1, 0x8FA1FE, '?', 0), (0x8FA2A1, 0x8FA2AE, '?', 0),
+            (0x8FA2B7, 0x8FA2B7, '～', 0), (0x8FA2BA, 0x8FA2C1, '?', 0), (0x8FA2C3, 0x8FA2C3, '￤', 0),
+            (0x8FA2C5, 0x8FA2EA, '?', 0), (0x8FA2F2, 0x8FA2FE, '?', 0), (0x8FA3A1, 0x8FA3FE, '?', 0),
+            (0x8FA4A1, 0x8FA4FE, '?', 0), (0x8FA5A1, 0x8FA5FE, '?', 0), (0x8FA6A1, 0x8FA6E0, '?', 0),
+            (0x8FA6E6, 0x8FA6E6, '?', 0), (0x8FA6E8, 0x8FA6E8, '?', 0), (0x8FA6EB, 0x8FA6EB, '?', 0),
+            (0x8FA6ED, 0x8FA6F0, '?', 0), (0x8FA6FD, 0x8FA6FE, '?', 0), (0x8FA7A1, 0x8FA7C1, '?', 0),
+            (0x8FA7CF, 0x8FA7F1, '?', 0), (0x8FA8A1, 0x8FA8FE, '?', 0), (0x8FA9A3, 0x8FA9A3, '?', 0),
+            (0x8FA9A5, 0x8FA9A5, '?', 0), (0x8FA9A7, 0x8FA9A7, '?', 0), (0x8FA9AA, 0x8FA9AA, '?', 0),
+            (0x8FA9AE, 0x8FA9AE, '?', 0), (0x8FA9B1, 0x8FA9C0, '?', 0), (0x8FA9D1, 0x8FA9FE, '?', 0),
+            (0x8FAAB9, 0x8FAAB9, '?', 0), (0x8FAAF8, 0x8FAAFE, '?', 0), (0x8FABBC, 0x8FABBC, '?', 0),
+            (0x8FABC4, 0x8FABC4, '?', 0), (0x8FABF8, 0x8FABFE, '?', 0), (0x8FACA1, 0x8FACFE, '?', 0),
+            (0x8FADA1, 0x8FADFE, '?', 0), (0x8FAEA1, 0x8FAEFE, '?', 0), (0x8FAFA1, 0x8FAFFE, '?', 0),
+            (0x8FEDE4, 0x8FEDFE, '?', 0), (0x8FEEA1, 0x8FEEFE, '?', 0), (0x8FEFA1, 0x8FEFFE, '?', 0),
+            (0x8FF0A1, 0x8FF0FE, '?', 0), (0x8FF1A1, 0x8FF1FE, '?', 0), (0x8FF2A1, 0x8FF2FE, '?', 0),
+            (0x8FF3A1, 0x8FF3F2, '?', 0), (0x8FF3F3, 0x8FF3FC, 'ⅰ', 1), (0x8FF3FD, 0x8FF3FE, 'Ⅰ', 1),
+            (0x8FF4A1, 0x8FF4A8, 'Ⅲ', 1), (0x8FF4A9, 0x8FF4A9, '＇', 0), (0x8FF4AA, 0x8FF4AA, '＂', 0),
+            (0x8FF4AB, 0x8FF4AB, '㈱', 0), (0x8FF4AC, 0x8FF4AC, '№', 0), (0x8FF4AD, 0x8FF4AD, '℡', 0),
+            (0x8FF4AE, 0x8FF4AE, '炻', 0), (0x8FF4AF, 0x8FF4AF, '仼', 0), (0x8FF4B0, 0x8FF4B0, '僴', 0),
+            (0x8FF4B1, 0x8FF4B1, '凬', 0), (0x8FF4B2, 0x8FF4B2, '匇', 0), (0x8FF4B3, 0x8FF4B3, '匤', 0),
+            (0x8FF4B4, 0x8FF4B4, '﨎', 0), (0x8FF4B5, 0x8FF4B5, '咊', 0), (0x8FF4B6, 0x8FF4B6, '坙', 0),
+            (0x8FF4B7, 0x8FF4B8, '﨏', 1), (0x8FF4B9, 0x8FF4B9, '增', 0), (0x8FF4BA, 0x8FF4BA, '寬', 0),
+            (0x8FF4BB, 0x8FF4BB, '峵', 0), (0x8FF4BC, 0x8FF4BC, '嵓', 0), (0x8FF4BD, 0x8FF4BD, '﨑', 0),
+            (0x8FF4BE, 0x8FF4BE, '德', 0), (0x8FF4BF, 0x8FF4BF, '悅', 0), (0x8FF4C0, 0x8FF4C0, '愠', 0),
+            (0x8FF4C1, 0x8FF4C1, '敎', 0), (0x8FF4C2, 0x8FF4C2, '昻', 0), (0x8FF4C3, 0x8FF4C3, '晥', 0),
+            (0x8FF4C4, 0x8FF4C4, '晴', 0), (0x8FF4C5, 0x8FF4C5, '朗', 0), (0x8FF4C6, 0x8FF4C6, '栁', 0),
+            (0x8FF4C7, 0x8FF4C8, '﨓', 1), (0x8FF4C9, 0x8FF4C9, '橫', 0), (0x8FF4CA, 0x8FF4CA, '櫢', 0),
+            (0x8FF4CB, 0x8FF4CB, '淸', 0), (0x8FF4CC, 0x8FF4CC, '淲', 0), (0x8FF4CD, 0x8FF4CD, '瀨', 0),
+            (0x8FF4CE, 0x8FF4CF, '凞', 1), (0x8FF4D0, 0x8FF4D0, '甁', 0), (0x8FF4D1, 0x8FF4D1, '皂', 0),
+            (0x8FF4D2, 0x8FF4D2, '皞', 0), (0x8FF4D3, 0x8FF4D3, '益', 0), (0x8FF4D4, 0x8FF4D4, '礰', 0),
+            (0x8FF4D5, 0x8FF4D8, '礼', 1), (0x8FF4D9, 0x8FF4D9, '竧', 0), (0x8FF4DA, 0x8FF4DB, '靖', 1),
+            (0x8FF4DC, 0x8FF4DC, '綠', 0), (0x8FF4DD, 0x8FF4DD, '緖', 0), (0x8FF4DE, 0x8FF4DE, '羽', 0),
+            (0x8FF4DF, 0x8FF4DF, '荢', 0), (0x8FF4E0, 0x8FF4E0, '﨟', 0), (0x8FF4E1, 0x8FF4E1, '薰', 0),
+            (0x8FF4E2, 0x8FF4E3, '蘒', 1), (0x8FF4E4, 0x8FF4E4, '蠇', 0), (0x8FF4E5, 0x8FF4E5, '諸', 0),
+            (0x8FF4E6, 0x8FF4E6, '譿', 0), (0x8FF4E7, 0x8FF4E7, '賴', 0), (0x8FF4E8, 0x8FF4E8, '赶', 0),
+            (0x8FF4E9, 0x8FF4EB, '﨣', 1), (0x8FF4EC, 0x8FF4EC, '郞', 0), (0x8FF4ED, 0x8FF4ED, '都', 0),
+            (0x8FF4EE, 0x8FF4EE, '鄕', 0), (0x8FF4EF, 0x8FF4F0, '﨧', 1), (0x8FF4F1, 0x8FF4F1, '閒', 0),
+            (0x8FF4F2, 0x8FF4F2, '隆', 0), (0x8FF4F3, 0x8FF4F3, '﨩', 0), (0x8FF4F4, 0x8FF4F4, '霻', 0),
+            (0x8FF4F5, 0x8FF4F5, '靍', 0), (0x8FF4F6, 0x8FF4F6, '靑', 0), (0x8FF4F7, 0x8FF4F9, '飯', 1),
+            (0x8FF4FA, 0x8FF4FA, '馞', 0), (0x8FF4FB, 0x8FF4FB, '髙', 0), (0x8FF4FC, 0x8FF4FC, '魲', 0),
+            (0x8FF4FD, 0x8FF4FD, '鶴', 0), (0x8FF4FE, 0x8FF4FE, '黑', 0), (0x8FF5A1, 0x8FF5FE, '\ue3ac', 1),
+            (0x8FF6A1, 0x8FF6FE, '\ue40a', 1), (0x8FF7A1, 0x8FF7FE, '\ue468', 1),
+            (0x8FF8A1, 0x8FF8FE, '\ue4c6', 1), (0x8FF9A1, 0x8FF9FE, '\ue524', 1),
+            (0x8FFAA1, 0x8FFAFE, '\ue582', 1), (0x8FFBA1, 0x8FFBFE, '\ue5e0', 1),
+            (0x8FFCA1, 0x8FFCFE, '\ue63e', 1), (0x8FFDA1, 0x8FFDFE, '\ue69c', 1),
+            (0x8FFEA1, 0x8FFEFE, '\ue6fa', 1),
         ),
     ),
     'euckr': (

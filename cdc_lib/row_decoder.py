@@ -334,10 +334,24 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         column.binlake_charset = charset
         if kind in _CHARACTER_TYPES:
             column.character_set_name = charsets.codec_name(charset)
-        for attribute in ("enum_values", "set_values"):
-            labels = getattr(column, attribute, None)
-            if labels:
-                setattr(column, attribute, [_label(label, charset) for label in labels])
+        _relabel(column, info_by_name.get(getattr(column, "name", None)), charset)
+
+
+def _relabel(column: Any, info: ColumnInfo | None, charset: str) -> None:
+    """ENUM/SET labels as the server shows them: the schema's, which the library's match in number.
+
+    The library decodes the table map's labels as UTF-8 and makes '' of any it cannot, so a latin1 label
+    'caf\xe9' would be lost; information_schema has them all as text.
+    """
+    members = info.set_members if info is not None and info.data_type.lower() in ("enum", "set") else None
+    for attribute, offset in (("enum_values", 1), ("set_values", 0)):
+        labels = getattr(column, attribute, None)
+        if not labels:
+            continue
+        if members is not None and len(members) == len(labels) - offset:
+            setattr(column, attribute, labels[:offset] + list(members))
+        else:
+            setattr(column, attribute, [_label(label, charset) for label in labels])
 
 
 def _label(label: Any, charset: str) -> Any:

@@ -1,0 +1,210 @@
+"""Every character set the server has decodes, on every path, to exactly the text the server shows.
+
+The oracle is the server itself: `CONVERT(col USING utf8mb4)`, read as hex (MariaDB's UTF-8 charsets keep
+surrogate code points, which are not valid UTF-8). Codes come from bench/charset_tables.py: every byte of a
+single-byte charset, every two- and three-byte code of the CJK charsets, every UCS-2/UTF-16 unit and BMP
+code point with samples beyond — all the ones the server accepts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
+
+from bench.charset_tables import server_views
+from cdc_lib import charsets
+from cdc_lib.binlog import TableDecoder, _open_stream
+from cdc_lib.errors import TableError
+from cdc_lib.pipeline import Pipeline
+from cdc_lib.source import TableRef, connect, current_position, describe_table
+from cdc_lib.types import ColumnInfo, spark_type_ddl
+from tests.conftest import delta_rows, sql
+
+ROWS = 64
+
+
+def _charsets(mariadb: Any) -> list[str]:
+    return sorted(str(row[0]) for row in sql(mariadb, "SHOW CHARACTER SET") if row[0] != "binary")
+
+
+def _views(mariadb: Any) -> dict[str, dict[bytes, str]]:
+    connection = mariadb.admin_connection()
+    try:
+        return server_views(connection, _charsets(mariadb))
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def views(mariadb: Any) -> dict[str, dict[bytes, str]]:
+    return _views(mariadb)
+
+
+def _shown(server: Any, statement: str, *arguments: Any) -> list[str | None]:
+    connection = server.admin_connection()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, arguments or None)
+            return [None if hexed is None else bytes.fromhex(hexed).decode("utf-8", "surrogatepass")
+                    for hexed, in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def test_every_charset_is_proven_code_by_code(mariadb, views) -> None:
+    """Each well-formed code alone, and all of them back to back in a shuffled order, as the server shows them."""
+    assert set(views) == {name for name in views if charsets.known(name)}, "a charset binlake does not know"
+    assert not charsets.UNPROVEN
+    shuffle = random.Random(7)
+    for charset, view in views.items():
+        assert len(view) >= 128, charset
+        wrong = {code.hex(): (charsets.decode(code, charset), text)
+                 for code, text in view.items() if charsets.decode(code, charset) != text}
+        assert not wrong, f"{charset}: {len(wrong)} codes, e.g. {list(wrong.items())[:5]}"
+        codes = list(view)
+        shuffle.shuffle(codes)
+        joined = b"".join(codes)
+        [shown] = _shown(mariadb, f"SELECT HEX(CONVERT(CONVERT(%s USING {charset}) USING utf8mb4))", joined)
+        assert charsets.decode(joined, charset) == shown, charset
+
+
+def test_known_differences_from_pythons_codecs(views) -> None:
+    assert charsets.decode(b"\x81\x8d\x8f\x90\x9d\x80", "latin1") == "\x81\x8d\x8f\x90\x9d€"
+    assert charsets.decode(b"\x81\x60", "sjis") == "〜" and charsets.decode(b"\x81\x60", "cp932") == "～"
+    assert charsets.decode(b"\x81\x5f", "sjis") == "\\"  # Python's shift_jis says '＼'
+    assert charsets.decode("😀".encode("utf-16-be"), "utf16") == "😀"  # the library reads utf16 little-endian
+    assert charsets.decode("😀".encode("utf-32-be"), "utf32") == "😀"
+    assert charsets.decode(b"\xd8\x00\xdc\x00", "ucs2") == "\ud800\udc00"  # UCS-2 has no surrogate pairs
+    assert b"\x81".decode(charsets.codec_name("latin1")) == "\x81"
+
+
+def test_an_unproven_charset_is_refused_with_the_remedy(monkeypatch) -> None:
+    monkeypatch.setitem(charsets.UNPROVEN, "koi8r", "the server's table changed")
+    monkeypatch.delitem(charsets.SINGLE_BYTE, "koi8r")
+    charsets.decoder.cache_clear()
+    try:
+        column = ColumnInfo("name", "varchar", "varchar(10)", True, character_set="koi8r")
+        with pytest.raises(TableError, match="column 'name' has character set koi8r") as raised:
+            spark_type_ddl(column, table="db.t")
+        assert "ALTER TABLE db.t CONVERT TO CHARACTER SET utf8mb4" in str(raised.value)
+        with pytest.raises(charsets.CharsetError):
+            b"a".decode(charsets.codec_name("koi8r"))
+        unknown = ColumnInfo("x", "text", "text", True, character_set="klingon")
+        with pytest.raises(TableError, match="klingon"):
+            spark_type_ddl(unknown, table="db.t")
+    finally:
+        charsets.decoder.cache_clear()
+
+
+def _table(views: dict[str, dict[bytes, str]], *, surrogates: bool) -> tuple[str, list[tuple[Any, ...]]]:
+    """Columns: one TEXT per charset (plus latin1 VARCHAR, CHAR and ENUM); rows hold every code between them."""
+    names = sorted(views)
+    columns = ["id INT PRIMARY KEY"] + [f"c_{name} MEDIUMTEXT CHARACTER SET {name}" for name in names]
+    columns += ["v_latin1 VARCHAR(300) CHARACTER SET latin1", "ch_latin1 CHAR(2) CHARACTER SET latin1",
+                "e_latin1 ENUM('caf\u00e9', '\u0081x', '\u20ac') CHARACTER SET latin1",
+                "v_sjis VARCHAR(40) CHARACTER SET sjis", "v_utf16 VARCHAR(40) CHARACTER SET utf16"]
+    rows = []
+    for row in range(ROWS):
+        values: list[Any] = [row]
+        for name in names:
+            codes = [code for code, text in sorted(views[name].items())
+                     if surrogates or not any("\ud800" <= character <= "\udfff" for character in text)]
+            values.append(b"".join(codes[row::ROWS]))
+        latin1 = bytes(range(row * 4, row * 4 + 4))
+        values += [latin1 * 3, latin1[:2], 1 + row % 3, b"\x81\x60\x81\x5f\x5c" * (row % 3), "😀".encode("utf-16-be")]
+        rows.append(tuple(values))
+    return ", ".join(columns), rows
+
+
+def _insert(mariadb: Any, table: str, rows: list[tuple[Any, ...]]) -> None:
+    connection = mariadb.admin_connection()
+    try:
+        with connection.cursor() as cursor:
+            marks = ", ".join(["%s"] * len(rows[0]))
+            cursor.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+    finally:
+        connection.close()
+
+
+def _server_text(mariadb: Any, table: str, names: list[str]) -> list[tuple[Any, ...]]:
+    expressions = ", ".join(f"HEX(CONVERT(`{name}` USING utf8mb4))" for name in names)
+    connection = mariadb.admin_connection()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT id, {expressions} FROM {table} ORDER BY id")
+            return [(row[0], *(None if value is None else bytes.fromhex(value).decode("utf-8", "surrogatepass")
+                               for value in row[1:])) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def _differences(expected: list[tuple[Any, ...]], got: list[tuple[Any, ...]], names: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    assert len(expected) == len(got)
+    for want, have in zip(expected, got, strict=True):
+        for name, left, right in zip(["id", *names], want, have, strict=True):
+            if left != right and name not in found:
+                found[name] = (want[0], left if left is None else left[:40], right if right is None else right[:40])
+    return found
+
+
+def test_binlog_fast_decoder_and_library_both_show_the_servers_text(mariadb, database, make_config, views) -> None:
+    db = database
+    columns, rows = _table(views, surrogates=True)
+    sql(mariadb, f"CREATE TABLE {db}.cs ({columns})")
+    config = make_config([f"{db}.cs"])
+    connection = connect(config.source)
+    try:
+        schema = describe_table(connection, TableRef.parse(f"{db}.cs"))
+        start = current_position(connection)
+    finally:
+        connection.close()
+    _insert(mariadb, f"{db}.cs", rows)
+    sql(mariadb, f"UPDATE {db}.cs SET id = id + 1000 WHERE id < 4")
+    names = [column.name for column in schema.columns[1:]]
+    expected = _server_text(mariadb, f"{db}.cs", names)
+
+    decoder = TableDecoder.for_schema(schema)
+    fast: dict[int, tuple[Any, ...]] = {}
+    library: dict[int, tuple[Any, ...]] = {}
+    stream = _open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent], tables=[schema.table])
+    try:
+        for event in stream:
+            update = isinstance(event, UpdateRowsEvent)
+            images = decoder.fast.images(event) or []
+            pairs = zip(images[::2], images[1::2], strict=True) if update else ((None, row) for row in images)
+            for before, after in pairs:
+                fast.pop(before[0] if before else None, None)
+                fast[after[0]] = after
+            for row in event.rows:
+                if update:
+                    library.pop(decoder.row(row["before_values"])[0])
+                decoded = decoder.row(row["after_values"] if update else row["values"])
+                library[decoded[0]] = decoded
+    finally:
+        stream.close()
+    assert decoder.fast.fallback_events == 0 and decoder.fast.unsupported is None
+    for got in (fast, library):
+        assert not _differences(expected, [got[key] for key in sorted(got)], names)
+
+
+def test_snapshot_and_binlog_land_the_servers_text(mariadb, database, make_config, views) -> None:
+    """Delta holds no lone surrogates: the codes MariaDB keeps as such are proven above, not synced here."""
+    db = database
+    columns, rows = _table(views, surrogates=False)
+    sql(mariadb, f"CREATE TABLE {db}.via_snapshot ({columns})", f"CREATE TABLE {db}.via_binlog ({columns})")
+    _insert(mariadb, f"{db}.via_snapshot", rows)
+    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"INSERT INTO {db}.via_binlog SELECT * FROM {db}.via_snapshot")
+    pipeline.sync(until_caught_up=True)
+
+    names = [str(row[0]) for row in sql(mariadb, f"SHOW COLUMNS FROM {db}.via_snapshot")][1:]
+    expected = _server_text(mariadb, f"{db}.via_snapshot", names)
+    for table in ("via_snapshot", "via_binlog"):
+        got = sorted(delta_rows(config, f"{db}.{table}"), key=lambda row: row[0])
+        assert not _differences(expected, got, names), table

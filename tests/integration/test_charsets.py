@@ -16,7 +16,8 @@ from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from bench.charset_tables import server_views
 from cdc_lib import charsets
-from cdc_lib.binlog import TableDecoder, _open_stream
+from cdc_lib.binlog import TableCursor, TableDecoder, _open_stream, read_batch
+from cdc_lib.config import BatchConfig
 from cdc_lib.errors import TableError
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.source import TableRef, connect, current_position, describe_table
@@ -97,6 +98,40 @@ def test_an_unproven_charset_is_refused_with_the_remedy(monkeypatch) -> None:
             spark_type_ddl(unknown, table="db.t")
     finally:
         charsets.decoder.cache_clear()
+
+
+def test_latin1_bytes_cp1252_lacks_reach_the_batch_reader_as_the_server_shows_them(
+    mariadb, database, make_config
+) -> None:
+    """0x81, 0x8D, 0x8F, 0x90, 0x9D: MySQL's latin1 has them, Python's cp1252 refuses them (one killed every sync)."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.l1 (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin1, "
+        "t TEXT CHARACTER SET latin1, e ENUM('caf\u00e9', '\u0081') CHARACTER SET latin1)")
+    config = make_config([f"{db}.l1"])
+    connection = connect(config.source)
+    try:
+        schema = describe_table(connection, TableRef.parse(f"{db}.l1"))
+        start = current_position(connection)
+    finally:
+        connection.close()
+    sql(mariadb, f"INSERT INTO {db}.l1 VALUES (1, _latin1 0x818D8F909D80E9, _latin1 0x9D41, 2), "
+        f"(2, 'café', _latin1 0x81, 1)")
+    expected = _server_text(mariadb, f"{db}.l1", ["v", "t", "e"])
+    assert expected[0][1:] == ("\x81\x8d\x8f\x90\x9d€é", "\x9dA", "\x81")
+    read = read_batch(config.source, [TableCursor(f"{db}.l1", start, schema)], BatchConfig())
+    assert sorted(upsert for _, upsert in read.changes[f"{db}.l1"].rows.values()) == expected
+
+    decoder = TableDecoder.for_schema(schema)
+    decoder.fast.library_only = True  # the library fallback, with binlake's converters
+    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    library = []
+    try:
+        for event in stream:
+            assert decoder.fast.images(event) is None
+            library += [decoder.row(row["values"]) for row in event.rows]
+    finally:
+        stream.close()
+    assert sorted(library) == expected
 
 
 def _table(views: dict[str, dict[bytes, str]], *, surrogates: bool) -> tuple[str, list[tuple[Any, ...]]]:

@@ -317,8 +317,8 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
 
     python-mysql-replication decodes text with `bytes.decode(column.character_set_name)`: pointing that at
     binlake's exact codec (`cdc_lib.charsets`) fixes latin1's five extra bytes, big-endian utf16/utf32 and
-    the rest on the fallback path. ENUM and SET labels, which it decodes as UTF-8 (or leaves as bytes), are
-    decoded again from their bytes in the column's charset.
+    the rest on the fallback path. ENUM and SET labels, which it decodes as UTF-8 (or drops), are taken from
+    the schema (see `_relabel`). Call it before the library reads the rows of an event of this table map.
     """
     info_by_name = {info.name: info for info in schema.columns}
     for column in columns:
@@ -328,10 +328,11 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         if kind not in _CHARACTER_TYPES and kind not in _LABEL_TYPES:
             continue
         charset = column_charset(column, info_by_name.get(getattr(column, "name", None)))
-        if charset is None or charset == "binary":
+        if charset == "binary":
             column.binlake_charset = "binary"
             continue
-        column.binlake_charset = charset
+        # Not knowing the charset, the library would guess utf8; binlake's codec for it refuses instead.
+        column.binlake_charset = charset = charset or "unknown"
         if kind in _CHARACTER_TYPES:
             column.character_set_name = charsets.codec_name(charset)
         _relabel(column, info_by_name.get(getattr(column, "name", None)), charset)

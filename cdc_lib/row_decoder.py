@@ -228,8 +228,8 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             if convert is not _binary:
                 apply(convert)
         else:
-            if charset in _UTF8:  # MariaDB keeps surrogate code points in UTF-8 text, and shows them
-                spec.lines.append("{v} = data[p - n:p].decode('utf-8', 'surrogatepass')")
+            if charset in _UTF8:  # a surrogate code point fails here; the library path then names it
+                spec.lines.append("{v} = data[p - n:p].decode('utf-8')")
             else:
                 decode = code.bind(f"decode_{index}", charsets.decoder(charset))
                 spec.lines.append(f"{{v}} = {decode}(data[p - n:p])")

@@ -62,10 +62,14 @@ def test_every_charset_is_proven_code_by_code(mariadb, views) -> None:
     shuffle = random.Random(7)
     for charset, view in views.items():
         assert len(view) >= 128, charset
+        surrogates = {code for code, text in view.items() if _surrogate(text)}
         wrong = {code.hex(): (charsets.decode(code, charset), text)
-                 for code, text in view.items() if charsets.decode(code, charset) != text}
+                 for code, text in view.items() if code not in surrogates and charsets.decode(code, charset) != text}
         assert not wrong, f"{charset}: {len(wrong)} codes, e.g. {list(wrong.items())[:5]}"
-        codes = list(view)
+        for code in surrogates:  # MariaDB keeps them in utf8mb3/utf8mb4/ucs2/utf32; Delta strings cannot
+            with pytest.raises(charsets.CharsetError, match="surrogate code point"):
+                charsets.decode(code, charset)
+        codes = [code for code in view if code not in surrogates]
         shuffle.shuffle(codes)
         joined = b"".join(codes)
         [shown] = _shown(mariadb, f"SELECT HEX(CONVERT(CONVERT(%s USING {charset}) USING utf8mb4))", joined)
@@ -78,8 +82,13 @@ def test_known_differences_from_pythons_codecs(views) -> None:
     assert charsets.decode(b"\x81\x5f", "sjis") == "\\"  # Python's shift_jis says '＼'
     assert charsets.decode("😀".encode("utf-16-be"), "utf16") == "😀"  # the library reads utf16 little-endian
     assert charsets.decode("😀".encode("utf-32-be"), "utf32") == "😀"
-    assert charsets.decode(b"\xd8\x00\xdc\x00", "ucs2") == "\ud800\udc00"  # UCS-2 has no surrogate pairs
+    with pytest.raises(charsets.CharsetError, match="U\\+D800"):
+        charsets.decode(b"\xd8\x00\xdc\x00", "ucs2")  # two code points on the server: UCS-2 has no pairs
     assert b"\x81".decode(charsets.codec_name("latin1")) == "\x81"
+
+
+def _surrogate(text: str) -> bool:
+    return any("\ud800" <= character <= "\udfff" for character in text)
 
 
 def test_an_unproven_charset_is_refused_with_the_remedy(monkeypatch) -> None:
@@ -134,7 +143,7 @@ def test_latin1_bytes_cp1252_lacks_reach_the_batch_reader_as_the_server_shows_th
     assert sorted(library) == expected
 
 
-def _table(views: dict[str, dict[bytes, str]], *, surrogates: bool) -> tuple[str, list[tuple[Any, ...]]]:
+def _table(views: dict[str, dict[bytes, str]]) -> tuple[str, list[tuple[Any, ...]]]:
     """Columns: one TEXT per charset (plus latin1 VARCHAR, CHAR and ENUM); rows hold every code between them."""
     names = sorted(views)
     columns = ["id INT PRIMARY KEY"] + [f"c_{name} MEDIUMTEXT CHARACTER SET {name}" for name in names]
@@ -145,8 +154,7 @@ def _table(views: dict[str, dict[bytes, str]], *, surrogates: bool) -> tuple[str
     for row in range(ROWS):
         values: list[Any] = [row]
         for name in names:
-            codes = [code for code, text in sorted(views[name].items())
-                     if surrogates or not any("\ud800" <= character <= "\udfff" for character in text)]
+            codes = [code for code, text in sorted(views[name].items()) if not _surrogate(text)]
             values.append(b"".join(codes[row::ROWS]))
         latin1 = bytes(range(row * 4, row * 4 + 4))
         values += [latin1 * 3, latin1[:2], 1 + row % 3, b"\x81\x60\x81\x5f\x5c" * (row % 3), "😀".encode("utf-16-be")]
@@ -188,7 +196,7 @@ def _differences(expected: list[tuple[Any, ...]], got: list[tuple[Any, ...]], na
 
 def test_binlog_fast_decoder_and_library_both_show_the_servers_text(mariadb, database, make_config, views) -> None:
     db = database
-    columns, rows = _table(views, surrogates=True)
+    columns, rows = _table(views)
     sql(mariadb, f"CREATE TABLE {db}.cs ({columns})")
     config = make_config([f"{db}.cs"])
     connection = connect(config.source)
@@ -227,9 +235,8 @@ def test_binlog_fast_decoder_and_library_both_show_the_servers_text(mariadb, dat
 
 
 def test_snapshot_and_binlog_land_the_servers_text(mariadb, database, make_config, views) -> None:
-    """Delta holds no lone surrogates: the codes MariaDB keeps as such are proven above, not synced here."""
     db = database
-    columns, rows = _table(views, surrogates=False)
+    columns, rows = _table(views)
     sql(mariadb, f"CREATE TABLE {db}.via_snapshot ({columns})", f"CREATE TABLE {db}.via_binlog ({columns})")
     _insert(mariadb, f"{db}.via_snapshot", rows)
     config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"])
@@ -243,3 +250,29 @@ def test_snapshot_and_binlog_land_the_servers_text(mariadb, database, make_confi
     for table in ("via_snapshot", "via_binlog"):
         got = sorted(delta_rows(config, f"{db}.{table}"), key=lambda row: row[0])
         assert not _differences(expected, got, names), table
+
+
+def test_a_surrogate_code_point_is_refused_by_name_on_the_binlog_path(mariadb, database, make_config) -> None:
+    """MariaDB stores ED A0 80 in utf8mb4; no Delta string can hold it: the library path raises saying so."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.sg (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET utf8mb4, "
+        "u VARCHAR(10) CHARACTER SET ucs2)")
+    config = make_config([f"{db}.sg"])
+    connection = connect(config.source)
+    try:
+        schema = describe_table(connection, TableRef.parse(f"{db}.sg"))
+        start = current_position(connection)
+    finally:
+        connection.close()
+    sql(mariadb, f"INSERT INTO {db}.sg VALUES (1, UNHEX('41EDA08042'), 'a')", f"INSERT INTO {db}.sg VALUES "
+        "(2, 'b', UNHEX('D800DC00'))")
+    decoder = TableDecoder.for_schema(schema)
+    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    try:
+        for event in stream:
+            assert decoder.fast.images(event) is None  # the fast decoder leaves it to the library ...
+            with pytest.raises(charsets.CharsetError, match="surrogate code point U\\+D800"):
+                event.rows  # noqa: B018 - ... which raises, naming the code point
+    finally:
+        stream.close()
+    assert decoder.fast.fallback_events == 2

@@ -39,14 +39,21 @@ class CharsetError(ValueError):
     """Bytes that are no text of the column's charset, or a charset binlake cannot decode exactly."""
 
 
+def canonical(charset: str) -> str:
+    """The charset's current name: MySQL before 8.0.30 and MariaDB before 10.6 call utf8mb3 `utf8`."""
+    name = charset.lower()
+    return "utf8mb3" if name == "utf8" else name
+
+
 def known(charset: str) -> bool:
     """Whether binlake decodes `charset` exactly (proven against the server)."""
+    charset = canonical(charset)
     return charset in SINGLE_BYTE or charset in MULTI_BYTE or charset in _CODEC_ONLY
 
 
 def check_column(column: str, charset: str | None, *, table: str | None = None) -> None:
     """Refuse a column whose charset binlake cannot decode exactly, naming the column and the remedy."""
-    if charset is None or charset == "binary" or known(charset):
+    if charset is None or canonical(charset) == "binary" or known(charset):
         return
     reason = UNPROVEN.get(charset, "binlake has no proven decoder for it")
     raise TableError(
@@ -59,6 +66,7 @@ def check_column(column: str, charset: str | None, *, table: str | None = None) 
 @cache
 def decoder(charset: str) -> Decoder:
     """bytes → the server's text, for one charset; raises CharsetError for an unknown or unproven charset."""
+    charset = canonical(charset)
     if charset in SINGLE_BYTE:
         table = SINGLE_BYTE[charset]
         return lambda data: codecs.charmap_decode(data, "strict", table)[0]

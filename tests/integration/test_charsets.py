@@ -85,6 +85,8 @@ def test_known_differences_from_pythons_codecs(views) -> None:
     with pytest.raises(charsets.CharsetError, match="U\\+D800"):
         charsets.decode(b"\xd8\x00\xdc\x00", "ucs2")  # two code points on the server: UCS-2 has no pairs
     assert b"\x81".decode(charsets.codec_name("latin1")) == "\x81"
+    assert charsets.known("utf8") and charsets.known("UTF8MB4")  # utf8mb3's old name (MySQL < 8.0.30)
+    spark_type_ddl(ColumnInfo("v", "varchar", "varchar(3)", True, character_set="utf8"))  # not refused
 
 
 def _surrogate(text: str) -> bool:

@@ -17,7 +17,6 @@ LONGTEXT in the binlog and takes the fast path.)
 
 from __future__ import annotations
 
-import codecs
 import datetime as dt
 import decimal
 import logging
@@ -28,11 +27,19 @@ from decimal import Decimal
 from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
-from pymysqlreplication.row_event import RowsEvent
 
+from cdc_lib import charsets
 from cdc_lib.events import Row
 from cdc_lib.source import TableSchema
-from cdc_lib.types import ColumnInfo, _binary, _text, _timestamp_to_utc, binlog_converter, spark_type_ddl
+from cdc_lib.types import (
+    ColumnInfo,
+    _binary,
+    _text,
+    _timestamp_to_utc,
+    binlog_converter,
+    format_time,
+    spark_type_ddl,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +111,7 @@ def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader 
     Returns `Unsupported` when any column has a type or shape this module does not decode, or
     when the binlog's column names are not the schema's (the library path then reports it).
     """
+    prepare_columns(columns, schema)
     names = [getattr(column, "name", None) for column in columns]
     if len(names) != len(schema.columns) or set(names) != set(schema.column_names) or len(set(names)) != len(names):
         return Unsupported("the binlog's columns differ from the table schema")
@@ -211,14 +219,20 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         prefix = column.length_size if kind == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
         if prefix not in (1, 2, 3, 4):
             return Unsupported(f"column {column.name} has a {prefix}-byte length prefix")
-        encoding = _encoding(column)
+        charset = getattr(column, "binlake_charset", None)
+        if charset is None:
+            return Unsupported(f"column {column.name} has no known character set")
         spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n"]
-        if encoding is None:
+        if charset == "binary":
             spec.lines.append("{v} = data[p - n:p]")
             if convert is not _binary:
                 apply(convert)
         else:
-            spec.lines.append(f"{{v}} = data[p - n:p].decode({encoding!r})")
+            if charset in _UTF8:  # a surrogate code point fails here; the library path then names it
+                spec.lines.append("{v} = data[p - n:p].decode('utf-8')")
+            else:
+                decode = code.bind(f"decode_{index}", charsets.decoder(charset))
+                spec.lines.append(f"{{v}} = {decode}(data[p - n:p])")
             if convert is not _text:
                 apply(convert)
     elif kind == FIELD_TYPE.DATE:
@@ -242,10 +256,11 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         if convert is not _timestamp_to_utc:
             apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.TIME2:
-        spec.lines = ["n = from_bytes(data[p:p + 3], 'big', signed=True)", "p += 3",
-                      *_fraction_lines(column.fsp, raw=True),
-                      f"{{v}} = {code.bind('time2', _time2)}(n, us, {column.fsp})"]
-        apply(convert)
+        # The whole value at once: a negative TIME2's fraction is stored as a complement of the integer part's.
+        size = 3 + (column.fsp + 1) // 2
+        digits = info.datetime_precision or 0
+        spec.lines = [f"{{v}} = {code.bind('time2', time2_text)}(from_bytes(data[p:p + {size}], 'big'), "
+                      f"{column.fsp}, {digits})", f"p += {size}"]
     elif kind == FIELD_TYPE.ENUM:
         if column.size not in (1, 2):
             return Unsupported(f"ENUM column {column.name} has {column.size}-byte values")
@@ -278,20 +293,75 @@ def _little_endian(offset: str, size: int) -> str:
     return " | ".join(f"data[{offset} + {byte}] << {8 * byte}" if byte else f"data[{offset}]" for byte in range(size))
 
 
-def _encoding(column: Any) -> str | None:
-    """The codec the library decodes a character column with, or None when it keeps the bytes."""
-    name = getattr(column, "character_set_name", None)
-    if name is None:
-        return "utf-8"
-    encoding = RowsEvent.charset_to_encoding(name)
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        return None
-    return str(encoding)
+_CHARACTER_TYPES = frozenset({FIELD_TYPE.STRING, FIELD_TYPE.VAR_STRING, FIELD_TYPE.VARCHAR, FIELD_TYPE.BLOB})
+_LABEL_TYPES = frozenset({FIELD_TYPE.ENUM, FIELD_TYPE.SET})
+_UTF8 = frozenset({"utf8mb3", "utf8mb4"})
 
 
-def _fraction_lines(fsp: int, *, raw: bool = False) -> list[str]:
+def column_charset(column: Any, info: ColumnInfo | None) -> str | None:
+    """The MySQL charset of a character, ENUM or SET column of a table map; 'binary' for bytes.
+
+    The table map names the collation (the library's `character_set_name` is a lossy codec name:
+    latin1 → cp1252, utf8mb3 and utf8mb4 → utf8); every collation name starts with its charset's.
+    A collation the library does not know leaves only the schema's charset to go by.
+    """
+    collation = getattr(column, "collation_name", None)
+    if collation:
+        charset = str(collation).split("_", 1)[0].lower()
+        return "utf8mb3" if charset == "utf8" else charset
+    return info.character_set if info is not None else None
+
+
+def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
+    """Make the library decode a table map's text as the server shows it (idempotent, per table map).
+
+    python-mysql-replication decodes text with `bytes.decode(column.character_set_name)`: pointing that at
+    binlake's exact codec (`cdc_lib.charsets`) fixes latin1's five extra bytes, big-endian utf16/utf32 and
+    the rest on the fallback path. ENUM and SET labels, which it decodes as UTF-8 (or drops), are taken from
+    the schema (see `_relabel`). Call it before the library reads the rows of an event of this table map.
+    """
+    info_by_name = {info.name: info for info in schema.columns}
+    for column in columns:
+        if getattr(column, "binlake_charset", None) is not None:
+            continue
+        kind = getattr(column, "type", None)
+        if kind not in _CHARACTER_TYPES and kind not in _LABEL_TYPES:
+            continue
+        charset = column_charset(column, info_by_name.get(getattr(column, "name", None)))
+        if charset == "binary":
+            column.binlake_charset = "binary"
+            continue
+        # Not knowing the charset, the library would guess utf8; binlake's codec for it refuses instead.
+        column.binlake_charset = charset = charset or "unknown"
+        if kind in _CHARACTER_TYPES:
+            column.character_set_name = charsets.codec_name(charset)
+        _relabel(column, info_by_name.get(getattr(column, "name", None)), charset)
+
+
+def _relabel(column: Any, info: ColumnInfo | None, charset: str) -> None:
+    """ENUM/SET labels as the server shows them: the schema's, which the library's match in number.
+
+    The library decodes the table map's labels as UTF-8 and makes '' of any it cannot, so a latin1 label
+    'caf\xe9' would be lost; information_schema has them all as text.
+    """
+    members = info.set_members if info is not None and info.data_type.lower() in ("enum", "set") else None
+    for attribute, offset in (("enum_values", 1), ("set_values", 0)):
+        labels = getattr(column, attribute, None)
+        if not labels:
+            continue
+        if members is not None and len(members) == len(labels) - offset:
+            setattr(column, attribute, labels[:offset] + list(members))
+        else:
+            setattr(column, attribute, [_label(label, charset) for label in labels])
+
+
+def _label(label: Any, charset: str) -> Any:
+    if isinstance(label, str):
+        label = label.encode("utf-8")  # it was decoded from these bytes strictly, so this gives them back
+    return charsets.decode(label, charset) if isinstance(label, bytes) else label
+
+
+def _fraction_lines(fsp: int) -> list[str]:
     """Read the fractional seconds into `us` as the library does (signed big-endian, odd fsp /10)."""
     size = (fsp + 1) // 2
     if size == 0:
@@ -301,8 +371,7 @@ def _fraction_lines(fsp: int, *, raw: bool = False) -> list[str]:
         lines.append("us = int(us / 10)")
     if fsp < 6:
         lines.append(f"us *= {10 ** (6 - fsp)}")
-    if not raw:
-        lines.append("us = us if us > 0 else 0")
+    lines.append("us = us if us > 0 else 0")
     return lines
 
 
@@ -313,13 +382,33 @@ def _invalid_datetime(microsecond: int) -> None:
     return None
 
 
-def _time2(packed: int, fraction: int, fsp: int) -> dt.timedelta:
-    # A negative TIME2 is the two's complement of its positive form (sign bit 0).
-    sign = 1 if packed >> 23 & 1 else -1
-    if sign < 0:
-        packed = -packed
-    return dt.timedelta(hours=packed >> 12 & 0x3FF, minutes=packed >> 6 & 0x3F, seconds=packed & 0x3F,
-                        microseconds=fraction if fsp else 0) * sign
+def time2_micro(stored: int, fsp: int) -> int:
+    """A TIME2 value's signed microseconds, from its big-endian bytes as one unsigned number.
+
+    As MySQL's `my_time_packed_from_binary`: the packed value is (h << 12 | m << 6 | s) << 24 plus the
+    microseconds, negated for a negative time, stored with an offset. With fsp 1–4 the integer part and the
+    fraction are stored apart, and a negative time's fraction is the complement of one unit of the integer part
+    (-00:00:01.25 is stored as -2 s and 0.75 s): python-mysql-replication misses that.
+    """
+    if fsp >= 5:
+        packed = stored - 0x800000000000
+    elif fsp >= 1:
+        width = 16 if fsp >= 3 else 8
+        whole, fraction = (stored >> width) - 0x800000, stored & ((1 << width) - 1)
+        if whole < 0 and fraction:
+            whole += 1
+            fraction -= 1 << width
+        packed = (whole << 24) + fraction * (100 if fsp >= 3 else 10_000)
+    else:
+        packed = (stored - 0x800000) << 24
+    magnitude = abs(packed)
+    clock, micro = magnitude >> 24, magnitude & 0xFFFFFF
+    total = ((clock >> 12 & 0x3FF) * 3600 + (clock >> 6 & 0x3F) * 60 + (clock & 0x3F)) * 1_000_000 + micro
+    return -total if packed < 0 else total
+
+
+def time2_text(stored: int, fsp: int, digits: int) -> str:
+    return format_time(dt.timedelta(microseconds=time2_micro(stored, fsp)), digits)
 
 
 def _set_reader(
@@ -371,7 +460,7 @@ def _decimal_lines(precision: int, scale: int) -> list[str]:
 
 
 def _signature(columns: Sequence[Any]) -> tuple[Any, ...]:
-    keys = ("type", "name", "unsigned", "character_set_name", "max_length", "length_size", "fsp", "precision",
+    keys = ("type", "name", "unsigned", "binlake_charset", "max_length", "length_size", "fsp", "precision",
             "decimals", "bits", "bytes", "size")
     return tuple(
         (*(getattr(column, key, None) for key in keys),
@@ -412,13 +501,17 @@ class FastRows:
         self._last_reader: RowImageReader | Unsupported = Unsupported("no table map yet")
 
     def images(self, event: Any) -> list[Row] | None:
-        """The event's row images in order (an update's before and after alternate), or None."""
-        if self.library_only:
-            return self._fall_back()
+        """The event's row images in order (an update's before and after alternate), or None.
+
+        Call it before the library reads `event.rows`: it also sets the table map up for exact text there.
+        """
         columns = event.columns
         if columns is not self._last_columns:
-            self._last_reader = self._reader_for(columns)
+            prepare_columns(columns, self.schema)
+            self._last_reader = Unsupported("library only") if self.library_only else self._reader_for(columns)
             self._last_columns = columns
+        if self.library_only:
+            return self._fall_back()
         reader = self._last_reader
         if isinstance(reader, Unsupported) or event.number_of_columns != reader.width:
             return self._fall_back()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from cdc_lib import charsets
 from cdc_lib.errors import TableError
 
 _UTC = dt.UTC
@@ -33,6 +34,7 @@ class ColumnInfo:
     numeric_scale: int | None = None
     datetime_precision: int | None = None
     column_default: str | None = None
+    character_set: str | None = None  # CHARACTER_SET_NAME of a text column (None for others, or unknown)
 
     @property
     def unsigned(self) -> bool:
@@ -99,6 +101,7 @@ def spark_type_ddl(column: ColumnInfo, *, table: str | None = None) -> str:
     if kind == "time":
         return "string"
     if kind in _STRING_TYPES:
+        charsets.check_column(column.name, column.character_set, table=table)
         return "string"
     if kind in _BINARY_TYPES:
         return "binary"
@@ -148,6 +151,23 @@ def format_time(value: dt.timedelta, fractional_digits: int) -> str:
     return text
 
 
+def library_time(value: dt.timedelta) -> dt.timedelta:
+    """python-mysql-replication's TIME2 value, corrected: it reads a negative time's fraction wrongly.
+
+    MySQL stores -00:00:01.250000 as -2 s and a fraction of 0.75 s (the complement); the library negates
+    the 2 s and subtracts the 0.75 s, giving -00:00:01.750000. A negative value with fraction f from it is
+    therefore really its whole seconds plus (1 s - f). Non-negative and whole-second values are right.
+    """
+    micro = value // _MICROSECOND
+    fraction = -micro % 1_000_000
+    if micro >= 0 or not fraction:
+        return value
+    return -dt.timedelta(microseconds=-micro - fraction + (1_000_000 - fraction))
+
+
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
 # Types python-mysql-replication 1.0 already decodes to the value Spark stores.
 _PASSTHROUGH = frozenset(
     {"tinyint", "smallint", "mediumint", "int", "integer", "year", "float", "double", "real", "char", "varchar",
@@ -176,7 +196,7 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
         return _timestamp_to_utc
     if kind == "time":
         digits = column.datetime_precision or 0
-        return lambda value: format_time(value, digits) if isinstance(value, dt.timedelta) else str(value)
+        return lambda value: format_time(library_time(value), digits) if isinstance(value, dt.timedelta) else str(value)
     if kind == "set":
         members = column.set_members
         return lambda value: _set_text(value, members)

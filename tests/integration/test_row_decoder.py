@@ -12,7 +12,14 @@ from cdc_lib.config import BatchConfig, PipelineConfig
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.source import TableRef, connect, current_position, describe_table
 from tests.conftest import sql
-from tests.integration.test_type_parity import COLUMNS, ROWS
+from tests.integration.test_type_parity import (
+    COLUMNS,
+    ROWS,
+    TEMPORAL_COLUMNS,
+    as_temporal_text,
+    insert_temporal_rows,
+    server_temporal_text,
+)
 
 # Beyond the parity table: every length-prefix size, charset, DECIMAL shape and fractional precision.
 EXTRA_COLUMNS = """
@@ -208,3 +215,34 @@ def test_table_map_is_what_the_decoder_follows(mariadb, database, make_config) -
     assert outcomes == [[(1, 1)], None]
     assert once_the_library_read == [None, None]  # the packet is past the rows then: never decode nothing
     assert decoder.fast.unsupported == "the binlog's columns differ from the table schema"
+
+
+def test_temporal_edges_decode_as_the_server_shows_them_on_both_paths(mariadb, database, make_config) -> None:
+    """Fast decoder and library each against the server's CAST(… AS CHAR), not against each other."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.tm ({TEMPORAL_COLUMNS})")
+    config = make_config([f"{db}.tm"])
+    start = _position(config)
+    insert_temporal_rows(mariadb, f"{db}.tm")
+    expected = server_temporal_text(mariadb, f"{db}.tm")
+    connection = connect(config.source)
+    try:
+        schema = describe_table(connection, TableRef.parse(f"{db}.tm"))
+    finally:
+        connection.close()
+    decoder = TableDecoder.for_schema(schema)
+    fast: list[tuple] = []
+    library: list[tuple] = []
+    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    try:
+        for event in stream:
+            fast.extend(as_temporal_text(row) for row in decoder.fast.images(event) or [])
+            library.extend(as_temporal_text(decoder.row(row["values"])) for row in event.rows)
+    finally:
+        stream.close()
+    assert decoder.fast.fallback_events == 0
+    for path, got in (("fast", fast), ("library", library)):
+        assert len(got) == len(expected), path
+        wrong = {(want[0], index): (left, right) for want, have in zip(expected, got, strict=True)
+                 for index, (left, right) in enumerate(zip(want, have, strict=True)) if left != right}
+        assert not wrong, (path, wrong)

@@ -80,3 +80,78 @@ def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make
     assert values["tm0"] == "-838:59:59" and values["tm6"] == "123:45:06.000007"
     assert values["yr"] == 2155 and values["flag"] == 1
     assert all(value is None for name, value in zip(values, snapshot_rows[2], strict=True) if name != "id")
+
+
+# Edge values of every fractional precision, asymmetric fractions included: a negative TIME's fraction is
+# stored as a complement, so -00:00:01.250000 read naively is -00:00:01.750000 (.5 survives that, .25 does not).
+TIMES = ["-838:59:59.999999", "-838:59:59", "-00:00:00.000001", "-00:00:01.250000", "00:00:00.000001", "838:59:59",
+         "838:59:59.999999", "-01:00:00.100000", "-00:00:00.5", "-12:34:56.789012", "00:00:00", "-00:00:01",
+         "-00:00:00.999999", "-00:00:00.010000", "-00:00:00.000100", "-23:59:59.990000"]
+DATETIMES = ["1000-01-01 00:00:00.000001", "9999-12-31 23:59:59.999999", "1000-01-01 00:00:00",
+             "1970-01-01 00:00:00.000001", "2024-02-29 12:34:56.5", "1969-12-31 23:59:59.999999"]
+TIMESTAMPS = ["1970-01-01 00:00:01", "2038-01-19 03:14:07.999999", "1970-01-01 00:00:01.000001",
+              "2000-02-29 23:59:59.999999", "2038-01-19 03:14:07", "1999-12-31 23:59:59.5"]
+FSPS = range(7)
+TEMPORAL_COLUMNS = ", ".join(
+    ["id INT PRIMARY KEY"]
+    + [f"tm{fsp} TIME({fsp})" for fsp in FSPS]
+    + [f"dt{fsp} DATETIME({fsp})" for fsp in FSPS]
+    + [f"ts{fsp} TIMESTAMP({fsp}) NULL" for fsp in FSPS]
+)
+TEMPORAL_NAMES = [f"{kind}{fsp}" for kind in ("tm", "dt", "ts") for fsp in FSPS]
+
+
+def temporal_rows() -> list[str]:
+    rows = []
+    for index in range(max(len(TIMES), len(DATETIMES), len(TIMESTAMPS))):
+        values = [str(index)]
+        for source in (TIMES, DATETIMES, TIMESTAMPS):
+            values += [f"'{source[index]}'" if index < len(source) else "NULL"] * len(FSPS)
+        rows.append(f"({', '.join(values)})")
+    return rows
+
+
+def insert_temporal_rows(mariadb, table: str) -> None:
+    # TIMESTAMP literals in UTC; the server rounds or truncates extra digits as it stores them.
+    sql(mariadb, "SET time_zone = '+00:00'", f"INSERT INTO {table} VALUES {', '.join(temporal_rows())}")
+
+
+def server_temporal_text(mariadb, table: str) -> list[tuple]:
+    casts = ", ".join(f"CAST({name} AS CHAR)" for name in TEMPORAL_NAMES)
+    return sql(mariadb, "SET time_zone = '+00:00'", f"SELECT id, {casts} FROM {table} ORDER BY id")
+
+
+def temporal_text(value, fsp: int) -> str | None:
+    """MySQL's text of a decoded TIME (already text), DATETIME or TIMESTAMP (as UTC) value."""
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC)
+    text = f"{value:%Y-%m-%d %H:%M:%S}"
+    return text + "." + f"{value.microsecond:06d}"[:fsp] if fsp else text
+
+
+def as_temporal_text(row: tuple) -> tuple:
+    return (row[0], *(temporal_text(value, int(name[2])) for name, value in zip(TEMPORAL_NAMES, row[1:], strict=True)))
+
+
+def test_time_datetime_and_timestamp_edges_land_as_the_server_shows_them(mariadb, database, make_config) -> None:
+    """Every fsp 0-6, negative TIME fractions, the DATETIME and TIMESTAMP range ends: both paths, one table each."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.via_snapshot ({TEMPORAL_COLUMNS})",
+        f"CREATE TABLE {db}.via_binlog ({TEMPORAL_COLUMNS})")
+    insert_temporal_rows(mariadb, f"{db}.via_snapshot")
+    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"INSERT INTO {db}.via_binlog SELECT * FROM {db}.via_snapshot")
+    pipeline.sync(until_caught_up=True)
+
+    expected = server_temporal_text(mariadb, f"{db}.via_snapshot")
+    assert (expected[2][7], expected[3][7], expected[3][3]) == ("-00:00:00.000001", "-00:00:01.250000", "-00:00:01.25")
+    for table in ("via_snapshot", "via_binlog"):
+        _, rows = delta_table(config, pipeline, f"{db}.{table}")
+        got = [as_temporal_text(row) for row in rows]
+        wrong = {(want[0], name): (left, right) for want, have in zip(expected, got, strict=True)
+                 for name, left, right in zip(TEMPORAL_NAMES, want[1:], have[1:], strict=True) if left != right}
+        assert not wrong, (table, wrong)

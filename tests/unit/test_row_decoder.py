@@ -10,7 +10,7 @@ import pytest
 from pymysqlreplication.column import Column
 from pymysqlreplication.constants import FIELD_TYPE
 
-from cdc_lib.row_decoder import FastRows, RowImageReader, Unsupported, build_reader
+from cdc_lib.row_decoder import FastRows, RowImageReader, Unsupported, build_reader, time2_text
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.types import ColumnInfo
 
@@ -114,3 +114,39 @@ def test_nulls_and_unused_bitmap_bits() -> None:
     ]
     with pytest.raises(ValueError):
         reader.decode(images, 0, len(images) - 1)  # an image running past the event's end is refused
+
+
+def _time2_bytes(text: str, fsp: int) -> int:
+    """MySQL's stored TIME2 (my_time_packed_to_binary), written out from its layout, as one big-endian number."""
+    negative = text.startswith("-")
+    hours, minutes, seconds = text.lstrip("-").split(":")
+    whole, _, fraction = seconds.partition(".")
+    micro = int((fraction + "000000")[:6])
+    packed = ((int(hours) << 12 | int(minutes) << 6 | int(whole)) << 24) + micro
+    packed = -packed if negative else packed
+    if fsp >= 5:
+        return packed + 0x800000000000
+    int_part = packed >> 24  # an arithmetic shift, as in C
+    frac_part = -(-packed % (1 << 24)) if packed < 0 else packed % (1 << 24)  # C's remainder takes the sign
+    if fsp == 0:
+        return int_part + 0x800000
+    width, unit = (16, 100) if fsp >= 3 else (8, 10_000)
+    stored_fraction = frac_part // unit if frac_part >= 0 else -(-frac_part // unit)  # C's division truncates
+    return (int_part + 0x800000) << width | stored_fraction % (1 << width)
+
+
+@pytest.mark.parametrize("fsp", range(7))
+@pytest.mark.parametrize(
+    "text",
+    ["-838:59:59.999999", "-00:00:00.000001", "-00:00:01.250000", "00:00:00.000001", "838:59:59.000000",
+     "-01:00:00.100000", "-00:00:00.500000", "-00:00:01.000000", "12:34:56.789012", "00:00:00.000000"],
+)
+def test_time2_reads_negative_fractions_as_mysql_stores_them(text: str, fsp: int) -> None:
+    sign, rest = ("-", text[1:]) if text.startswith("-") else ("", text)
+    whole, fraction = rest.split(".")
+    kept = fraction[:fsp].ljust(6, "0")
+    stored_text = f"{sign}{whole}.{kept}"
+    expected = f"{sign}{whole}" + (f".{kept[:fsp]}" if fsp else "")
+    if not int(kept) and whole == "00:00:00":
+        expected = expected.lstrip("-")  # MySQL has no negative zero
+    assert time2_text(_time2_bytes(stored_text, fsp), fsp, fsp) == expected

@@ -44,6 +44,25 @@ def test_time_text_matches_mysql(value: dt.timedelta, digits: int, text: str) ->
     assert format_time(value, digits) == text
 
 
+@pytest.mark.parametrize(
+    ("library", "text"),
+    [  # what python-mysql-replication 1.0.17 makes of a negative TIME(6) with a fraction → the real value
+        ("-00:00:01.750000", "-00:00:01.250000"),
+        ("-00:00:00.999999", "-00:00:00.000001"),
+        ("-838:59:59.000001", "-838:59:59.999999"),
+        ("-00:00:00.500000", "-00:00:00.500000"),
+        ("-12:00:00.000000", "-12:00:00.000000"),
+        ("00:00:01.250000", "00:00:01.250000"),
+    ],
+)
+def test_the_librarys_negative_time_fraction_is_corrected(library: str, text: str) -> None:
+    negative = library.startswith("-")
+    hours, minutes, seconds = library.lstrip("-").split(":")
+    value = dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=float(seconds))
+    convert = binlog_converter(column("time", "time(6)", datetime_precision=6))
+    assert convert(-value if negative else value) == text
+
+
 def test_binlog_converters() -> None:
     assert binlog_converter(column("bigint", "bigint unsigned"))(2**64 - 1) == Decimal(2**64 - 1)
     assert binlog_converter(column("bit", "bit(5)"))("10101") == 21

@@ -29,9 +29,9 @@ SHOP_ORDERS = {
         ["TABLE_SCHEMA", "TABLE_NAME"], [("shop", "orders")]),
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE": (
         ["COLUMN_NAME", "DATA_TYPE", "COLUMN_TYPE", "IS_NULLABLE", "NUMERIC_PRECISION", "NUMERIC_SCALE",
-         "DATETIME_PRECISION", "COLUMN_DEFAULT"],
-        [("id", "bigint", "bigint", "NO", 19, 0, None, None),
-         ("note", "varchar", "varchar(20)", "YES", None, None, None, None)]),
+         "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME"],
+        [("id", "bigint", "bigint", "NO", 19, 0, None, None, None),
+         ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4")]),
     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE": (["COLUMN_NAME"], [("id",)]),
 }
 

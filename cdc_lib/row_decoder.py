@@ -209,9 +209,10 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         apply(convert)
     elif kind == FIELD_TYPE.YEAR:
         spec.struct_code, spec.size = "B", 1
-        spec.post = "{v} + 1900"
+        # YEAR is stored as the offset from 1900, except YEAR 0000, stored as 0 (1900 is no valid YEAR).
+        spec.post = "({v} + 1900 if {v} else 0)"
         if convert is not None:
-            spec.post = code.bind(f"convert_{index}", convert) + "({v} + 1900)"
+            spec.post = code.bind(f"convert_{index}", convert) + "({v} + 1900 if {v} else 0)"
     elif kind == FIELD_TYPE.NEWDECIMAL:
         spec.lines = _decimal_lines(column.precision, column.decimals)
         apply(convert)

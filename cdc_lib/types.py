@@ -170,7 +170,7 @@ _MICROSECOND = dt.timedelta(microseconds=1)
 
 # Types python-mysql-replication 1.0 already decodes to the value Spark stores.
 _PASSTHROUGH = frozenset(
-    {"tinyint", "smallint", "mediumint", "int", "integer", "year", "float", "double", "real", "char", "varchar",
+    {"tinyint", "smallint", "mediumint", "int", "integer", "float", "double", "real", "char", "varchar",
      "date", "datetime", "enum"}
 )
 
@@ -192,6 +192,9 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
         return lambda value: Decimal(int(value))
     if kind == "bit":
         return _bit_to_int
+    if kind == "year":
+        # The library adds 1900 to the stored byte, so YEAR 0000 (stored as 0) comes out as 1900, no valid YEAR.
+        return lambda value: 0 if value == 1900 else value
     if kind == "timestamp":
         return _timestamp_to_utc
     if kind == "time":

@@ -118,7 +118,7 @@ def test_every_parity_type_decodes_like_the_library(mariadb, database, make_conf
         f"DELETE FROM {db}.t WHERE id IN (2, 5)",
     )
     fast, library, decoder = _decode_both_ways(config, f"{db}.t", start)
-    _assert_same(fast, library, decoder, images=5 + 3 * 2 + 2 + 2)
+    _assert_same(fast, library, decoder, images=6 + 3 * 2 + 2 + 2)
     biu = next(row for row in fast if row[0] == "3" and row[11] != "None")[11]
     assert biu == "Decimal('9223372036854775808')"
     zero = next(row for row in fast if row[0] == "4")

@@ -33,6 +33,7 @@ ROWS = [
     "'small', '', '1000-01-01', '1000-01-01 00:00:00', '9999-12-31 23:59:59.999999', "
     "'1970-01-01 00:00:01', '1970-01-01 00:00:01.5', '00:00:00', '-00:00:00.5', 1901, '[]')",
     "(3" + ", NULL" * 34 + ")",
+    "(6" + ", NULL" * 32 + ", 0, NULL)",  # YEAR 0000: the binlog stores 0, every other YEAR as year - 1900
 ]
 
 
@@ -58,7 +59,7 @@ def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make
     snapshot_schema, snapshot_rows = delta_table(config, pipeline, f"{db}.via_snapshot")
     binlog_schema, binlog_rows = delta_table(config, pipeline, f"{db}.via_binlog")
     assert snapshot_schema == binlog_schema
-    assert len(snapshot_rows) == 3
+    assert len(snapshot_rows) == 4
     for snapshot_row, binlog_row in zip(snapshot_rows, binlog_rows, strict=True):
         differing = {
             field.name: (left, right)
@@ -78,6 +79,7 @@ def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make
     assert values["dt6"] == dt.datetime(1999, 12, 31, 23, 59, 59, 999999)
     assert values["ts6"] == dt.datetime(2024, 6, 1, 12, 0, 0, 1)
     assert values["tm0"] == "-838:59:59" and values["tm6"] == "123:45:06.000007"
+    assert snapshot_rows[3][-2] == 0 and binlog_rows[3][-2] == 0  # YEAR 0000, not 1900
     assert values["yr"] == 2155 and values["flag"] == 1
     assert all(value is None for name, value in zip(values, snapshot_rows[2], strict=True) if name != "id")
 

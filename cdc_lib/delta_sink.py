@@ -92,7 +92,7 @@ def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = 
 def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit | None:
     txn_version: int | None = None
     metadata: dict[str, Any] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
         if not line.strip():
             continue
         action = json.loads(line)
@@ -300,7 +300,7 @@ def _version_of(path: str, application: str, txn_version: int, storage: SinkStor
 def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
     """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log."""
     text = (storage or storage_for(path)).read_text(f"{_log_dir(path)}/{version:020d}.json")
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
         if '"commitInfo"' in line:
             metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
             return int(metrics.get("numOutputRows", 0))

@@ -1,0 +1,29 @@
+"""Reading binlake's commits from a Delta log without Spark: one JSON action per line, split on LF only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cdc_lib.delta_sink import read_log_tail, written_rows
+
+
+def test_line_separators_inside_column_statistics_do_not_split_actions(tmp_path: Path) -> None:
+    # Spark writes min/max statistics of text columns raw: U+0085, U+2028 and U+2029 appear inside a JSON string.
+    stats = json.dumps({"numRecords": 2, "minValues": {"note": "a\u0085b"}, "maxValues": {"note": "z\u2028\u2029"}},
+                       ensure_ascii=False)
+    actions = [
+        {"commitInfo": {"operationMetrics": {"numOutputRows": "2"},
+                        "userMetadata": json.dumps({"app_id": "binlake:p:db.t", "kind": "batch"})}},
+        {"txn": {"appId": "binlake:p:db.t", "version": 7}},
+        {"add": {"path": "part-0.parquet", "stats": stats}},
+    ]
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(action, ensure_ascii=False) for action in actions) + "\n")
+
+    tail = read_log_tail(str(tmp_path / "t"), application="binlake:p:db.t")
+
+    assert tail is not None and tail.last_binlake_commit is not None
+    assert tail.last_binlake_commit.txn_version == 7
+    assert written_rows(str(tmp_path / "t"), 0) == 2

@@ -141,6 +141,10 @@ def read_table(
         # applies) and become NULL, as they do on the binlog path — or fail the write under the `error` policy.
         text_temporal = column.data_type.lower() in TEXT_TRANSFERRED_TEMPORALS
         converted = value.try_cast(target) if text_temporal else value.cast(target)
+        if text_temporal:
+            # Year 0000 with a month and day ('0000-01-01') is valid text to Spark but no Python or Arrow reader
+            # holds it, and the binlog path cannot represent it: a partial date like '2024-00-10'.
+            converted = F.when(value.startswith("0000-"), F.lit(None)).otherwise(converted)
         if text_temporal and source.zero_dates == "error":
             message = F.concat(F.lit(f"{ZERO_DATE_MARK}{column.name}{ZERO_DATE_MARK}"), value, F.lit(ZERO_DATE_MARK))
             converted = F.when(value.isNotNull() & converted.isNull(), F.raise_error(message)).otherwise(converted)

@@ -415,7 +415,7 @@ class Pipeline:
             table_state = state.tables[name]
             failure = read.table_errors.get(name)
             schema_change = read.schema_changes.get(name)
-            end = failure.position if failure else schema_change.before if schema_change else read.end
+            end = read.end_for(name)
             changes = relevant.get(name)
             version = table_state.delta_version
             if changes is not None and seq is not None:

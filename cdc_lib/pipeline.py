@@ -24,6 +24,7 @@ from cdc_lib.binlog import (
     SchemaChange,
     TableCursor,
     TableFailure,
+    before_prepared_xa,
     columns_after_ddl,
     read_batch,
 )
@@ -212,6 +213,7 @@ class Pipeline:
         started = time.monotonic()
         spark = self.spark()
         low = mysql.current_position(connection)
+        low = before_prepared_xa(self.config.source, connection, low, schema.table)
         predicates, _ = partition_predicates(
             connection, schema, self.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
         )

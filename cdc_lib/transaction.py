@@ -80,7 +80,7 @@ def parse_xid(text: str) -> XaId | None:
 
 @dataclass
 class Segment:
-    """The changes made between two savepoints, per table."""
+    """The changes made from a savepoint (`savepoint`, None for the transaction's start) to the next one."""
 
     savepoint: str | None
     changes: dict[str, TableChanges] = field(default_factory=dict)
@@ -144,25 +144,24 @@ class OpenTransaction:
         before the read, which cannot happen at a boundary) rolls back everything transactional.
         """
         index = self._segment_of(name)
-        first = index + 1 if index is not None else 0
+        first = index if index is not None else 0
         unknown: set[str] = set()
-        for segment in self.segments[first:]:
-            for table in list(segment.changes):
-                kind = transactional(table)
-                if kind == "yes":
-                    del segment.changes[table]
-                elif kind == "unknown":
-                    unknown.add(table)
         kept = Segment(None)
         for segment in self.segments[first:]:
             for table, changes in segment.changes.items():
+                kind = transactional(table)
+                if kind == "yes":
+                    continue
+                if kind == "unknown":
+                    unknown.add(table)
                 existing = kept.changes.get(table)
                 if existing is None:
                     kept.changes[table] = changes
                 else:
                     existing.merge_from(changes)
-        # The savepoint stays (a second ROLLBACK TO it is legal); rows after it go to a fresh segment.
-        self.segments = [*self.segments[:first], *([kept] if kept.changes else []), Segment(None)]
+        # What persisted stays before the savepoint, which remains (a second ROLLBACK TO it is legal).
+        restart = Segment(self.segments[index].savepoint if index is not None else None)
+        self.segments = [*self.segments[:first], *([kept] if kept.changes else []), restart]
         return unknown
 
     def rollback(self, transactional: Callable[[str], Transactional]) -> set[str]:

@@ -585,7 +585,10 @@ class _Read:
         xid = xid or transaction.xa or XaId(b"")
         self.prepared.prepare(transaction, xid)
         self.anchored = True
-        self.end_group(BinlogPosition(self.current_file, end_pos, self.gtid, self.identity))
+        end = BinlogPosition(self.current_file, end_pos, self.gtid, self.identity)
+        # Tables without rows in the branch may move past it; those with rows are held (see `finish`).
+        self.result.end = end
+        self.end_group(end)
 
     def xa_resolve(self, xid: XaId | None, *, commit: bool, end_pos: int, event_time: int) -> None:
         prepared = self.prepared.resolve(xid) if xid is not None else None

@@ -181,12 +181,12 @@ def test_compressed_rows_and_statements_are_decoded(mariadb, database, make_conf
         f"DELETE FROM {table} WHERE id % 7 = 0",
         "COMMIT",
     )
-    sql(mariadb, f"/* {'a long comment that makes the statement compressed ' * 8} */ "
-                 f"ALTER TABLE {table} ADD COLUMN extra INT NULL")
+    sql(mariadb, f"ALTER TABLE {table} ADD COLUMN extra INT NULL "
+                 f"COMMENT '{'a long comment that makes the statement compressed ' * 8}'")
     sql(mariadb, f"INSERT INTO {table} VALUES (99, REPEAT('after alter ', 40), 0.000001, NULL, -7)")
 
     kinds = {str(row[2]) for row in sql(mariadb, f"SHOW BINLOG EVENTS IN '{start[0]}' FROM {start[1]}")}
-    assert {"Write_compressed_rows_v1", "Update_compressed_rows_v1", "Delete_compressed_rows_v1",
+    assert {"Write_rows_compressed_v1", "Update_rows_compressed_v1", "Delete_rows_compressed_v1",
             "Query_compressed"} <= kinds, kinds
 
     pipeline.sync(until_caught_up=True)

@@ -905,7 +905,8 @@ def columns_after_ddl(
     """
     from pymysqlreplication.row_event import TableMapEvent
 
-    stream = _open_stream(source, position, events=[TableMapEvent, QueryEvent], tables=[table.table])
+    # Every event, so that a compressed DDL (log_bin_compress) is read too.
+    stream = _open_stream(source, position, events=None, tables=[table.table])
     name = table.table.name
     try:
         for seen, event in enumerate(stream):
@@ -914,10 +915,17 @@ def columns_after_ddl(
             if isinstance(event, TableMapEvent):
                 if f"{event.schema}.{event.table}" == name:
                     return [str(column.name) for column in event.columns]
-            elif isinstance(event, QueryEvent):
-                effects = table_effects(_query_text(event.query), _query_text(event.schema), (name,))
-                if any(effect.kind != "none" for effect in effects):
-                    return SUPERSEDED
+                continue
+            if isinstance(event, QueryEvent):
+                statement, schema = _query_text(event.query), _query_text(event.schema)
+            elif event.event_type == QUERY_COMPRESSED_EVENT:
+                decoded = uncompressed_query(raw_event(event, checksum=_private(stream, "use_checksum")))
+                statement, schema = decoded.statement, decoded.schema
+            else:
+                continue
+            effects = table_effects(statement, schema, (name,))
+            if any(effect.kind != "none" for effect in effects):
+                return SUPERSEDED
     except pymysql.MySQLError as exc:
         raise _describe_read_failure(exc, position) from None
     finally:

@@ -370,7 +370,6 @@ class _Read:
         self.engines: dict[str, Transactional] | None = None
         self.altered: dict[str, str] = {}  # table → DDL statement of the open group that changed its shape
         self.rows_seen = False
-        self.furthest = max((cursor.position for cursor in cursors), key=_sort_key)
 
     # -- positions --------------------------------------------------------------------------
 
@@ -720,9 +719,10 @@ def read_batch(
             if read.transaction is None and (
                 result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds
             ):
-                # A read that restarted before a still-prepared XA branch goes at least as far as the tables
-                # that are ahead of it, or it would read the same stretch again and again.
-                if not read.prepared.by_xid or result.end >= read.furthest:
+                # While an XA branch is prepared, the tables with rows in it stay before its PREPARE and the
+                # next read starts there again: so this read goes on to the binlog end, or reads of the same
+                # size would replay the same stretch forever. Changes fold per key, so memory stays bounded.
+                if not read.prepared.by_xid:
                     break
         else:
             result.reached_end = True

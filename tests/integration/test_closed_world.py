@@ -90,6 +90,27 @@ def test_xa_committed_after_a_batch_boundary_lands_exactly_once(mariadb, databas
     assert_each_change_applied_once(config, table)
 
 
+def test_small_batches_never_end_inside_an_xa_and_still_make_progress(mariadb, database, make_config) -> None:
+    """With one row change per batch, a table held before a prepared branch still reaches the binlog end."""
+    table = f"{database}.t"
+    _table(mariadb, table)
+    config = make_config([table], batch__max_events=1)
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    _xa(mariadb, "slow", *(f"INSERT INTO {table} VALUES ({number}, 'xa', {number}.5)" for number in range(1, 4)))
+    for number in range(20, 26):
+        sql(mariadb, f"INSERT INTO {table} VALUES ({number}, 'later', -{number}.000001)")
+    results = pipeline.sync(until_caught_up=True)
+    assert len(results) < 20
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+
+    sql(mariadb, "XA COMMIT 'slow'")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+    assert [row[0] for row in delta_rows(config, table)] == [1, 2, 3, 20, 21, 22, 23, 24, 25, 100, 200, 300]
+    assert_each_change_applied_once(config, table)
+
+
 def test_xa_prepared_before_the_snapshot_and_committed_after_lands(mariadb, database, make_config) -> None:
     table = f"{database}.t"
     _table(mariadb, table)

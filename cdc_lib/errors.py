@@ -115,3 +115,11 @@ class ZeroDateError(TableError):
             f"store them as NULL; then re-snapshot: binlake snapshot --table {table}",
             table=table,
         )
+
+
+class RowDecodeError(TableError):
+    """A followed table's row event could not be decoded or folded (bad bytes, an unexpected value)."""
+
+
+class UnreadableEventError(TableError):
+    """The binlog holds an event that may change a followed table's rows and that binlake cannot read exactly."""

@@ -24,6 +24,7 @@ from cdc_lib.binlog import (
     SchemaChange,
     TableCursor,
     TableFailure,
+    before_prepared_xa,
     columns_after_ddl,
     read_batch,
 )
@@ -214,6 +215,7 @@ class Pipeline:
         started = time.monotonic()
         spark = self.spark()
         low = mysql.current_position(connection)
+        low = before_prepared_xa(self.config.source, connection, low, schema.table)
         predicates, _ = partition_predicates(
             connection, schema, self.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
         )
@@ -420,7 +422,7 @@ class Pipeline:
             table_state = state.tables[name]
             failure = read.table_errors.get(name)
             schema_change = read.schema_changes.get(name)
-            end = failure.position if failure else schema_change.before if schema_change else read.end
+            end = read.end_for(name)
             changes = relevant.get(name)
             version = table_state.delta_version
             if changes is not None and seq is not None:

@@ -403,7 +403,7 @@ class Pipeline:
         more_known = (
             read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
         )
-        if read_ahead is not None and more_known and not read.table_errors and not read.schema_changes:
+        if read_ahead is not None and more_known and not (read.table_errors or read.schema_changes or read.held):
             # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
             read_ahead.start(
                 [TableCursor(c.name, max(c.position, read.end, key=_sort_key), c.schema) for c in cursors]

@@ -646,21 +646,22 @@ def _run_sql(connection: pymysql.connections.Connection, step: Step) -> int:
 
 
 def _settle(connection: pymysql.connections.Connection, plan: RoundPlan) -> None:
-    """End whatever a (shrunk) workload left open: an open transaction, an XA branch active or prepared."""
-    prefix = f"fz{plan.seed}r{plan.round}x"
-    for statement in ("COMMIT",):
-        _execute(connection, statement)
-    with connection.cursor() as cursor:
-        cursor.execute("XA RECOVER")
-        for row in cursor.fetchall():
-            xid = row[3].decode() if isinstance(row[3], bytes) else str(row[3])
-            if xid.startswith(prefix):
-                _execute(connection, f"XA ROLLBACK '{xid}'")
-    for xid_number in range(1, 64):
-        xid = f"'{prefix}{xid_number}'"
-        if not _execute(connection, f"XA END {xid}"):
-            continue
+    """End whatever a (shrunk) workload left open: a transaction, an XA branch active or prepared."""
+    xids = [action.text.split(None, 2)[2] for step in plan.steps for action in step.actions
+            if action.kind == "sql" and action.text.startswith("XA START ")]
+    for xid in xids:
+        _execute(connection, f"XA END {xid}")
         _execute(connection, f"XA ROLLBACK {xid}")
+    _execute(connection, "ROLLBACK")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("XA RECOVER")
+            left = [row[3].decode() if isinstance(row[3], bytes) else str(row[3]) for row in cursor.fetchall()]
+    except pymysql.MySQLError:
+        left = []
+    for xid in left:
+        if f"'{xid}'" in xids:
+            _execute(connection, f"XA ROLLBACK '{xid}'")
 
 
 # -- the oracle ---------------------------------------------------------------------------------
@@ -883,13 +884,16 @@ class Fuzzer:
 
     def report_failure(self, plan: RoundPlan, outcome: Outcome) -> None:
         smallest, runs = plan, 0
-        if self.shrink_seconds > 0 and outcome.result != "harness-error":
+        # Each kind of failure is shrunk once: a repeat is most often the same bug, and the run's time is bounded.
+        seen = {failure["signature"] for failure in self.totals.failures}
+        if self.shrink_seconds > 0 and outcome.result != "harness-error" and outcome.signature() not in seen:
             smallest, runs = shrink(plan, outcome.signature(),
                                     lambda candidate: run_round(candidate, self.server, self.work / "shrink"),
                                     budget_seconds=self.shrink_seconds)
         final = run_round(smallest, self.server, self.work / "shrink") if runs else outcome
         script = smallest.script()
         self.totals.failures.append({"seed": plan.seed, "round": plan.round, "result": outcome.result,
+                                     "signature": outcome.signature(),
                                      "detail": outcome.detail, "smallest_detail": final.detail,
                                      "reproduction": script})
         self.out(f"FAILURE seed {plan.seed} round {plan.round}: {outcome.result}\n  {outcome.detail[:1500]}\n"
@@ -923,7 +927,17 @@ def parse_families(text: str | None) -> frozenset[str]:
 def local_server(base: Path) -> Iterator[Server]:
     from cdc_lib.local_mariadb import LocalMariaDB
 
-    mariadb = LocalMariaDB(base / "mariadb", server_id=21).start()
+    from cdc_lib.errors import BinlakeError
+
+    for attempt in range(3):
+        try:
+            mariadb = LocalMariaDB(base / f"mariadb{attempt}", server_id=21).start()
+            break
+        except BinlakeError:
+            # mariadb-install-db run at the same moment by another process can collide in /tmp: retry.
+            if attempt == 2:
+                raise
+            time.sleep(2)
     try:
         mariadb.create_cdc_user("fuzz", "fuzz-pw")
         mariadb.execute("CREATE USER IF NOT EXISTS 'fuzz'@'127.0.0.1' IDENTIFIED BY 'fuzz-pw'")

@@ -46,11 +46,11 @@ def test_fuzz_rounds_match_source(fuzz_server: Server, tmp_path: Path, seed: int
     families = parse_families(os.environ.get("BINLAKE_FUZZ_FAMILIES", "all"))
     fuzzer = Fuzzer(fuzz_server, tmp_path, families=families, shrink_seconds=SHRINK_SECONDS, out=out)
     for number in range(rounds):
-        fuzzer.round(seed, number)
+        if fuzzer.round(seed, number).failed:
+            break  # one shrunk reproduction per seed is enough to act on, and keeps the test bounded
     totals = fuzzer.totals
     print(f"seed {seed}: {totals.rounds} rounds, {totals.statements} statements, {totals.rows_compared} rows "
           f"compared, results {totals.results}")
-    assert totals.rounds == rounds
     assert not totals.failures, "\n".join(line for line in lines if not line.startswith("seed "))
 
 

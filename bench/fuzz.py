@@ -477,6 +477,8 @@ class Outcome:
     failed_statements: int = 0
     seconds: float = 0.0
     stopped: dict[str, str] = field(default_factory=dict)
+    #: Seconds per phase (setup, snapshot, workload, final sync, compare), to see where a round's time goes.
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -548,6 +550,8 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
         config_file.write_text(yaml.safe_dump(document))
         pipeline = Pipeline(config)
         errors: list[str] = []
+        mark = time.monotonic()
+        outcome.phases["setup"] = mark - started
         if plan.snapshot_crash:
             crashed = _cli(config_file, "snapshot", failpoint="after_snapshot_commit")
             if crashed.returncode not in (0, 1, -9):
@@ -558,6 +562,8 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
                    if not delta_sink.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
         if missing:
             pipeline.snapshot(missing)
+        outcome.phases["snapshot"] = time.monotonic() - mark
+        mark = time.monotonic()
         expected_stop: set[str] = set()
         for step in plan.steps:
             for action in step.actions:
@@ -577,12 +583,16 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
                     if result.returncode not in (0, 1, -9) or (result.returncode == -9 and action.kind != "crash"):
                         errors.append(f"CLI sync exited {result.returncode}: {_last_line(result.stderr)}")
         _settle(connection, plan)
+        outcome.phases["workload"] = time.monotonic() - mark
+        mark = time.monotonic()
         try:
             pipeline.sync(until_caught_up=True)
             pipeline.sync(until_caught_up=True)  # a table paused at an ALTER resumes; nothing else moves
         except Exception as error:  # noqa: BLE001
             errors.append(f"final sync raised {_describe(error)}")
         outcome.failed_statements = failed
+        outcome.phases["final_sync"] = time.monotonic() - mark
+        mark = time.monotonic()
         state = pipeline.read_state()
         stopped = {name: table.error for name, table in state.tables.items() if table.error}
         outcome.stopped = stopped
@@ -597,6 +607,7 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
             rows += compared
             differences += found
         outcome.rows_compared = rows
+        outcome.phases["compare"] = time.monotonic() - mark
         if differences:
             outcome.result, outcome.detail = "difference", "; ".join(differences[:6])
         elif errors or unexpected:
@@ -876,7 +887,8 @@ class Fuzzer:
         totals.results[outcome.result] = totals.results.get(outcome.result, 0) + 1
         self.out(f"seed {seed} round {round_number}: {plan.statements()} statements, {plan.transactions()} "
                  f"transactions, {len(plan.tables)} tables, {outcome.rows_compared} rows compared, "
-                 f"{outcome.seconds:.1f}s → {outcome.result}"
+                 f"{outcome.seconds:.1f}s ({', '.join(f'{k} {v:.0f}s' for k, v in outcome.phases.items())}) "
+                 f"→ {outcome.result}"
                  + (f" ({outcome.detail.splitlines()[0][:500]})" if outcome.detail else ""))
         if outcome.failed:
             self.report_failure(plan, outcome)

@@ -843,6 +843,8 @@ class Totals:
     seconds: float = 0.0
     failures: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, int] = field(default_factory=dict)
+    #: How many steps of each shape ran (xa_rollback, ddl_add_not_null, crash …): what the run covered.
+    shapes: dict[str, int] = field(default_factory=dict)
 
 
 class Fuzzer:
@@ -885,6 +887,11 @@ class Fuzzer:
         totals.rows_compared += outcome.rows_compared
         totals.seconds += outcome.seconds
         totals.results[outcome.result] = totals.results.get(outcome.result, 0) + 1
+        for step in plan.steps:
+            label = f"crash_{step.actions[0].text}" if step.label == "crash" else step.label
+            totals.shapes[label] = totals.shapes.get(label, 0) + 1
+        if plan.snapshot_crash:
+            totals.shapes["crash_after_snapshot_commit"] = totals.shapes.get("crash_after_snapshot_commit", 0) + 1
         self.out(f"seed {seed} round {round_number}: {plan.statements()} statements, {plan.transactions()} "
                  f"transactions, {len(plan.tables)} tables, {outcome.rows_compared} rows compared, "
                  f"{outcome.seconds:.1f}s ({', '.join(f'{k} {v:.0f}s' for k, v in outcome.phases.items())}) "
@@ -1005,6 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(totals.failures)} failures, results {totals.results}, {minutes:.1f} min "
                   f"({totals.rounds / minutes:.2f} rounds/min, {totals.rows_compared / minutes:.0f} rows compared/min)",
                   flush=True)
+            print(f"step shapes: {dict(sorted(totals.shapes.items()))}")
             for failure in totals.failures:
                 print(f"  failure: seed {failure['seed']} round {failure['round']}: {failure['result']}: "
                       f"{failure['detail'][:300]}")

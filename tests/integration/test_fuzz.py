@@ -50,7 +50,7 @@ def test_fuzz_rounds_match_source(fuzz_server: Server, tmp_path: Path, seed: int
             break  # one shrunk reproduction per seed is enough to act on, and keeps the test bounded
     totals = fuzzer.totals
     print(f"seed {seed}: {totals.rounds} rounds, {totals.statements} statements, {totals.rows_compared} rows "
-          f"compared, results {totals.results}")
+          f"compared, results {totals.results}, step shapes {dict(sorted(totals.shapes.items()))}")
     assert not totals.failures, "\n".join(line for line in lines if not line.startswith("seed "))
 
 

@@ -608,12 +608,13 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
             differences += found
         outcome.rows_compared = rows
         outcome.phases["compare"] = time.monotonic() - mark
-        if differences:
-            outcome.result, outcome.detail = "difference", "; ".join(differences[:6])
-        elif errors or unexpected:
+        if errors or unexpected:
+            # A sync that raised stopped every table (loudly): its missing rows are not a silent difference.
             outcome.result = "unexpected-stop"
             outcome.detail = "; ".join([*errors, *(f"{name} stopped: {error[:300]}" for name, error in
-                                                   unexpected.items())][:4])
+                                                   unexpected.items())][:4] + differences[:2])
+        elif differences:
+            outcome.result, outcome.detail = "difference", "; ".join(differences[:6])
         elif stopped:
             outcome.result, outcome.detail = "expected-stop", "; ".join(f"{name}: {error[:120]}"
                                                                         for name, error in stopped.items())

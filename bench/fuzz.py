@@ -608,8 +608,9 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
             differences += found
         outcome.rows_compared = rows
         outcome.phases["compare"] = time.monotonic() - mark
-        if errors or unexpected:
+        if errors or (unexpected and not differences):
             # A sync that raised stopped every table (loudly): its missing rows are not a silent difference.
+            # A difference in a table that was not stopped outranks another table's unexpected stop.
             outcome.result = "unexpected-stop"
             outcome.detail = "; ".join([*errors, *(f"{name} stopped: {error[:300]}" for name, error in
                                                    unexpected.items())][:4] + differences[:2])

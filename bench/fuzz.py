@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -485,8 +486,17 @@ class Outcome:
         return self.result in ("difference", "unexpected-stop", "harness-error")
 
     def signature(self) -> str:
-        """What a shrink step must keep failing with."""
-        return f"{self.result}:{self.detail.split(':', 1)[0]}"
+        """What a shrink step must keep failing with: the kind of failure, without round-specific names."""
+        first = self.detail.split("; ")[0]
+        first = re.sub(r"fz_\d+_\d+\.", "", first)
+        if self.result == "difference":
+            column = re.search(r" column \S+ \(([^)]*\)?)\)", first)
+            for kind in ("columns differ", "missing in Delta", "in Delta only", "twice in Delta", "unreadable"):
+                if kind in first:
+                    return f"difference:{kind}"
+            return f"difference:column {column.group(1) if column else '?'}"
+        first = re.sub(r"'[^']*'|\d+", "…", first)
+        return f"{self.result}:{first[:70]}"
 
 
 def _config_document(server: Server, work: Path, database: str, tables: list[str]) -> dict[str, Any]:

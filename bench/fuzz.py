@@ -123,6 +123,10 @@ class RoundPlan:
         lines.append("-- binlake snapshot" + crash)
         for step in self.steps:
             lines += [f"-- step: {step.label}", *(action.render() for action in step.actions)]
+        if any(action.text.startswith(("BEGIN", "XA START", "SAVEPOINT")) for step in self.steps
+               for action in step.actions):
+            lines.append("-- end of workload: the harness rolls back what is left open "
+                         "(ROLLBACK; XA END + XA ROLLBACK of each XA branch)")
         lines.append("-- binlake sync --until-caught-up; compare every table")
         return "\n".join(lines)
 

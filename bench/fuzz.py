@@ -575,7 +575,10 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
         missing = [f"{database}.{t.name}" for t in plan.tables
                    if not delta_sink.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
         if missing:
-            pipeline.snapshot(missing)
+            try:
+                pipeline.snapshot(missing)
+            except Exception as error:  # noqa: BLE001 - binlake's own failure: the outcome names it
+                errors.append(f"snapshot raised {_describe(error)}")
         outcome.phases["snapshot"] = time.monotonic() - mark
         mark = time.monotonic()
         expected_stop: set[str] = set()

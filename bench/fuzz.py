@@ -942,7 +942,7 @@ class Fuzzer:
 
 def _indent(text: str, width: int, *, limit: int) -> str:
     lines = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 inside a value are no line breaks
         lines.append(" " * width + (line if len(line) <= 400 else line[:400] + f" … ({len(line)} chars)"))
     joined = "\n".join(lines)
     return joined if len(joined) <= limit else joined[:limit] + "\n    …"

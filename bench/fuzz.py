@@ -24,6 +24,7 @@ with its seed, round and the smallest reproduction found.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import random
@@ -741,7 +742,43 @@ def read_delta(path: str) -> tuple[list[str], list[dict[str, Any]]]:
     names = [item.name for item in table.schema().fields]
     reader = table.scan()
     arrow = pa.RecordBatchReader.from_stream(reader).read_all()
-    return names, arrow.to_pylist()
+    # Dates and timestamps as plain numbers first: a value outside Python's datetime range (year 0, a
+    # shifted calendar) must show up as a difference, not stop the reader.
+    columns = {}
+    for name in arrow.column_names:
+        column = arrow.column(name)
+        if pa.types.is_date32(column.type):
+            columns[name] = [_day(value) for value in column.cast(pa.int32()).to_pylist()]
+        elif pa.types.is_timestamp(column.type):
+            scale = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}[column.type.unit]
+            aware = column.type.tz is not None
+            columns[name] = [_instant(value, scale, aware) for value in column.cast(pa.int64()).to_pylist()]
+        else:
+            columns[name] = column.to_pylist()
+    rows = [{name: columns[name][index] for name in columns} for index in range(arrow.num_rows)]
+    return names, rows
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _day(value: int | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return dt.date(1970, 1, 1) + dt.timedelta(days=value)
+    except OverflowError:
+        return f"<date out of Python's range: day {value} from 1970-01-01>"
+
+
+def _instant(value: int | None, scale: float, aware: bool) -> Any:
+    if value is None:
+        return None
+    try:
+        moment = _EPOCH + dt.timedelta(microseconds=int(value * scale))
+    except OverflowError:
+        return f"<timestamp out of Python's range: {value} units from 1970-01-01>"
+    return moment.replace(tzinfo=dt.UTC) if aware else moment
 
 
 def compare_table(connection: pymysql.connections.Connection, database: str, table: str,

@@ -1,0 +1,1084 @@
+"""Differential fuzzer: random tables, values, transaction shapes, DDL, syncs and crashes, then source vs Delta.
+
+    python -m bench.fuzz --minutes 10 --seed 1            # rounds until the time is up (own MariaDB)
+    python -m bench.fuzz --seed 1 --round 7               # replay one round
+    python -m bench.fuzz --seed 1 --families -xa,-crash   # narrow the families
+
+Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
+drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
+
+1. creates a fresh database with 1–3 random tables (every type of docs/types.md, several key kinds,
+   text columns in the server's character sets, optionally a MyISAM and a RANGE-partitioned table),
+   preloads rows, and snapshots them with binlake;
+2. runs the workload steps: transactions of random shapes, DDL, binlake syncs (in-process and CLI),
+   and CLI syncs SIGKILLed at a failpoint;
+3. syncs until caught up and compares every table row by row: the source as the server renders it
+   (PyMySQL text protocol), Delta through the `deltalake` package's scan — never binlake's reconcile.
+
+Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
+`difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed
+sync the workload did not call for). A failure is shrunk (ddmin over steps, then statements) and printed
+with its seed, round and the smallest reproduction found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+import pymysql  # noqa: E402
+
+from bench.fuzz_values import (  # noqa: E402
+    ColumnKind,
+    SourceColumn,
+    canonical_delta,
+    canonical_source,
+    charset_alphabets,
+    column_kinds,
+    quote,
+    same,
+)
+
+FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl", "ddl_stop", "partition",
+            "sync_cli", "crash")
+#: Failpoints a CLI sync may be killed at (cdc_lib/faults.py); a snapshot crash uses after_snapshot_commit.
+SYNC_FAILPOINTS = ("binlog_mid_read", "after_delta_commit", "before_offset_write")
+#: Statement forms after which binlake may stop the table (instead of applying them exactly).
+EXPECTED_STOP_FORMS = ("DROP COLUMN", "RENAME COLUMN", "DROP PARTITION", "TRUNCATE PARTITION")
+
+# -- the plan of a round ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing a step does: run SQL on the workload connection, or run binlake."""
+
+    kind: str  # "sql" | "sync" | "sync_cli" | "crash"
+    text: str = ""  # the SQL, or the failpoint of a crash
+    table: str = ""  # for DDL that may stop a table: the table it names
+
+    def render(self) -> str:
+        if self.kind == "sql":
+            return self.text if self.text.rstrip().endswith(";") else self.text + ";"
+        if self.kind == "crash":
+            return f"-- binlake sync, SIGKILLed at failpoint {self.text}"
+        return f"-- binlake sync ({'in-process' if self.kind == 'sync' else 'CLI subprocess'})"
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    name: str
+    create: str
+    engine: str
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    seed: int
+    round: int
+    tables: tuple[TablePlan, ...]
+    preload: tuple[Step, ...]
+    #: A CLI snapshot SIGKILLed after its first table's commit, before the in-process snapshot of the rest.
+    snapshot_crash: bool
+    steps: tuple[Step, ...]
+
+    def statements(self) -> int:
+        return sum(1 for step in (*self.preload, *self.steps) for action in step.actions if action.kind == "sql")
+
+    def transactions(self) -> int:
+        return sum(1 for step in (*self.preload, *self.steps) if step.label.startswith(("txn", "xa", "savepoint",
+                                                                                         "autocommit", "big")))
+
+    def script(self) -> str:
+        """The round as a replayable script (SQL plus binlake steps as comments)."""
+        lines = [f"-- bench.fuzz seed {self.seed} round {self.round}"]
+        lines += [table.create + ";" for table in self.tables]
+        for step in self.preload:
+            lines += [f"-- preload: {step.label}", *(action.render() for action in step.actions)]
+        crash = " (CLI killed after_snapshot_commit first)" if self.snapshot_crash else ""
+        lines.append("-- binlake snapshot" + crash)
+        for step in self.steps:
+            lines += [f"-- step: {step.label}", *(action.render() for action in step.actions)]
+        if any(action.text.startswith(("BEGIN", "XA START", "SAVEPOINT")) for step in self.steps
+               for action in step.actions):
+            lines.append("-- end of workload: the harness rolls back what is left open "
+                         "(ROLLBACK; XA END + XA ROLLBACK of each XA branch)")
+        lines.append("-- binlake sync --until-caught-up; compare every table")
+        return "\n".join(lines)
+
+
+@dataclass
+class TableModel:
+    """What the generator believes a table holds, to draw statements that mostly succeed."""
+
+    name: str
+    key: list[tuple[str, str]]  # (column, "int" | "ubig" | "str")
+    columns: dict[str, ColumnKind]
+    keys: list[tuple[Any, ...]] = field(default_factory=list)
+    next_key: int = 1
+    engine: str = "InnoDB"
+    partitioned: bool = False
+
+    def key_literal(self, key: tuple[Any, ...]) -> list[str]:
+        return [str(part) if isinstance(part, int) else quote(part) for part in key]
+
+    def where(self, key: tuple[Any, ...]) -> str:
+        return " AND ".join(f"`{column}` = {literal}" for (column, _), literal in zip(self.key, self.key_literal(key),
+                                                                                      strict=True))
+
+    def new_key(self, rng: random.Random) -> tuple[Any, ...]:
+        self.next_key += rng.randint(1, 3)
+        number = self.next_key
+        parts: list[Any] = []
+        for _, kind in self.key:
+            if kind == "int":
+                parts.append(number if not self.partitioned else rng.choice((number, number + 2000)))
+            elif kind == "ubig":
+                parts.append(18446744073709551615 - number if rng.random() < 0.5 else number)
+            else:
+                parts.append(f"k{number:05d}" + rng.choice(("", "é", "😀", "_x")))
+        return tuple(parts)
+
+
+class Generator:
+    """Draws a `RoundPlan` from (seed, round) and the enabled families."""
+
+    def __init__(self, seed: int, round_number: int, families: frozenset[str], database: str,
+                 alphabets: dict[str, tuple[str, ...]]) -> None:
+        self.rng = random.Random(f"{seed}:{round_number}")
+        self.seed, self.round = seed, round_number
+        self.families = families
+        self.database = database
+        usable = alphabets if "charsets" in families else {name: alphabets[name] for name in ("utf8mb4",)
+                                                           if name in alphabets}
+        self.kinds = column_kinds(usable, self.rng)
+        if "types" not in families:
+            # Plain columns only (and text in every character set when `charsets` is on), so a run can
+            # look at transaction shapes or DDL without value bugs in the way.
+            plain = ("int", "bigint", "varchar_utf8mb4", "decimal_10_2")
+            self.kinds = [kind for kind in self.kinds if kind.name in plain or (
+                "charsets" in families and "_" in kind.name and kind.name.split("_")[0] in
+                ("char", "varchar", "tinytext", "text"))] or self.kinds[:4]
+        self.models: list[TableModel] = []
+        self.added = 0
+        self.xids = 0
+        self.cli_left = 1 if self.rng.random() < 0.4 else 0
+
+    def on(self, family: str) -> bool:
+        return family in self.families
+
+    # -- tables --
+
+    def make_tables(self) -> list[TablePlan]:
+        rng = self.rng
+        plans = []
+        count = rng.choice((1, 2, 2, 3))
+        for index in range(count):
+            engine = "InnoDB"
+            if index == count - 1 and self.on("savepoint") and rng.random() < 0.5:
+                engine = "MyISAM"
+            partitioned = engine == "InnoDB" and self.on("partition") and rng.random() < 0.25
+            key_kind = "int" if partitioned else rng.choice(("int", "ubig", "str", "composite"))
+            key = {"int": [("id", "int")], "ubig": [("id", "ubig")], "str": [("k", "str")],
+                   "composite": [("id", "int"), ("k", "str")]}[key_kind]
+            name = f"t{index}"
+            columns = {f"c{number}": rng.choice(self.kinds) for number in range(rng.randint(2, 7))}
+            key_ddl = {"int": "INT", "ubig": "BIGINT UNSIGNED", "str": "VARCHAR(40) CHARACTER SET utf8mb4"}
+            parts = [f"`{column}` {key_ddl[kind]} NOT NULL" for column, kind in key]
+            parts += [f"`{column}` {kind.ddl}" for column, kind in columns.items()]
+            parts.append("PRIMARY KEY (" + ", ".join(f"`{column}`" for column, _ in key) + ")")
+            create = f"CREATE TABLE `{self.database}`.`{name}` ({', '.join(parts)}) ENGINE={engine}"
+            if partitioned:
+                create += (" PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (1000), "
+                           "PARTITION p1 VALUES LESS THAN (3000), PARTITION p2 VALUES LESS THAN MAXVALUE)")
+            self.models.append(TableModel(name, key, columns, engine=engine, partitioned=partitioned))
+            plans.append(TablePlan(name, create, engine))
+        return plans
+
+    # -- statements --
+
+    def insert(self, model: TableModel, rows: int = 1) -> str:
+        columns = list(model.columns)
+        tuples = []
+        for _ in range(rows):
+            key = model.new_key(self.rng)
+            model.keys.append(key)
+            values = model.key_literal(key) + [self.value(model.columns[column]) for column in columns]
+            tuples.append("(" + ", ".join(values) + ")")
+        names = ", ".join(f"`{column}`" for column in [*(c for c, _ in model.key), *columns])
+        return f"INSERT INTO `{self.database}`.`{model.name}` ({names}) VALUES " + ", ".join(tuples)
+
+    def value(self, kind: ColumnKind) -> str:
+        return "NULL" if self.rng.random() < 0.08 else kind.draw(self.rng)
+
+    def update(self, model: TableModel) -> str | None:
+        if not model.keys or not model.columns:
+            return None
+        key = self.rng.choice(model.keys)
+        chosen = self.rng.sample(list(model.columns), self.rng.randint(1, len(model.columns)))
+        sets = ", ".join(f"`{column}` = {self.value(model.columns[column])}" for column in chosen)
+        return f"UPDATE `{self.database}`.`{model.name}` SET {sets} WHERE {model.where(key)}"
+
+    def delete(self, model: TableModel) -> str | None:
+        if not model.keys:
+            return None
+        key = model.keys.pop(self.rng.randrange(len(model.keys)))
+        return f"DELETE FROM `{self.database}`.`{model.name}` WHERE {model.where(key)}"
+
+    def dml(self, model: TableModel) -> list[str]:
+        roll = self.rng.random()
+        if roll < 0.45 or not model.keys:
+            return [self.insert(model, self.rng.choice((1, 1, 2, 5)))]
+        if roll < 0.75:
+            return [statement for statement in [self.update(model)] if statement]
+        if roll < 0.85 and model.keys:
+            # Delete and re-insert the same key in one transaction.
+            key = self.rng.choice(model.keys)
+            columns = list(model.columns)
+            values = model.key_literal(key) + [self.value(model.columns[column]) for column in columns]
+            names = ", ".join(f"`{column}`" for column in [*(c for c, _ in model.key), *columns])
+            return [f"DELETE FROM `{self.database}`.`{model.name}` WHERE {model.where(key)}",
+                    f"INSERT INTO `{self.database}`.`{model.name}` ({names}) VALUES ({', '.join(values)})"]
+        return [statement for statement in [self.delete(model)] if statement]
+
+    def key_change(self, model: TableModel) -> list[str]:
+        """Update a row's key, or swap two rows' keys through a free key."""
+        if len(model.keys) < 2:
+            return []
+        table = f"`{self.database}`.`{model.name}`"
+        first, second = self.rng.sample(model.keys, 2)
+        spare = model.new_key(self.rng)
+
+        def move(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
+            literals = model.key_literal(new)
+            pairs = zip(model.key, literals, strict=True)
+            sets = ", ".join(f"`{column}` = {literal}" for (column, _), literal in pairs)
+            return f"UPDATE {table} SET {sets} WHERE {model.where(old)}"
+
+        if self.rng.random() < 0.5:
+            model.keys[model.keys.index(first)] = spare
+            return [move(first, spare)]
+        return [move(first, spare), move(second, first), move(spare, second)]
+
+    def transactional(self) -> list[TableModel]:
+        return [model for model in self.models if model.engine == "InnoDB"]
+
+    def step(self, number: int) -> Step:
+        rng = self.rng
+        choices = ["autocommit", "txn", "txn", "txn_rollback"]
+        choices += ["pkswap"] if self.on("pkswap") else []
+        choices += ["xa", "xa"] if self.on("xa") and self.transactional() else []
+        choices += ["savepoint", "savepoint"] if self.on("savepoint") and any(
+            m.engine == "MyISAM" for m in self.models) else []
+        choices += ["ddl", "ddl"] if self.on("ddl") else []
+        choices += ["ddl_stop"] if self.on("ddl_stop") else []
+        choices += ["big"] if self.on("big") and rng.random() < 0.15 else []
+        choices += ["sync", "sync"]
+        # A CLI process starts its own JVM when it has rows to write (~10-30 s here): at most one per round.
+        if self.cli_left:
+            choices += ["sync_cli"] if self.on("sync_cli") else []
+            choices += ["crash", "crash"] if self.on("crash") else []
+        label = rng.choice(choices)
+        if label in ("sync_cli", "crash"):
+            self.cli_left -= 1
+        sql = lambda text: Action("sql", text)  # noqa: E731 - reads best inline
+        if label == "autocommit":
+            model = rng.choice(self.models)
+            return Step(label, tuple(sql(text) for text in self.dml(model)))
+        if label in ("txn", "txn_rollback", "pkswap"):
+            pool = self.transactional() or self.models
+            actions = [sql("BEGIN")]
+            for _ in range(rng.randint(1, 5)):
+                model = rng.choice(pool)
+                actions += [sql(text) for text in (self.key_change(model) if label == "pkswap" else self.dml(model))]
+            actions.append(sql("ROLLBACK" if label == "txn_rollback" else "COMMIT"))
+            return Step(label, tuple(actions))
+        if label == "big":
+            model = rng.choice(self.transactional() or self.models)
+            rows = rng.choice((1000, 1000, 2000))
+            inserts = [self.insert(model, 500) for _ in range(rows // 500)]
+            updates = [f"UPDATE `{self.database}`.`{model.name}` SET `{column}` = {self.value(kind)}"
+                       for column, kind in list(model.columns.items())[:1]]
+            return Step(label, tuple(sql(text) for text in ["BEGIN", *inserts, *updates, "COMMIT"]))
+        if label == "xa":
+            self.xids += 1
+            xid = f"'fz{self.seed}r{self.round}x{self.xids}'"
+            actions = [sql(f"XA START {xid}")]
+            for _ in range(rng.randint(1, 4)):
+                actions += [sql(text) for text in self.dml(rng.choice(self.transactional()))]
+            actions.append(sql(f"XA END {xid}"))
+            ending = rng.choice(("commit", "rollback", "one_phase", "commit"))
+            if ending == "one_phase":
+                actions.append(sql(f"XA COMMIT {xid} ONE PHASE"))
+            else:
+                actions.append(sql(f"XA PREPARE {xid}"))
+                if rng.random() < 0.4:
+                    actions.append(Action("sync"))  # binlake reads while the branch is prepared, not decided
+                actions.append(sql(f"XA {ending.upper()} {xid}"))
+            return Step(f"xa_{ending}", tuple(actions))
+        if label == "savepoint":
+            inno = self.transactional()
+            myisam = [model for model in self.models if model.engine == "MyISAM"]
+            pool = inno or myisam
+            actions = [sql("BEGIN")]
+            actions += [sql(text) for text in self.dml(rng.choice(pool))]
+            actions.append(sql("SAVEPOINT s1"))
+            for _ in range(rng.randint(1, 3)):
+                actions += [sql(text) for text in self.dml(rng.choice(pool))]
+            actions += [sql(text) for text in self.dml(rng.choice(myisam))]
+            if rng.random() < 0.7:
+                actions.append(sql("ROLLBACK TO SAVEPOINT s1"))
+                actions += [sql(text) for text in self.dml(rng.choice(pool))]
+                actions.append(sql("COMMIT"))
+            else:
+                actions.append(sql("ROLLBACK"))  # a full rollback of a transaction that touched MyISAM
+            return Step(label, tuple(actions))
+        if label == "ddl":
+            return self.ddl_step()
+        if label == "ddl_stop":
+            return self.ddl_stop_step()
+        if label == "sync_cli":
+            return Step(label, (Action("sync_cli"),))
+        if label == "crash":
+            return Step(label, (Action("crash", rng.choice(SYNC_FAILPOINTS)),))
+        return Step(label, (Action("sync"),))
+
+    def _comment(self) -> str:
+        return self.rng.choice(("", "", "/* app */ ", "-- note\n", "/*!40101 */ ", "# hash\n"))
+
+    def ddl_step(self) -> Step:
+        rng = self.rng
+        model = rng.choice(self.models)
+        table = f"`{self.database}`.`{model.name}`"
+        forms = ["add_default", "add_nullable", "add_not_null", "add_index", "truncate", "widen", "add_generated"]
+        form = rng.choice(forms)
+        text: str | None = None
+        if form in ("add_default", "add_nullable", "add_not_null", "add_generated"):
+            self.added += 1
+            column = f"a{self.added}"
+            kind = rng.choice(self.kinds)
+            if form == "add_default":
+                text = f"ALTER TABLE {table} ADD COLUMN `{column}` {kind.ddl.replace(' NULL DEFAULT NULL', '')} " \
+                       f"DEFAULT {kind.draw(rng)}"
+                if kind.name == "json" or kind.name.endswith("text") or kind.name.startswith(("tinytext", "blob",
+                                                                                              "tinyblob")):
+                    text = text.replace(" DEFAULT ", " DEFAULT (") + ")"
+            elif form == "add_nullable":
+                text = f"ALTER TABLE {table} ADD COLUMN `{column}` {kind.ddl}"
+            elif form == "add_not_null":
+                base = rng.choice(("INT", "BIGINT UNSIGNED", "VARCHAR(20)", "DATETIME(3)", "DECIMAL(12,3)", "TIME(2)",
+                                   "DATE", "CHAR(3) CHARACTER SET latin1", "ENUM('x','y')", "SET('p','q')", "DOUBLE",
+                                   "BIT(5)", "YEAR", "VARBINARY(4)", "BINARY(3)"))
+                text = f"ALTER TABLE {table} ADD COLUMN `{column}` {base} NOT NULL"
+            else:
+                key_column = model.key[0][0]
+                expression = rng.choice((f"CONCAT('g', `{key_column}`)", f"LENGTH(`{key_column}`) * 2"))
+                text = f"ALTER TABLE {table} ADD COLUMN `{column}` VARCHAR(60) AS ({expression}) " \
+                       f"{rng.choice(('STORED', 'VIRTUAL', 'PERSISTENT'))}"
+            model.columns[column] = kind if form in ("add_default", "add_nullable") else ColumnKind(
+                "fixed", "", lambda r: "DEFAULT")
+            if form == "add_generated":
+                model.columns.pop(column)  # generated: never written by DML
+        elif form == "add_index":
+            candidates = [column for column, kind in model.columns.items() if kind.indexable and kind.ddl]
+            if candidates:
+                column = rng.choice(candidates)
+                text = f"ALTER TABLE {table} ADD INDEX `ix{self.added}_{rng.randint(0, 9999)}` (`{column}`)"
+        elif form == "truncate":
+            text = f"TRUNCATE TABLE {table}"
+            model.keys.clear()
+        elif form == "widen":
+            widen = [(column, kind) for column, kind in model.columns.items()
+                     if kind.name.startswith(("varchar_", "int", "smallint", "tinyint", "mediumint", "decimal_10_2"))]
+            if widen:
+                column, kind = rng.choice(widen)
+                if kind.name.startswith("varchar_"):
+                    new = kind.ddl.replace("VARCHAR(40)", "VARCHAR(200)")
+                elif kind.name.startswith("decimal"):
+                    new = "DECIMAL(14,2)"
+                else:
+                    new = "BIGINT" + (" UNSIGNED" if kind.name.endswith("unsigned") else "")
+                text = f"ALTER TABLE {table} MODIFY `{column}` {new}"
+        if text is None:
+            text = f"ALTER TABLE {table} COMMENT 'fuzz {rng.randint(0, 999)}'"
+        return Step(f"ddl_{form}", (Action("sql", self._comment() + text, model.name),))
+
+    def ddl_stop_step(self) -> Step:
+        rng = self.rng
+        model = rng.choice(self.models)
+        table = f"`{self.database}`.`{model.name}`"
+        if model.partitioned and rng.random() < 0.7:
+            partition = rng.choice(("p0", "p1"))
+            text = f"ALTER TABLE {table} {rng.choice(('DROP', 'TRUNCATE'))} PARTITION {partition}"
+        elif len(model.columns) > 1:
+            column = rng.choice(list(model.columns))
+            if rng.random() < 0.5:
+                text = f"ALTER TABLE {table} DROP COLUMN `{column}`"
+                model.columns.pop(column)
+            else:
+                self.added += 1
+                text = f"ALTER TABLE {table} RENAME COLUMN `{column}` TO `r{self.added}`"
+                model.columns[f"r{self.added}"] = model.columns.pop(column)
+        else:
+            return Step("ddl_noop", (Action("sql", f"ALTER TABLE {table} COMMENT 'nothing'", model.name),))
+        return Step("ddl_stop", (Action("sql", self._comment() + text, model.name),))
+
+    def plan(self) -> RoundPlan:
+        tables = self.make_tables()
+        preload = []
+        for model in self.models:
+            rows = self.rng.choice((0, 3, 10, 30, 60))
+            for start in range(0, rows, 20):
+                insert = self.insert(model, min(20, rows - start))
+                preload.append(Step(f"preload {model.name}", (Action("sql", insert),)))
+        snapshot_crash = "crash" in self.families and self.cli_left > 0 and self.rng.random() < 0.25
+        self.cli_left -= snapshot_crash
+        steps = [self.step(number) for number in range(self.rng.randint(6, 18))]
+        return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps))
+
+
+# -- running a round ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where the fuzzer's source lives: a root connection for the workload, a CDC user for binlake."""
+
+    port: int
+    user: str
+    password: str
+    admin: Callable[[], pymysql.connections.Connection]
+
+
+@dataclass
+class Outcome:
+    result: str  # ok | expected-stop | difference | unexpected-stop | harness-error
+    detail: str = ""
+    rows_compared: int = 0
+    failed_statements: int = 0
+    seconds: float = 0.0
+    stopped: dict[str, str] = field(default_factory=dict)
+    #: Seconds per phase (setup, snapshot, workload, final sync, compare), to see where a round's time goes.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.result in ("difference", "unexpected-stop", "harness-error")
+
+    def signature(self) -> str:
+        """What a shrink step must keep failing with: the kind of failure, without round-specific names."""
+        first = self.detail.split("; ")[0]
+        first = re.sub(r"fz_\d+_\d+\.", "", first)
+        if self.result == "difference":
+            column = re.search(r" column \S+ \(([^)]*\)?)\)", first)
+            for kind in ("columns differ", "missing in Delta", "in Delta only", "twice in Delta", "unreadable"):
+                if kind in first:
+                    return f"difference:{kind}"
+            return f"difference:column {column.group(1) if column else '?'}"
+        first = re.sub(r"'[^']*'|\d+", "…", first)
+        return f"{self.result}:{first[:70]}"
+
+
+def _config_document(server: Server, work: Path, database: str, tables: list[str]) -> dict[str, Any]:
+    return {
+        "pipeline": f"fz{uuid.uuid4().hex[:8]}",
+        "source": {"host": "127.0.0.1", "port": server.port, "user": server.user, "password": server.password,
+                   "server_id": 7000 + random.randrange(1000), "tables": [f"{database}.{t}" for t in tables]},
+        "sink": {"path": str(work / "lake")},
+        "offsets": {"uri": str(work / "lake" / "_offsets")},
+        "spark": {"master": "local[2]"},
+        # Small batches, so a sync ends inside the workload and the next one resumes there.
+        "batch": {"max_events": 2000, "max_seconds": 60},
+    }
+
+
+def _cli(config_file: Path, *arguments: str, failpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "TZ": "UTC"}
+    environment.pop("BINLAKE_FAILPOINT", None)
+    if failpoint:
+        environment["BINLAKE_FAILPOINT"] = failpoint
+    return subprocess.run([sys.executable, "-m", "cdc_lib.cli", "--config", str(config_file), *arguments],
+                          capture_output=True, text=True, env=environment, timeout=600,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:400] if lines else ""
+
+
+class SyncFailed(Exception):
+    """A binlake sync raised or exited non-zero (not at a planted failpoint)."""
+
+
+def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False) -> Outcome:
+    """Run a plan on a fresh database and lake; compare; drop the database again."""
+    from cdc_lib.config import parse_config
+    from cdc_lib.pipeline import Pipeline
+
+    started = time.monotonic()
+    database = _database_of(plan)
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work / "lake", ignore_errors=True)
+    connection = server.admin()
+    outcome = Outcome("ok")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+            cursor.execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+            cursor.execute("SET SESSION time_zone = '+00:00', SESSION sql_mode = 'STRICT_TRANS_TABLES'")
+            for table in plan.tables:
+                cursor.execute(table.create)
+        failed = 0
+        for step in plan.preload:
+            failed += _run_sql(connection, step)
+        document = _config_document(server, work, database, [table.name for table in plan.tables])
+        config = parse_config(document)
+        config_file = work / "binlake.yaml"
+        import yaml
+
+        config_file.write_text(yaml.safe_dump(document))
+        pipeline = Pipeline(config)
+        errors: list[str] = []
+        mark = time.monotonic()
+        outcome.phases["setup"] = mark - started
+        if plan.snapshot_crash:
+            crashed = _cli(config_file, "snapshot", failpoint="after_snapshot_commit")
+            if crashed.returncode not in (0, 1, -9):
+                errors.append(f"snapshot CLI exited {crashed.returncode}: {_last_line(crashed.stderr)}")
+        from cdc_lib import delta_sink
+
+        missing = [f"{database}.{t.name}" for t in plan.tables
+                   if not delta_sink.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
+        if missing:
+            try:
+                pipeline.snapshot(missing)
+            except Exception as error:  # noqa: BLE001 - binlake's own failure: the outcome names it
+                errors.append(f"snapshot raised {_describe(error)}")
+        outcome.phases["snapshot"] = time.monotonic() - mark
+        mark = time.monotonic()
+        expected_stop: set[str] = set()
+        for step in plan.steps:
+            for action in step.actions:
+                if action.kind == "sql":
+                    ok = _execute(connection, action.text)
+                    failed += not ok
+                    if ok and action.table and any(form in action.text.upper() for form in EXPECTED_STOP_FORMS):
+                        expected_stop.add(f"{database}.{action.table}")
+                elif action.kind == "sync":
+                    try:
+                        pipeline.sync(until_caught_up=False)
+                    except Exception as error:  # noqa: BLE001 - the outcome names it
+                        errors.append(f"in-process sync raised {_describe(error)}")
+                else:
+                    result = _cli(config_file, "sync", failpoint=action.text if action.kind == "crash" else None)
+                    # 1: a table is stopped (the state says which; judged at the end); -9: killed at the failpoint.
+                    if result.returncode not in (0, 1, -9) or (result.returncode == -9 and action.kind != "crash"):
+                        errors.append(f"CLI sync exited {result.returncode}: {_last_line(result.stderr)}")
+        _settle(connection, plan)
+        outcome.phases["workload"] = time.monotonic() - mark
+        mark = time.monotonic()
+        try:
+            pipeline.sync(until_caught_up=True)
+            pipeline.sync(until_caught_up=True)  # a table paused at an ALTER resumes; nothing else moves
+        except Exception as error:  # noqa: BLE001
+            errors.append(f"final sync raised {_describe(error)}")
+        outcome.failed_statements = failed
+        outcome.phases["final_sync"] = time.monotonic() - mark
+        mark = time.monotonic()
+        state = pipeline.read_state()
+        stopped = {name: table.error for name, table in state.tables.items() if table.error}
+        outcome.stopped = stopped
+        unexpected = {name: error for name, error in stopped.items() if name not in expected_stop}
+        differences: list[str] = []
+        rows = 0
+        for table in plan.tables:
+            name = f"{database}.{table.name}"
+            if name in stopped:
+                continue
+            compared, found = compare_table(connection, database, table.name, pipeline.table_path(name))
+            rows += compared
+            differences += found
+        outcome.rows_compared = rows
+        outcome.phases["compare"] = time.monotonic() - mark
+        if errors or (unexpected and not differences):
+            # A sync that raised stopped every table (loudly): its missing rows are not a silent difference.
+            # A difference in a table that was not stopped outranks another table's unexpected stop.
+            outcome.result = "unexpected-stop"
+            outcome.detail = "; ".join([*errors, *(f"{name} stopped: {error[:300]}" for name, error in
+                                                   unexpected.items())][:4] + differences[:2])
+        elif differences:
+            outcome.result, outcome.detail = "difference", "; ".join(differences[:6])
+        elif stopped:
+            outcome.result, outcome.detail = "expected-stop", "; ".join(f"{name}: {error[:120]}"
+                                                                        for name, error in stopped.items())
+    except Exception as error:  # noqa: BLE001 - a broken round is reported, the run goes on
+        outcome.result = "harness-error"
+        outcome.detail = f"{type(error).__name__}: {error}"[:600] + "\n" + traceback.format_exc()[-1500:]
+    finally:
+        try:
+            _settle(connection, plan)
+            if not keep:
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        finally:
+            connection.close()
+        if not keep:
+            shutil.rmtree(work / "lake", ignore_errors=True)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _describe(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def _database_of(plan: RoundPlan) -> str:
+    return f"fz_{plan.seed % 10**8}_{plan.round}"
+
+
+def _execute(connection: pymysql.connections.Connection, text: str) -> bool:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(text)
+        return True
+    except pymysql.MySQLError:
+        return False  # a statement the shrinker orphaned (a key that no longer exists …): the server decides
+
+
+def _run_sql(connection: pymysql.connections.Connection, step: Step) -> int:
+    return sum(not _execute(connection, action.text) for action in step.actions if action.kind == "sql")
+
+
+def _settle(connection: pymysql.connections.Connection, plan: RoundPlan) -> None:
+    """End whatever a (shrunk) workload left open: a transaction, an XA branch active or prepared."""
+    xids = [action.text.split(None, 2)[2] for step in plan.steps for action in step.actions
+            if action.kind == "sql" and action.text.startswith("XA START ")]
+    for xid in xids:
+        _execute(connection, f"XA END {xid}")
+        _execute(connection, f"XA ROLLBACK {xid}")
+    _execute(connection, "ROLLBACK")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("XA RECOVER")
+            left = [row[3].decode() if isinstance(row[3], bytes) else str(row[3]) for row in cursor.fetchall()]
+    except pymysql.MySQLError:
+        left = []
+    for xid in left:
+        if f"'{xid}'" in xids:
+            _execute(connection, f"XA ROLLBACK '{xid}'")
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+
+
+def source_columns(connection: pymysql.connections.Connection, database: str, table: str) -> list[SourceColumn]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COALESCE(DATETIME_PRECISION, 0) "
+            "FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION", (database, table))
+        return [SourceColumn(str(name), str(kind).lower(), str(full).lower(), int(fsp))
+                for name, kind, full, fsp in cursor.fetchall()]
+
+
+def primary_key(connection: pymysql.connections.Connection, database: str, table: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND "
+                       "TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION", (database, table))
+        return [str(row[0]) for row in cursor.fetchall()]
+
+
+def read_source(connection: pymysql.connections.Connection, database: str, table: str,
+                columns: list[SourceColumn]) -> list[list[Any]]:
+    select = ", ".join(column.select for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {select} FROM `{database}`.`{table}`")
+        fetched = cursor.fetchall()
+    return [[canonical_source(column, _text(value)) for column, value in zip(columns, row, strict=True)]
+            for row in fetched]
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)
+
+
+def read_delta(path: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The Delta table's current rows through deltalake's scan (which honours deletion vectors)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    names = [item.name for item in table.schema().fields]
+    reader = table.scan()
+    arrow = pa.RecordBatchReader.from_stream(reader).read_all()
+    # Dates and timestamps as plain numbers first: a value outside Python's datetime range (year 0, a
+    # shifted calendar) must show up as a difference, not stop the reader.
+    columns = {}
+    for name in arrow.column_names:
+        column = arrow.column(name)
+        if pa.types.is_date32(column.type):
+            columns[name] = [_day(value) for value in column.cast(pa.int32()).to_pylist()]
+        elif pa.types.is_timestamp(column.type):
+            scale = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}[column.type.unit]
+            aware = column.type.tz is not None
+            columns[name] = [_instant(value, scale, aware) for value in column.cast(pa.int64()).to_pylist()]
+        else:
+            columns[name] = column.to_pylist()
+    rows = [{name: columns[name][index] for name in columns} for index in range(arrow.num_rows)]
+    return names, rows
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _day(value: int | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return dt.date(1970, 1, 1) + dt.timedelta(days=value)
+    except OverflowError:
+        return f"<date out of Python's range: day {value} from 1970-01-01>"
+
+
+def _instant(value: int | None, scale: float, aware: bool) -> Any:
+    if value is None:
+        return None
+    try:
+        moment = _EPOCH + dt.timedelta(microseconds=int(value * scale))
+    except OverflowError:
+        return f"<timestamp out of Python's range: {value} units from 1970-01-01>"
+    return moment.replace(tzinfo=dt.UTC) if aware else moment
+
+
+def compare_table(connection: pymysql.connections.Connection, database: str, table: str,
+                  path: str) -> tuple[int, list[str]]:
+    """Rows compared, and each difference between the source table and its Delta table."""
+    columns = source_columns(connection, database, table)
+    key = primary_key(connection, database, table)
+    source = read_source(connection, database, table, columns)
+    try:
+        delta_names, delta_rows = read_delta(path)
+    except Exception as error:  # noqa: BLE001
+        return 0, [f"{table}: Delta table unreadable: {type(error).__name__}: {str(error)[:200]}"]
+    problems: list[str] = []
+    names = [column.name for column in columns]
+    if delta_names != names and sorted(delta_names) != sorted(names):
+        problems.append(f"{table}: columns differ: source {names}, Delta {delta_names}")
+    by_name = {column.name: column for column in columns}
+    shared = [column for column in columns if column.name in delta_names]
+    key_index = [names.index(column) for column in key]
+
+    def key_of(values: list[Any]) -> tuple[Any, ...]:
+        return tuple(values[index] for index in key_index)
+
+    source_by_key = {key_of(row): row for row in source}
+    delta_by_key: dict[tuple[Any, ...], list[Any]] = {}
+    for record in delta_rows:
+        values = [canonical_delta(by_name[name], record.get(name)) if name in delta_names else None
+                  for name in names]
+        row_key = key_of(values)
+        if row_key in delta_by_key:
+            problems.append(f"{table}: key {row_key} twice in Delta")
+        delta_by_key[row_key] = values
+    for row_key in sorted(set(source_by_key) - set(delta_by_key), key=repr)[:3]:
+        problems.append(f"{table}: row {row_key} missing in Delta")
+    for row_key in sorted(set(delta_by_key) - set(source_by_key), key=repr)[:3]:
+        problems.append(f"{table}: row {row_key} in Delta only: {delta_by_key[row_key]}")
+    for row_key in sorted(set(source_by_key) & set(delta_by_key), key=repr):
+        for column in shared:
+            index = names.index(column.name)
+            want, got = source_by_key[row_key][index], delta_by_key[row_key][index]
+            if not same(want, got):
+                problems.append(f"{table}: key {row_key} column {column.name} ({column.column_type}): "
+                                f"source {want!r}, Delta {got!r}")
+                break
+        if len(problems) > 8:
+            break
+    return len(source), problems
+
+
+# -- shrinking ----------------------------------------------------------------------------------
+
+
+def shrink(plan: RoundPlan, signature: str, rerun: Callable[[RoundPlan], Outcome], *,
+           budget_seconds: float) -> tuple[RoundPlan, int]:
+    """The smallest plan found (ddmin over preload and workload steps, then over single statements)
+    that still fails with `signature`; and how many runs it took."""
+    deadline = time.monotonic() + budget_seconds
+    runs = 0
+
+    def fails(candidate: RoundPlan) -> bool:
+        nonlocal runs
+        if time.monotonic() > deadline:
+            return False
+        runs += 1
+        return rerun(candidate).signature() == signature
+
+    def ddmin(items: list[Any], build: Callable[[list[Any]], RoundPlan]) -> list[Any]:
+        granularity = 2
+        while len(items) >= 1 and time.monotonic() < deadline:
+            size = max(1, len(items) // granularity)
+            chunks = [items[start:start + size] for start in range(0, len(items), size)]
+            reduced = False
+            for index in range(len(chunks)):
+                complement = [item for number, chunk in enumerate(chunks) if number != index for item in chunk]
+                if fails(build(complement)):
+                    items, granularity, reduced = complement, max(granularity - 1, 2), True
+                    break
+            if not reduced:
+                if size == 1:
+                    break
+                granularity = min(len(items), granularity * 2)
+        return items
+
+    steps = ddmin(list(plan.steps), lambda kept: _replace(plan, steps=kept))
+    plan = _replace(plan, steps=steps)
+    preload = ddmin(list(plan.preload), lambda kept: _replace(plan, preload=kept))
+    plan = _replace(plan, preload=preload)
+    # Then single statements inside the remaining steps (transaction control included: dropping a COMMIT
+    # or a SAVEPOINT changes the shape, and the server still decides what happened).
+    flat = [(number, action) for number, step in enumerate(plan.steps) for action in step.actions]
+
+    def rebuild(kept: list[tuple[int, Action]]) -> RoundPlan:
+        steps = [Step(step.label, tuple(action for number, action in kept if number == index))
+                 for index, step in enumerate(plan.steps)]
+        return _replace(plan, steps=[step for step in steps if step.actions])
+
+    if len(flat) > len(plan.steps):
+        plan = rebuild(ddmin(flat, rebuild))
+    return plan, runs
+
+
+def _replace(plan: RoundPlan, **changes: Any) -> RoundPlan:
+    fields = {"seed": plan.seed, "round": plan.round, "tables": plan.tables, "preload": plan.preload,
+              "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, **changes}
+    fields["steps"], fields["preload"] = tuple(fields["steps"]), tuple(fields["preload"])
+    return RoundPlan(**fields)
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    rounds: int = 0
+    statements: int = 0
+    transactions: int = 0
+    rows_compared: int = 0
+    seconds: float = 0.0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, int] = field(default_factory=dict)
+    #: How many steps of each shape ran (xa_rollback, ddl_add_not_null, crash …): what the run covered.
+    shapes: dict[str, int] = field(default_factory=dict)
+
+
+class Fuzzer:
+    """Plans and runs rounds against one server; shrinks failures."""
+
+    def __init__(self, server: Server, work: Path, *, families: frozenset[str] = frozenset(FAMILIES),
+                 shrink_seconds: float = 300.0, out: Callable[[str], None] = print) -> None:
+        self.server = server
+        self.work = work
+        self.families = families
+        self.shrink_seconds = shrink_seconds
+        self.out = out
+        self._alphabets: dict[str, tuple[str, ...]] | None = None
+        self.totals = Totals()
+
+    def alphabets(self) -> dict[str, tuple[str, ...]]:
+        if self._alphabets is None:
+            connection = self.server.admin()
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT CHARACTER_SET_NAME FROM information_schema.CHARACTER_SETS "
+                                   "WHERE CHARACTER_SET_NAME <> 'binary' ORDER BY 1")
+                    charsets = [str(row[0]) for row in cursor.fetchall()]
+                self._alphabets = charset_alphabets(connection, charsets)
+            finally:
+                connection.close()
+        return self._alphabets
+
+    def plan(self, seed: int, round_number: int) -> RoundPlan:
+        database = f"fz_{seed % 10**8}_{round_number}"
+        return Generator(seed, round_number, self.families, database, self.alphabets()).plan()
+
+    def round(self, seed: int, round_number: int) -> Outcome:
+        plan = self.plan(seed, round_number)
+        outcome = run_round(plan, self.server, self.work / f"r{round_number}")
+        totals = self.totals
+        totals.rounds += 1
+        totals.statements += plan.statements()
+        totals.transactions += plan.transactions()
+        totals.rows_compared += outcome.rows_compared
+        totals.seconds += outcome.seconds
+        totals.results[outcome.result] = totals.results.get(outcome.result, 0) + 1
+        for step in plan.steps:
+            label = f"crash_{step.actions[0].text}" if step.label == "crash" else step.label
+            totals.shapes[label] = totals.shapes.get(label, 0) + 1
+        if plan.snapshot_crash:
+            totals.shapes["crash_after_snapshot_commit"] = totals.shapes.get("crash_after_snapshot_commit", 0) + 1
+        self.out(f"seed {seed} round {round_number}: {plan.statements()} statements, {plan.transactions()} "
+                 f"transactions, {len(plan.tables)} tables, {outcome.rows_compared} rows compared, "
+                 f"{outcome.seconds:.1f}s ({', '.join(f'{k} {v:.0f}s' for k, v in outcome.phases.items())}) "
+                 f"→ {outcome.result}"
+                 + (f" ({outcome.detail.splitlines()[0][:500]})" if outcome.detail else ""))
+        if outcome.failed:
+            self.report_failure(plan, outcome)
+        return outcome
+
+    def report_failure(self, plan: RoundPlan, outcome: Outcome) -> None:
+        smallest, runs = plan, 0
+        # Each kind of failure is shrunk once: a repeat is most often the same bug, and the run's time is bounded.
+        seen = {failure["signature"] for failure in self.totals.failures}
+        if self.shrink_seconds > 0 and outcome.result != "harness-error" and outcome.signature() not in seen:
+            smallest, runs = shrink(plan, outcome.signature(),
+                                    lambda candidate: run_round(candidate, self.server, self.work / "shrink"),
+                                    budget_seconds=self.shrink_seconds)
+        final = run_round(smallest, self.server, self.work / "shrink") if runs else outcome
+        script = smallest.script()
+        self.totals.failures.append({"seed": plan.seed, "round": plan.round, "result": outcome.result,
+                                     "signature": outcome.signature(),
+                                     "detail": outcome.detail, "smallest_detail": final.detail,
+                                     "reproduction": script})
+        self.out(f"FAILURE seed {plan.seed} round {plan.round}: {outcome.result}\n  {outcome.detail[:1500]}\n"
+                 f"  smallest reproduction ({runs} shrink runs, {smallest.statements()} statements; "
+                 f"replay: python -m bench.fuzz --seed {plan.seed} --round {plan.round}):\n"
+                 f"  → {final.result}: {final.detail[:800]}\n" + _indent(script, 4, limit=6000))
+
+
+def _indent(text: str, width: int, *, limit: int) -> str:
+    lines = []
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 inside a value are no line breaks
+        lines.append(" " * width + (line if len(line) <= 400 else line[:400] + f" … ({len(line)} chars)"))
+    joined = "\n".join(lines)
+    return joined if len(joined) <= limit else joined[:limit] + "\n    …"
+
+
+def parse_families(text: str | None) -> frozenset[str]:
+    """`all`, a list (`txn,xa`), or removals from all (`-xa,-crash`)."""
+    if not text or text == "all":
+        return frozenset(FAMILIES)
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part.lstrip("-") for part in parts if part.lstrip("-") not in FAMILIES]
+    if unknown:
+        raise SystemExit(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+    if all(part.startswith("-") for part in parts):
+        return frozenset(FAMILIES) - {part[1:] for part in parts}
+    return frozenset(part for part in parts if not part.startswith("-"))
+
+
+@contextmanager
+def local_server(base: Path) -> Iterator[Server]:
+    from cdc_lib.errors import BinlakeError
+    from cdc_lib.local_mariadb import LocalMariaDB
+
+    for attempt in range(3):
+        try:
+            mariadb = LocalMariaDB(base / f"mariadb{attempt}", server_id=21).start()
+            break
+        except BinlakeError:
+            # mariadb-install-db run at the same moment by another process can collide in /tmp: retry.
+            if attempt == 2:
+                raise
+            time.sleep(2)
+    try:
+        mariadb.create_cdc_user("fuzz", "fuzz-pw")
+        mariadb.execute("CREATE USER IF NOT EXISTS 'fuzz'@'127.0.0.1' IDENTIFIED BY 'fuzz-pw'")
+        yield Server(mariadb.port, "fuzz", "fuzz-pw", mariadb.admin_connection)
+    finally:
+        mariadb.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=5.0, help="run rounds until this much time has passed")
+    parser.add_argument("--seed", type=int, default=None, help="default: a random seed, printed")
+    parser.add_argument("--round", type=int, default=None, help="replay only this round of the seed")
+    parser.add_argument("--first-round", type=int, default=0)
+    parser.add_argument("--families", default="all", help=f"comma list from {', '.join(FAMILIES)}, or -name to drop")
+    parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time to shrink each failure (0: none)")
+    parser.add_argument("--stop-on-failure", action="store_true")
+    parser.add_argument("--json", type=Path, help="write totals and failures here")
+    parser.add_argument("--print-plan", action="store_true", help="print each round's script before running it")
+    arguments = parser.parse_args(argv)
+    seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
+    families = parse_families(arguments.families)
+    print(f"bench.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    started = time.monotonic()
+    try:
+        with local_server(work) as server:
+            fuzzer = Fuzzer(server, work, families=families, shrink_seconds=arguments.shrink_seconds,
+                            out=lambda line: print(line, flush=True))
+            rounds = [arguments.round] if arguments.round is not None else None
+            number = arguments.first_round
+            while True:
+                current = rounds.pop(0) if rounds else (None if rounds is not None else number)
+                if current is None:
+                    break
+                if arguments.print_plan:
+                    print(fuzzer.plan(seed, current).script(), flush=True)
+                outcome = fuzzer.round(seed, current)
+                number += 1
+                if outcome.failed and arguments.stop_on_failure:
+                    break
+                if rounds is None and time.monotonic() - started >= arguments.minutes * 60:
+                    break
+                if rounds == []:
+                    break
+            totals = fuzzer.totals
+            minutes = (time.monotonic() - started) / 60
+            print(f"\ntotals: seed {seed}, {totals.rounds} rounds, {totals.statements} statements, "
+                  f"{totals.transactions} transactions, {totals.rows_compared} rows compared, "
+                  f"{len(totals.failures)} failures, results {totals.results}, {minutes:.1f} min "
+                  f"({totals.rounds / minutes:.2f} rounds/min, {totals.rows_compared / minutes:.0f} rows compared/min)",
+                  flush=True)
+            print(f"step shapes: {dict(sorted(totals.shapes.items()))}")
+            for failure in totals.failures:
+                print(f"  failure: seed {failure['seed']} round {failure['round']}: {failure['result']}: "
+                      f"{failure['detail'][:300]}")
+            if arguments.json:
+                arguments.json.write_text(json.dumps(totals.__dict__, indent=1, default=str))
+            return 1 if totals.failures else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

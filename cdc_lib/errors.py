@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BinlakeError(Exception):
     """Root of every error binlake raises on purpose.
@@ -23,6 +25,18 @@ class BinlakeError(Exception):
             self.retryable = retryable
         prefix = f"[{table}] " if table else ""
         super().__init__(f"{prefix}{cause} — remedy: {remedy}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments than `args` holds; Dagster moves errors between
+        # processes, so rebuild from the fields instead of calling __init__ again.
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: type[BinlakeError], args: tuple[Any, ...], fields: dict[str, Any]) -> BinlakeError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(fields)
+    return error
 
 
 class ConfigError(BinlakeError):

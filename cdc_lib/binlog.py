@@ -900,8 +900,8 @@ def columns_after_ddl(
     """The table's column names right after a DDL, as the binlog itself records them.
 
     Returns the names from the next table-map event of the table; `SUPERSEDED` when another
-    DDL on the table comes first (so this one changed no row's shape); None when the binlog
-    ends first (the server's current schema is then the one after the DDL).
+    shape-changing (or stopping) DDL on the table comes first, which then decides; None when the
+    binlog ends first (the server's current schema is then the one after the DDL).
     """
     from pymysqlreplication.row_event import TableMapEvent
 
@@ -924,7 +924,9 @@ def columns_after_ddl(
             else:
                 continue
             effects = table_effects(statement, schema, (name,))
-            if any(effect.kind != "none" for effect in effects):
+            # Only a later shape change (or a stop) decides instead of this DDL; a TRUNCATE or an index
+            # change between the DDL and the next row leaves the shape this DDL made.
+            if any(effect.kind in ("schema", "stop") for effect in effects):
                 return SUPERSEDED
     except pymysql.MySQLError as exc:
         raise _describe_read_failure(exc, position) from None

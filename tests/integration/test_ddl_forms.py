@@ -206,3 +206,21 @@ def test_added_columns_show_the_servers_values_in_old_rows(mariadb, database, ma
     table_state = pipeline.read_state().tables[f"{db}.g"]
     assert table_state.consistent, "consistent again once the offset passed the back-fill's high watermark"
     assert any("back-filled" in entry["action"] for entry in table_state.ddl_log)
+
+
+def test_an_added_column_followed_by_truncate_before_any_row_still_evolves(mariadb, database, make_config) -> None:
+    """Found by the fuzzer (seed 7001 round 47): the TRUNCATE was taken as the DDL that decides the shape."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (k VARCHAR(8) PRIMARY KEY, v INT)", f"INSERT INTO {db}.t VALUES ('a', 1)")
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"ALTER TABLE {db}.t ADD COLUMN a1 TIME(2) NOT NULL", f"# hash\nTRUNCATE TABLE {db}.t")
+
+    assert not _errors(pipeline.sync(until_caught_up=True))
+    frame = pipeline.spark().read.format("delta").load(pipeline.table_path(f"{db}.t"))
+    assert frame.columns == ["k", "v", "a1"] and frame.count() == 0
+
+    sql(mariadb, f"INSERT INTO {db}.t VALUES ('b', 2, '-00:00:01.25')")
+    assert not _errors(pipeline.sync(until_caught_up=True))
+    assert delta_rows(config, f"{db}.t") == [("b", 2, "-00:00:01.25")]

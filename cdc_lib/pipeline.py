@@ -525,7 +525,10 @@ class Pipeline:
                 # a mix of both — the same argument, and the same flag, as a snapshot's watermarks.
                 table_state.snapshot_high = high
                 table_state.consistent = False
-        except BinlakeError as error:
+        except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
+            error = exc if isinstance(exc, BinlakeError) else table_write_failure(
+                exc, name, doing="evolving the Delta table past the schema change"
+            )
             table_state.ddl_log = [*table_state.ddl_log, {**entry, "action": f"stopped: {error.cause}"}][-100:]
             return TableFailure(error, change.before), False
         added = [column.name for column in diff.added]
@@ -656,7 +659,7 @@ class Pipeline:
         return table_state
 
 
-def table_write_failure(exc: Exception, table: str) -> DeltaWriteError:
+def table_write_failure(exc: Exception, table: str, *, doing: str = "writing the batch into Delta") -> DeltaWriteError:
     """The error that stops `table` after its MERGE failed, or `exc` re-raised when it belongs to the run.
 
     What a retry can cure (the sink or the store unreachable, another runner, the JVM gone) fails the
@@ -671,9 +674,9 @@ def table_write_failure(exc: Exception, table: str) -> DeltaWriteError:
     java = getattr(exc, "java_exception", None)  # py4j's own message is only "An error occurred while calling"
     text = str(java.toString()) if java is not None else str(exc)
     first_line = (text.strip().splitlines() or [kind])[0]
-    log.error("%s: writing the batch into Delta failed, the table stops: %s", table, first_line[:500])
+    log.error("%s: %s failed, the table stops: %s", table, doing, first_line[:500])
     return DeltaWriteError(
-        f"writing the batch into Delta failed ({kind}: {first_line[:300]})",
+        f"{doing} failed ({kind}: {first_line[:300]})",
         remedy=f"fix the cause in the Delta table or the source rows, then re-snapshot: binlake snapshot --table "
         f"{table}",
         table=table,

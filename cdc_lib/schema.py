@@ -202,6 +202,9 @@ def evolve_delta_table(
     existing = set(spark.read.format("delta").load(path).columns)
     missing = [column for column in diff.added if column.name not in existing]
     if missing:
+        if any(spark_type_ddl(column) == "timestamp_ntz" for column in missing):
+            # A table written without DATETIME columns lacks the feature, and Delta will not add it implicitly.
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
         definitions = ", ".join(f"`{column.name}` {spark_type_ddl(column)}" for column in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
     assignments = [f"`{name}` = {literal}" for name, literal in literals.items() if literal not in (_NULL, _BACKFILL)]

@@ -224,3 +224,19 @@ def test_an_added_column_followed_by_truncate_before_any_row_still_evolves(maria
     sql(mariadb, f"INSERT INTO {db}.t VALUES ('b', 2, '-00:00:01.25')")
     assert not _errors(pipeline.sync(until_caught_up=True))
     assert delta_rows(config, f"{db}.t") == [("b", 2, "-00:00:01.25")]
+
+
+def test_a_datetime_column_added_to_a_table_that_had_none(mariadb, database, make_config) -> None:
+    """Found by the fuzzer (seed 7001 round 26): the Delta table lacked the timestampNtz feature, every sync failed."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (id BIGINT UNSIGNED PRIMARY KEY, v DECIMAL(20,20))",
+        f"INSERT INTO {db}.t VALUES (18446744073709551615, -0.00000000000000000001)")
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"/*!40101 */ ALTER TABLE {db}.t ADD COLUMN a1 DATETIME(5)",
+        f"INSERT INTO {db}.t VALUES (1, 0.5, '8559-10-04 11:26:39.00001')")
+
+    assert not _errors(pipeline.sync(until_caught_up=True))
+    assert [row[2] for row in delta_rows(config, f"{db}.t")] == [
+        __import__("datetime").datetime(8559, 10, 4, 11, 26, 39, 10), None]

@@ -173,8 +173,9 @@ def default_literal(column: ColumnInfo, *, generated: bool = False) -> str:
         return _BACKFILL
     if default is None or default.upper() == "NULL":
         return _NULL if column.nullable else _BACKFILL
+    # FLOAT/DOUBLE defaults are not taken from information_schema: it shows them rounded (FLOAT to 6 digits).
     if column.data_type.lower() in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal",
-                                    "float", "double") and _NUMBER.match(default):
+                                    "numeric") and _NUMBER.match(default):
         return f"CAST({default} AS {spark_type_ddl(column)})"
     match = _SIMPLE_STRING.match(default)
     if match and column.data_type.lower() in ("char", "varchar", "tinytext", "text", "mediumtext", "longtext"):

@@ -240,3 +240,20 @@ def test_a_datetime_column_added_to_a_table_that_had_none(mariadb, database, mak
     assert not _errors(pipeline.sync(until_caught_up=True))
     assert [row[2] for row in delta_rows(config, f"{db}.t")] == [
         __import__("datetime").datetime(8559, 10, 4, 11, 26, 39, 10), None]
+
+
+def test_float_and_double_defaults_of_added_columns_are_the_stored_values(mariadb, database, make_config) -> None:
+    """Found by the fuzzer (seed 9001 round 9): information_schema shows a FLOAT default rounded to 6 digits."""
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (id INT PRIMARY KEY)", f"INSERT INTO {db}.t VALUES (1), (2)")
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"ALTER TABLE {db}.t ADD COLUMN f FLOAT DEFAULT -8.142314867864764e+29, "
+        "ADD COLUMN d DOUBLE DEFAULT 0.30000000000000004")
+
+    assert not _errors(pipeline.sync(until_caught_up=True))
+    server = sql(mariadb, f"SELECT id, CAST(f AS DOUBLE), d FROM {db}.t ORDER BY id")
+    frame = pipeline.spark().read.format("delta").load(pipeline.table_path(f"{db}.t"))
+    lake = sorted((row["id"], float(row["f"]), row["d"]) for row in frame.collect())
+    assert lake == [tuple(row) for row in server] and lake[0][2] == 0.30000000000000004

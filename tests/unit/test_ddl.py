@@ -258,3 +258,6 @@ def test_added_column_values() -> None:
     )
     assert default_literal(ColumnInfo("c", "int", "int(11)", True, column_default="(`v` + 100)")) == "backfill"
     assert default_literal(ColumnInfo("c", "bit", "bit(3)", True, column_default="b'101'")) == "backfill"
+    # information_schema rounds FLOAT/DOUBLE defaults (-8.142314867864764e29 shows as -8.14231e29): read them.
+    assert default_literal(ColumnInfo("c", "float", "float", True, column_default="-8.14231e29")) == "backfill"
+    assert default_literal(ColumnInfo("c", "double", "double", True, column_default="0.1")) == "backfill"

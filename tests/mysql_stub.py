@@ -155,11 +155,12 @@ class MySQLStub:
         self.stop()
 
     def _accept(self) -> None:
-        assert self._listener is not None
+        listener = self._listener  # `stop` clears the attribute while this thread may still be in accept()
+        assert listener is not None
         thread_id = 7
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             thread_id += 1

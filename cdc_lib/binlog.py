@@ -37,11 +37,13 @@ from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
 from cdc_lib.ddl import table_effects
 from cdc_lib.errors import (
     BinlogPurgedError,
+    MissingGrantError,
     RowDecodeError,
     SchemaChangeError,
     ServerHistoryError,
     ServerSettingsError,
     SourceConnectionError,
+    TableError,
     UnreadableEventError,
     ZeroDateError,
 )
@@ -948,13 +950,14 @@ def before_prepared_xa(
     try:
         recovered = query(connection, "XA RECOVER")
     except pymysql.MySQLError as exc:
-        # MySQL needs XA_RECOVER_ADMIN for this; MariaDB lets the replication user list every branch.
-        log.warning(
-            "%s: XA RECOVER failed (%s): an XA transaction prepared before the snapshot and committed after it "
-            "would be missed; GRANT XA_RECOVER_ADMIN ON *.* to the binlake user to close that gap",
-            table.name, exc.args[1] if len(exc.args) > 1 else exc,
-        )
-        return low
+        # MySQL needs XA_RECOVER_ADMIN for this; MariaDB lets the replication user list every branch. Without
+        # the list, a branch prepared before the snapshot and committed after it would be missed silently.
+        raise MissingGrantError(
+            f"XA RECOVER failed ({exc.args[1] if len(exc.args) > 1 else exc}): binlake cannot see XA transactions "
+            "prepared before the snapshot, whose rows would be missed",
+            remedy="GRANT XA_RECOVER_ADMIN ON *.* TO the binlake user (MySQL), then snapshot again",
+            table=table.name,
+        ) from None
     wanted = set()
     for format_id, gtrid_length, _, data in recovered:
         raw = data if isinstance(data, bytes) else str(data).encode()
@@ -975,6 +978,18 @@ def before_prepared_xa(
                 earliest = start if earliest is None or start < earliest else earliest
         if not wanted:
             break
+    if wanted:
+        # Prepared, but no PREPARE up to the low watermark in the binlog the server still has (purged, or
+        # prepared in the instant after the watermark was read): its rows could be in neither the snapshot
+        # nor the binlog read.
+        names = ", ".join(sorted(repr(xid) for xid in wanted))[:300]
+        raise TableError(
+            f"XA transactions are prepared on the server whose PREPARE binlake cannot find in the binlog before "
+            f"the snapshot's low watermark {low} ({names})",
+            remedy="commit or roll back the prepared XA transactions that XA RECOVER lists, then snapshot again",
+            table=table.name,
+            retryable=True,
+        )
     if earliest is None:
         return low
     gtid: str | None = None

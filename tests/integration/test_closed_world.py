@@ -48,7 +48,7 @@ def _no_branch_left_prepared(mariadb: LocalMariaDB, database: str) -> Iterator[N
             sql(mariadb, f"XA ROLLBACK '{xid}'")
 
 
-_XIDS = {"gone", "one", "split", "slow", "straddle"}
+_XIDS = {"gone", "one", "split", "slow", "straddle", "purged"}
 
 
 def test_xa_rollback_leaves_nothing_and_a_one_phase_commit_lands(mariadb, database, make_config) -> None:
@@ -140,6 +140,25 @@ def test_xa_prepared_before_the_snapshot_and_committed_after_lands(mariadb, data
 
     assert delta_rows(config, table) == source_rows(mariadb, table)
     assert (5, "prepared first", Decimal("5.000005")) in delta_rows(config, table)
+
+
+def test_a_prepared_xa_whose_prepare_was_purged_stops_the_snapshot(mariadb, database, make_config) -> None:
+    from cdc_lib.errors import TableError
+    from tests.integration.test_bad_input import purge_all_but_newest
+
+    table = f"{database}.t"
+    _table(mariadb, table)
+    _xa(mariadb, "purged", f"INSERT INTO {table} VALUES (6, 'prepared, then its binlog purged', 6.000006)")
+    purge_all_but_newest(mariadb)
+    pipeline = Pipeline(make_config([table]))
+    try:
+        with pytest.raises(TableError, match="commit or roll back the prepared XA transactions"):
+            pipeline.snapshot()
+        assert table not in pipeline.read_state().tables
+    finally:
+        sql(mariadb, "XA ROLLBACK 'purged'")
+    pipeline.snapshot()  # the remedy the error names
+    assert table in pipeline.read_state().tables
 
 
 # -- savepoints and logged rollbacks --------------------------------------------------------------------------

@@ -27,8 +27,12 @@ import re
 import struct
 from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING
 
 from cdc_lib.errors import TableError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 CODEC_PREFIX = "binlake_"
 
@@ -197,9 +201,10 @@ class _Codec(codecs.Codec):
     def encode(self, text: str, errors: str = "strict") -> tuple[bytes, int]:
         raise CharsetError("binlake's charset codecs only decode")
 
-    def decode(self, data: bytes, errors: str = "strict") -> tuple[str, int]:
+    def decode(self, data: Buffer, errors: str = "strict") -> tuple[str, int]:
         # Looked up per call (cached): Python caches the codec itself for good.
-        return decoder(self._charset)(bytes(data)), len(data)
+        raw = bytes(data)
+        return decoder(self._charset)(raw), len(raw)
 
 
 def _search(name: str) -> codecs.CodecInfo | None:

@@ -121,7 +121,7 @@ def expand_env(text: str, environ: Mapping[str, str]) -> str:
 
 def resolve_config_path(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
-    raw = explicit or environ.get(CONFIG_ENV_VAR)
+    raw = os.fspath(explicit) if explicit else environ.get(CONFIG_ENV_VAR)
     if not raw:
         raise ConfigError(
             "--config", "no config file given", remedy=f"pass --config PATH or set {CONFIG_ENV_VAR}=PATH"

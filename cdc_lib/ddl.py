@@ -379,9 +379,12 @@ def _alter(reader: _Reader, statement: str) -> list[TableEffect]:
             continue  # DROP PARTITION p1, p2 / REORGANIZE PARTITION p1, p2 INTO (…): the names after the first
         words = [token.upper for token in clause[:3]]
         partition_names = "PARTITION" in words and "BY" not in words
-        decision, why = _alter_clause(clause)
-        if decision == "partition-list":
+        found, why = _alter_clause(clause)
+        decision: EffectKind
+        if found == "partition-list":
             decision, why = "stop", "partition maintenance removed or swapped rows without row events"
+        else:
+            decision = found
         if _SEVERITY[decision] > _SEVERITY[kind]:
             kind, cause = decision, why
     if kind == "stop":
@@ -428,7 +431,7 @@ _KEEPING_PARTITION_OPS = frozenset({"ADD", "REORGANIZE", "COALESCE", "REBUILD", 
 _REMOVING_PARTITION_OPS = frozenset({"DROP", "TRUNCATE", "EXCHANGE", "DISCARD", "IMPORT", "CONVERT"})
 
 
-def _alter_clause(clause: list[Token]) -> tuple[str, str]:
+def _alter_clause(clause: list[Token]) -> tuple[EffectKind | Literal["partition-list"], str]:
     """One ALTER TABLE specification: ("none" | "schema" | "stop" | "partition-list", why)."""
     words = [token.upper for token in clause]
     first = words[0]

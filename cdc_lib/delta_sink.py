@@ -26,7 +26,7 @@ from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
 from cdc_lib.types import spark_type_ddl
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 OPERATION_COLUMN = "_binlake_op"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -211,7 +211,7 @@ def _merge(
     key_filter = _key_range_filter(schema, changes)
     if key_filter and not changes.truncated:
         condition = f"{condition} AND {key_filter}"
-    columns = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
+    columns: dict[str, str | Column] = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
     builder = (
         DeltaTable.forPath(spark, path)
         .alias("t")
@@ -253,7 +253,7 @@ def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple
     with a shared `spark.staging_path`. Otherwise the rows travel inside the query plan."""
     struct = spark_schema(schema, with_operation=True)
     staging_root = spark.conf.get(STAGING_PATH_CONF, None)
-    if staging_root is None and not is_local_master(spark.sparkContext.master):
+    if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
         yield spark.createDataFrame(records, schema=struct)
         return
     import pyarrow as pa

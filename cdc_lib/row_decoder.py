@@ -328,7 +328,9 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         kind = getattr(column, "type", None)
         if kind not in _CHARACTER_TYPES and kind not in _LABEL_TYPES:
             continue
-        charset = column_charset(column, info_by_name.get(getattr(column, "name", None)))
+        name = getattr(column, "name", None)
+        info = info_by_name.get(name) if isinstance(name, str) else None
+        charset = column_charset(column, info)
         if charset == "binary":
             column.binlake_charset = "binary"
             continue
@@ -336,7 +338,7 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         column.binlake_charset = charset = charset or "unknown"
         if kind in _CHARACTER_TYPES:
             column.character_set_name = charsets.codec_name(charset)
-        _relabel(column, info_by_name.get(getattr(column, "name", None)), charset)
+        _relabel(column, info, charset)
 
 
 def _relabel(column: Any, info: ColumnInfo | None, charset: str) -> None:
@@ -533,7 +535,8 @@ class FastRows:
         self.decoded_events += 1
         return images
 
-    def _fall_back(self) -> None:
+    def _fall_back(self) -> list[Row] | None:
+        """None: python-mysql-replication decodes this event's rows instead."""
         self.fallback_events += 1
         return None
 

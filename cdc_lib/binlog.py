@@ -36,19 +36,17 @@ from cdc_lib.binlog_events import (
 from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
 from cdc_lib.ddl import table_effects
 from cdc_lib.errors import (
-    BinlogPurgedError,
     MissingGrantError,
     RowDecodeError,
     SchemaChangeError,
-    ServerHistoryError,
     ServerSettingsError,
-    SourceConnectionError,
     TableError,
     UnreadableEventError,
     ZeroDateError,
 )
 from cdc_lib.events import Row, TableChanges
 from cdc_lib.faults import failpoint
+from cdc_lib.mysql_errors import ReadingBinlog, error_message, mysql_error
 from cdc_lib.positions import (
     BinlogPosition,
     ServerIdentity,
@@ -735,7 +733,7 @@ def read_batch(
                 if tail.file == read.current_file and tail > result.end:
                     result.end = tail
     except pymysql.MySQLError as exc:
-        raise _describe_read_failure(exc, read.start, gtid_state=read.start_state) from None
+        raise mysql_error(exc, source, ReadingBinlog(read.start, read.start_state)) from None
     finally:
         stream.close()
     read.finish()
@@ -853,46 +851,6 @@ def _query_text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
-def _describe_read_failure(
-    exc: pymysql.MySQLError, start: BinlogPosition, *, gtid_state: str | None = None
-) -> Exception:
-    code = exc.args[0] if exc.args else None
-    message = str(exc.args[1]) if len(exc.args) > 1 else ""
-    if code == 1236 and gtid_state is not None:
-        return ServerHistoryError(
-            f"the server cannot send the binlog from GTID state '{gtid_state}' ({message[:200]}): it lacks the "
-            "history the offsets were written in",
-            remedy="re-snapshot the tables: binlake snapshot --table db.t (Dagster: backfill), or point "
-            "source.host/port back at a server with that history",
-        )
-    if code == 1236:
-        return BinlogPurgedError(
-            f"the server cannot send the binlog from {start} ({message[:160]})",
-            remedy="re-snapshot the affected tables: binlake snapshot --table db.t",
-        )
-    if code == 1045:
-        return SourceConnectionError(
-            "the server refused the credentials", remedy="check source.user and the password", retryable=False
-        )
-    if code in (1227, 1044):
-        return SourceConnectionError(
-            "the user may not read the binlog",
-            remedy="GRANT REPLICATION SLAVE ON *.* TO the binlake user",
-            retryable=False,
-        )
-    if code == 4052:  # MariaDB: a newer dump with the same server_id took over
-        return SourceConnectionError(
-            "another replica or binlake pipeline connected to the server with the same source.server_id, "
-            "and the server dropped this reader",
-            remedy="give every binlake pipeline and every replica of this server its own source.server_id",
-            retryable=False,
-        )
-    return SourceConnectionError(
-        f"reading the binlog failed (MySQL error {code}: {message[:160]})",
-        remedy="retry; check the server's availability and log",
-    )
-
-
 SUPERSEDED = "superseded"
 
 
@@ -931,7 +889,7 @@ def columns_after_ddl(
             if any(effect.kind in ("schema", "stop") for effect in effects):
                 return SUPERSEDED
     except pymysql.MySQLError as exc:
-        raise _describe_read_failure(exc, position) from None
+        raise mysql_error(exc, source, ReadingBinlog(position)) from None
     finally:
         stream.close()
     return None
@@ -953,7 +911,7 @@ def before_prepared_xa(
         # MySQL needs XA_RECOVER_ADMIN for this; MariaDB lets the replication user list every branch. Without
         # the list, a branch prepared before the snapshot and committed after it would be missed silently.
         raise MissingGrantError(
-            f"XA RECOVER failed ({exc.args[1] if len(exc.args) > 1 else exc}): binlake cannot see XA transactions "
+            f"XA RECOVER failed ({error_message(exc) or exc}): binlake cannot see XA transactions "
             "prepared before the snapshot, whose rows would be missed",
             remedy="GRANT XA_RECOVER_ADMIN ON *.* TO the binlake user (MySQL), then snapshot again",
             table=table.name,
@@ -1031,7 +989,7 @@ def _prepares_in(
             else:  # a GTID event starts a group
                 group_start = end - int(event.packet.event_size)
     except pymysql.MySQLError as exc:
-        raise _describe_read_failure(exc, BinlogPosition(file_name, 4)) from None
+        raise mysql_error(exc, source, ReadingBinlog(BinlogPosition(file_name, 4))) from None
     finally:
         stream.close()
     return found

@@ -16,7 +16,7 @@ import pymysql
 
 from cdc_lib import source as mysql
 from cdc_lib.config import SourceConfig
-from cdc_lib.errors import SourceConnectionError
+from cdc_lib.mysql_errors import ProbingBinlogFile, mysql_error
 from cdc_lib.positions import BinlogPosition, ServerIdentity
 
 if TYPE_CHECKING:
@@ -196,10 +196,7 @@ def _file_created_at(source: SourceConfig, log_file: str) -> dt.datetime | None:
                 return dt.datetime.fromtimestamp(event.timestamp, dt.UTC)
         return None
     except pymysql.MySQLError as exc:
-        raise SourceConnectionError(
-            f"reading the start of binlog {log_file} failed (MySQL error {exc.args[0] if exc.args else '?'})",
-            remedy="check that the binlake user has REPLICATION SLAVE",
-        ) from None
+        raise mysql_error(exc, source, ProbingBinlogFile(log_file)) from None
     finally:
         stream.close()
 

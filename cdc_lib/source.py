@@ -16,7 +16,6 @@ from pymysql.constants import CLIENT
 
 from cdc_lib.config import SourceConfig
 from cdc_lib.errors import (
-    BinlakeError,
     BinlogPurgedError,
     ConfigError,
     MissingGrantError,
@@ -24,6 +23,7 @@ from cdc_lib.errors import (
     SourceConnectionError,
     TableError,
 )
+from cdc_lib.mysql_errors import Connecting, Querying, connection_lost, error_code, error_text, mysql_error
 from cdc_lib.positions import BinlogPosition, ServerIdentity
 from cdc_lib.types import ColumnInfo, spark_type_ddl
 
@@ -98,7 +98,7 @@ class ServerFlavour:
 
 
 #: One flavour per open connection; a connection is only ever to one server.
-_FLAVOURS: weakref.WeakKeyDictionary[Any, ServerFlavour] = weakref.WeakKeyDictionary()
+_FLAVOURS: weakref.WeakKeyDictionary[pymysql.connections.Connection, ServerFlavour] = weakref.WeakKeyDictionary()
 
 
 def server_flavour(connection: pymysql.connections.Connection) -> ServerFlavour:
@@ -179,71 +179,6 @@ def connection_settings(source: SourceConfig) -> dict[str, Any]:
     return settings
 
 
-#: Client and server error codes that mean the connection itself is gone.
-CONNECTION_LOST_CODES = frozenset({2002, 2003, 2005, 2006, 2013, 2055, 4031})
-_TLS_REQUIRED_CODES = frozenset({3159})  # MySQL: insecure transport prohibited (MariaDB answers 1045)
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, pymysql.MySQLError) and len(exc.args) > 1:
-        return f"MySQL error {exc.args[0]}: {str(exc.args[1])[:200]}"
-    return f"{exc.__class__.__name__}: {str(exc)[:200]}"
-
-
-def _describe_connect_failure(
-    source: SourceConfig, exc: pymysql.MySQLError, *, server_offers_tls: bool = False
-) -> BinlakeError:
-    code = exc.args[0] if exc.args else None
-    message = str(exc.args[1]) if len(exc.args) > 1 else ""
-    where = f"{source.user}@{source.host}:{source.port}"
-    if source.ssl_ca and ("CERTIFICATE_VERIFY_FAILED" in message or "SSL" in message or code == 2026):
-        reason = message.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0].strip(" )")
-        if "doesn't support" in message or "not support" in message:
-            return SourceConnectionError(
-                f"source.ssl_ca is set but the server at {source.host}:{source.port} does not offer TLS",
-                remedy="configure TLS on the server (ssl_cert, ssl_key), or remove source.ssl_ca",
-                retryable=False,
-            )
-        return SourceConnectionError(
-            f"TLS to {source.host}:{source.port} failed: the server certificate does not check out "
-            f"against source.ssl_ca {source.ssl_ca} ({reason[:160]})",
-            remedy="set source.ssl_ca to the CA that signed the server certificate, and source.host to a "
-            "name or IP address the certificate lists",
-            retryable=False,
-        )
-    if code in _TLS_REQUIRED_CODES:
-        return SourceConnectionError(
-            f"the server at {source.host}:{source.port} requires TLS and source.ssl_ca is not set",
-            remedy="set source.ssl_ca to the PEM file of the CA that signed the server certificate",
-            retryable=False,
-        )
-    if code == 1045:
-        if server_offers_tls and not source.ssl_ca:
-            return SourceConnectionError(
-                f"the server refused the credentials of {where} (access denied) over a connection without "
-                "TLS; the server offers TLS and source.ssl_ca is not set, and a server that requires secure "
-                "transport (require_secure_transport=ON) refuses such logins as access denied",
-                remedy="if the server requires TLS, set source.ssl_ca to the CA certificate of the server; "
-                "otherwise check source.user and the password variable",
-                retryable=False,
-            )
-        return SourceConnectionError(
-            f"the server refused the credentials of {where} (access denied)",
-            remedy="check source.user and the password variable; the user needs the grants listed in the README",
-            retryable=False,
-        )
-    if code in CONNECTION_LOST_CODES:
-        return SourceConnectionError(
-            f"cannot reach the MySQL server at {source.host}:{source.port}",
-            remedy="check source.host and source.port, and that the server is running and reachable",
-        )
-    if code == 1049:
-        return SourceConnectionError(f"unknown database for {where}", remedy="check source.tables", retryable=False)
-    return SourceConnectionError(
-        f"cannot connect as {where} ({_error_text(exc)})", remedy="check the source settings and the server's log"
-    )
-
-
 def connect(source: SourceConfig) -> pymysql.connections.Connection:
     """Open an autocommit connection to the source.
 
@@ -266,7 +201,7 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
         connection.connect()
     except pymysql.MySQLError as exc:
         offers_tls = bool(getattr(connection, "server_capabilities", 0) & CLIENT.SSL)
-        raise _describe_connect_failure(source, exc, server_offers_tls=offers_tls) from None
+        raise mysql_error(exc, source, Connecting(server_offers_tls=offers_tls)) from None
     except RuntimeError as exc:
         # pymysql needs `cryptography` for caching_sha2_password's full authentication without TLS
         # (MySQL 8's default plugin: the first login after a server restart or FLUSH PRIVILEGES).
@@ -305,14 +240,8 @@ def query(connection: pymysql.connections.Connection, sql: str, arguments: Any =
             cursor.execute(sql, arguments)
             return list(cursor.fetchall())
     except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
-        code = exc.args[0] if exc.args else None
-        if isinstance(exc, pymysql.err.InterfaceError) or code in CONNECTION_LOST_CODES:
-            raise SourceConnectionError(
-                f"lost the connection to the MySQL server at {connection.host}:{connection.port} "
-                f"({_error_text(exc)})",
-                remedy="check that the server is running and reachable, then rerun: "
-                "nothing past the last committed batch was applied",
-            ) from None
+        if connection_lost(exc):
+            raise mysql_error(exc, connection, Querying()) from None
         raise
 
 
@@ -427,16 +356,16 @@ def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any
         try:
             rows = query(connection, preferred)
         except pymysql.MySQLError as exc:
-            if not exc.args or exc.args[0] != PARSE_ERROR:
+            if error_code(exc) != PARSE_ERROR:
                 raise
             preferred = other
             rows = query(connection, other)
     except pymysql.MySQLError as exc:
-        code = exc.args[0] if exc.args else None
+        # What a refused status statement means depends on the flavour's privilege names, known only here.
         raise SourceConnectionError(
-            f"{preferred} failed on {flavour} ({_error_text(exc)})",
+            f"{preferred} failed on {flavour} ({error_text(exc)})",
             remedy=f"grant {flavour.position_privilege} to the binlake user",
-            retryable=code in CONNECTION_LOST_CODES,
+            retryable=connection_lost(exc),
         ) from None
     if not rows:
         raise ServerSettingsError("log_bin", "OFF", "ON")

@@ -9,10 +9,10 @@ import pytest
 
 from cdc_lib.config import SourceConfig
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
+from cdc_lib.mysql_errors import Connecting, mysql_error
 from cdc_lib.snapshot import jdbc_url
 from cdc_lib.source import (
     ServerFlavour,
-    _describe_connect_failure,
     check_server_settings,
     connection_settings,
     query,
@@ -175,8 +175,8 @@ def test_tls_is_verified_everywhere_or_off_everywhere() -> None:
 )
 def test_connect_failures_name_the_cause(error: tuple[int, str], ssl_ca: str | None, offers_tls: bool, cause: str,
                                          retryable: bool) -> None:
-    described = _describe_connect_failure(source(ssl_ca=ssl_ca), pymysql.err.OperationalError(*error),
-                                          server_offers_tls=offers_tls)
+    described = mysql_error(pymysql.err.OperationalError(*error), source(ssl_ca=ssl_ca),
+                            Connecting(server_offers_tls=offers_tls))
     assert cause in str(described)
     assert described.retryable is retryable
     assert "pw" not in str(described).replace("password", "")

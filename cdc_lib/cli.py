@@ -139,11 +139,11 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(f"ok  {line}")
         return 0
     if arguments.command == "snapshot":
-        for result in pipeline.snapshot(arguments.table):
+        for snapshot in pipeline.snapshot(arguments.table):
             print(
-                f"{result.table}: {result.rows} rows in {result.seconds:.1f}s "
-                f"({result.rows_per_second:,.0f} rows/s, {result.partitions} partitions), "
-                f"Delta version {result.delta_version}, low {result.low_watermark}, high {result.high_watermark}"
+                f"{snapshot.table}: {snapshot.rows} rows in {snapshot.seconds:.1f}s "
+                f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} partitions), "
+                f"Delta version {snapshot.delta_version}, low {snapshot.low_watermark}, high {snapshot.high_watermark}"
             )
         return 0
     if arguments.command == "sync":

@@ -139,7 +139,7 @@ def spark_digest(columns: list[ColumnInfo]) -> Column:
 # -- chunks ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkPlan:
     """How a table is cut: key ranges split at `boundaries`, or `buckets` hash buckets of the key."""
 
@@ -202,10 +202,11 @@ def plan_chunks(
     lead = key[0]
     if is_integer(lead):
         ranges = max(1, math.ceil(rows / chunk_rows))
-        return ChunkPlan("key_range", key, tuple(integer_cuts(connection, ref, lead.name, ranges=ranges)))
+        cuts = tuple(integer_cuts(connection, ref, lead.name, ranges=ranges))
+        return ChunkPlan(mode="key_range", key=key, boundaries=cuts)
     if any(spark_type_ddl(column) in _FLOAT_TARGETS for column in key):
-        return ChunkPlan("key_hash", key, buckets=1)
-    return ChunkPlan("key_hash", key, buckets=max(1, math.ceil(rows / chunk_rows)))
+        return ChunkPlan(mode="key_hash", key=key, buckets=1)
+    return ChunkPlan(mode="key_hash", key=key, buckets=max(1, math.ceil(rows / chunk_rows)))
 
 
 # -- tallies --------------------------------------------------------------------------------------
@@ -485,7 +486,7 @@ def compare_rows(
 # -- reconciliation -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChunkMismatch:
     chunk: int
     where: str
@@ -613,7 +614,10 @@ def reconcile_table(
             )
     empty = _empty(len(floats))
     mismatches = tuple(
-        ChunkMismatch(chunk, plan.describe(chunk), source.get(chunk, empty).rows, delta.get(chunk, empty).rows)
+        ChunkMismatch(
+            chunk=chunk, where=plan.describe(chunk), source_rows=source.get(chunk, empty).rows,
+            delta_rows=delta.get(chunk, empty).rows,
+        )
         for chunk in sorted(mismatched)
     )
     return ReconciliationReport(

@@ -20,7 +20,8 @@ from cdc_lib.mysql_errors import ProbingBinlogFile, mysql_error
 from cdc_lib.positions import BinlogPosition, ServerIdentity
 
 if TYPE_CHECKING:
-    from cdc_lib.pipeline import Pipeline
+    # Not the pipeline class, which asks this module for its status: anything with its config and state.
+    from cdc_lib.pipeline_context import PipelineView as Pipeline
 
 #: Below this many hours of runway `binlake status` flags a table (the Dagster check has its own setting).
 DEFAULT_RUNWAY_WARN_HOURS = 72.0

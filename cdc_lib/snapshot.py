@@ -153,7 +153,7 @@ def read_table(
     return frame.select(*columns)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnapshotResult:
     table: str
     rows: int

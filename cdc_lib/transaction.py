@@ -200,7 +200,7 @@ class OpenTransaction:
         return sum(changes.change_count for segment in self.segments for changes in segment.changes.values())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedXa:
     """An XA branch whose PREPARE the reader has read and whose COMMIT or ROLLBACK it has not (yet)."""
 
@@ -218,8 +218,10 @@ class PreparedXas:
     by_xid: dict[XaId, PreparedXa] = field(default_factory=dict)
 
     def prepare(self, transaction: OpenTransaction, xid: XaId) -> PreparedXa:
-        prepared = PreparedXa(xid, transaction.start, transaction.gtid, transaction.folded(),
-                              transaction.row_changes)
+        prepared = PreparedXa(
+            xid=xid, start=transaction.start, gtid=transaction.gtid, changes=transaction.folded(),
+            row_changes=transaction.row_changes,
+        )
         self.by_xid[xid] = prepared
         return prepared
 

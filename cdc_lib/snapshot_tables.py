@@ -1,0 +1,129 @@
+"""Snapshotting tables into Delta and recording each one's watermarks as its offset.
+
+Per table: low watermark (adjusted back before any prepared XA branch) → parallel JDBC read
+(`cdc_lib.snapshot`) → one Delta commit carrying the batch sequence as its SetTransaction version
+→ high watermark → the table's offset starts at the low watermark and the table counts as
+consistent once its offset passes the high one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pymysql
+
+from cdc_lib import delta_sink
+from cdc_lib import source as mysql
+from cdc_lib.binlog import before_prepared_xa
+from cdc_lib.errors import TableError
+from cdc_lib.faults import failpoint
+from cdc_lib.offsets import StateHandle, TableState, utc_now
+from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
+from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.table_offsets import reconcile_with_delta
+
+log = logging.getLogger("binlake")
+
+
+def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -> list[SnapshotResult]:
+    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease."""
+    handle = context.handle()
+    results = []
+    with mysql.source_connection(context.config.source) as connection:
+        mysql.check_server_settings(connection)
+        chosen = choose_tables(context.configured_tables(connection), tables)
+        schemas = [mysql.describe_table(connection, ref) for ref in chosen]
+        context.sink.check_writable(context.config.sink.path)
+        state = handle.acquire()
+        try:
+            reconcile_with_delta(context, state, connection)
+            handle.save()
+            for schema in schemas:
+                results.append(snapshot_table(context, handle, connection, schema))
+        finally:
+            handle.release()
+    return results
+
+
+def choose_tables(configured: list[TableRef], tables: list[str] | None) -> list[TableRef]:
+    """The configured tables named in `tables`, in that order (all of them when `tables` is empty)."""
+    if not tables:
+        return configured
+    names = {ref.name: ref for ref in configured}
+    unknown = [name for name in tables if name not in names]
+    if unknown:
+        raise TableError(
+            f"table {unknown[0]} is not among the configured tables ({', '.join(sorted(names)) or 'none'})",
+            remedy="add it to source.tables, or fix the name",
+            table=unknown[0],
+        )
+    return [names[name] for name in tables]
+
+
+def snapshot_table(
+    context: PipelineContext,
+    handle: StateHandle,
+    connection: pymysql.connections.Connection,
+    schema: TableSchema,
+) -> SnapshotResult:
+    """Write one table's snapshot commit and record its watermarks; the lease is held by `handle`."""
+    name = schema.table.name
+    path = context.table_path(name)
+    started = time.monotonic()
+    spark = context.spark()
+    low = mysql.current_position(connection)
+    low = before_prepared_xa(context.config.source, connection, low, schema.table)
+    predicates, _ = partition_predicates(
+        connection, schema, context.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
+    )
+    handle.state.batch_seq += 1
+    seq = handle.state.batch_seq
+    # The sequence is on record before a Delta commit carries it, so no later batch reuses it.
+    handle.save()
+    frame = read_table(spark, context.config.source, schema, predicates)
+    metadata = {
+        "pipeline": context.config.pipeline,
+        "table": name,
+        "batch_seq": seq,
+        "snapshot_low": low.to_json(),
+        "end": low.to_json(),
+        "schema": schema.to_json(),
+    }
+    try:
+        version = delta_sink.write_snapshot(
+            spark, frame, path, application=context.application(name), txn_version=seq,
+            metadata=metadata, storage=context.sink,
+        )
+    except Exception as exc:
+        zero_date = zero_date_in(exc, name)
+        if zero_date is None:
+            raise
+        raise zero_date from None
+    high = mysql.current_position(connection)
+    failpoint("after_snapshot_commit")
+    rows = delta_sink.written_rows(path, version, storage=context.sink)
+    previous = handle.state.tables.get(name)
+    handle.state.tables[name] = TableState(
+        position=low,
+        snapshot_low=low,
+        snapshot_high=high,
+        snapshot_at=utc_now().isoformat(),
+        schema=schema.to_json(),
+        applied_seq=seq,
+        delta_version=version,
+        consistent=high <= low,
+        rows_snapshotted=rows,
+        ddl_log=previous.ddl_log if previous else [],
+    )
+    handle.save()
+    seconds = time.monotonic() - started
+    log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates))
+    return SnapshotResult(
+        table=name, rows=rows, seconds=seconds, partitions=len(predicates), delta_version=version,
+        low_watermark=str(low), high_watermark=str(high),
+    )
+
+
+__all__ = ["choose_tables", "snapshot_table", "snapshot_tables"]

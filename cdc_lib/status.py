@@ -1,0 +1,133 @@
+"""Per-table status read from the offset store and the source, without the lease: offset, lag, consistency, runway."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from cdc_lib import source as mysql
+from cdc_lib.errors import NotSnapshottedError
+from cdc_lib.offsets import PipelineState, TableState, utc_now
+from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.positions import BinlogPosition, state_contains
+from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, TableRunway, table_runways
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableStatus:
+    table: str
+    snapshotted: bool
+    consistent: bool
+    position: str | None
+    high_watermark: str | None
+    delta_version: int | None
+    lag_bytes: int | None
+    lag_events: int | None
+    lag_seconds: float | None
+    error: str | None
+    #: `TableRunway.to_json()` of the table's offset; None when not snapshotted or written on another server.
+    runway: dict[str, Any] | None = None
+    #: The server purges (or purged) the binlog of the offset within the warning threshold.
+    runway_warning: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def not_snapshotted(cls, table: str) -> TableStatus:
+        return cls(
+            table=table, snapshotted=False, consistent=False, position=None, high_watermark=None, delta_version=None,
+            lag_bytes=None, lag_events=None, lag_seconds=None, error=None,
+        )
+
+
+def table_statuses(
+    context: PipelineContext, *, runway_warn_hours: float = DEFAULT_RUNWAY_WARN_HOURS
+) -> list[TableStatus]:
+    """Per configured or known table: offset, lag, consistency, and the binlog runway, flagged below
+    `runway_warn_hours`."""
+    state = context.read_state()
+    with mysql.source_connection(context.config.source) as connection:
+        logs = mysql.binary_logs(connection)
+        server_end = mysql.current_position(connection)
+        configured = [ref.name for ref in context.configured_tables(connection)]
+        # An offset written on another server (before its first batch here, after a switch of the source)
+        # means nothing in this server's binlog files: its lag in bytes and events is unknown.
+        here = {
+            name: table_state.position.written_on(server_end.server) for name, table_state in state.tables.items()
+        }
+        lag_events = {
+            name: mysql.events_behind(connection, table_state.position, logs) if here[name] else None
+            for name, table_state in state.tables.items()
+        }
+        runways = table_runways(
+            context.config.source,
+            connection,
+            {name: table_state.position for name, table_state in state.tables.items()},
+            logs=logs,
+            server=server_end.server,
+        )
+    now = utc_now()
+    statuses = []
+    for name in sorted(set(configured) | set(state.tables)):
+        table_state = state.tables.get(name)
+        if table_state is None:
+            statuses.append(TableStatus.not_snapshotted(name))
+            continue
+        statuses.append(
+            _table_status(
+                name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
+                runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
+            )
+        )
+    return statuses
+
+
+def _table_status(
+    name: str,
+    table_state: TableState,
+    *,
+    here: bool,
+    lag_events: int | None,
+    logs: list[tuple[str, int]],
+    server_end: BinlogPosition,
+    runway: TableRunway | None,
+    runway_warn_hours: float,
+    now: dt.datetime,
+) -> TableStatus:
+    if here:
+        lag_bytes: int | None = mysql.bytes_behind(table_state.position, logs)
+        caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
+    else:
+        lag_bytes = None
+        caught_up = state_contains(table_state.position.gtid, server_end.gtid)
+    changed = table_state.last_change_at or table_state.snapshot_at
+    lag_seconds = 0.0 if caught_up else (now - dt.datetime.fromisoformat(changed)).total_seconds()
+    return TableStatus(
+        table=name,
+        snapshotted=True,
+        consistent=table_state.consistent,
+        position=str(table_state.position),
+        high_watermark=str(table_state.snapshot_high),
+        delta_version=table_state.delta_version,
+        lag_bytes=lag_bytes,
+        lag_events=lag_events,
+        lag_seconds=round(lag_seconds, 1),
+        error=table_state.error,
+        runway=runway.to_json() if runway is not None else None,
+        runway_warning=runway is not None and runway.warning(runway_warn_hours),
+    )
+
+
+def require_snapshot(state: PipelineState, name: str) -> TableState:
+    """The table's state, or NotSnapshottedError (with the remedy) when it has none yet."""
+    table_state = state.tables.get(name)
+    if table_state is None:
+        raise NotSnapshottedError(
+            "the table has no snapshot yet", remedy=f"binlake snapshot --table {name}", table=name
+        )
+    return table_state
+
+
+__all__ = ["TableStatus", "require_snapshot", "table_statuses"]

@@ -1,0 +1,372 @@
+"""Sync: read the binlog in micro-batches and MERGE each table's share into its Delta table.
+
+Data flow of one batch: judge every table's offset against this server (carried over by GTID,
+or stopped when purged) → read the binlog once from the smallest table offset → take the next
+batch sequence (saved before any Delta commit carries it) → per table, in order: MERGE its
+changes in one idempotent Delta commit, move its offset to the batch end, take it past any ALTER
+it paused at → save every offset at once (compare-and-swap). Spark starts only if some table
+has a change.
+
+The per-table steps compute the table's next `TableState` as a value; `run_batch` alone puts
+states into the pipeline state and saves it.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import pymysql
+
+from cdc_lib import delta_sink
+from cdc_lib import source as mysql
+from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
+from cdc_lib.config import PipelineConfig
+from cdc_lib.errors import BinlogPurgedError
+from cdc_lib.events import TableChanges
+from cdc_lib.faults import failpoint
+from cdc_lib.history import Resume, plan_resume
+from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.positions import BinlogPosition
+from cdc_lib.schema_changes import apply_schema_change
+from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.table_failures import table_write_failure
+from cdc_lib.table_offsets import moves_forward, reached, reconcile_with_delta
+
+log = logging.getLogger("binlake")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableBatchResult:
+    table: str
+    inserted: int
+    updated: int
+    deleted: int
+    rows_written: int
+    delta_version: int | None
+    position: str
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class SyncResult:
+    """One micro-batch."""
+
+    batch_seq: int | None
+    start: str
+    end: str
+    events_read: int
+    row_changes: int
+    transactions: int
+    seconds: float
+    reached_end: bool
+    spark_started: bool
+    tables: list[TableBatchResult] = field(default_factory=list)
+    skipped_tables: dict[str, str] = field(default_factory=dict)
+    end_position: BinlogPosition | None = None
+    schema_changes: list[str] = field(default_factory=list)
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.row_changes / self.seconds if self.seconds else 0.0
+
+
+def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[SyncResult]:
+    """Run one micro-batch (or batches until the binlog end seen at start is reached), under the pipeline's lease."""
+    handle = context.handle()
+    results: list[SyncResult] = []
+    with mysql.source_connection(context.config.source) as connection:
+        mysql.check_server_settings(connection)
+        state = handle.acquire()
+        read_ahead: ReadAhead | None = None
+        try:
+            reconcile_with_delta(context, state, connection)
+            target = mysql.current_position(connection)
+            read_ahead = ReadAhead(context.config, target) if until_caught_up else None
+            while True:
+                result = run_batch(context, handle, connection, read_ahead)
+                results.append(result)
+                if not until_caught_up:
+                    break
+                if result.schema_changes:
+                    continue  # a table paused at an ALTER resumes in the next batch
+                if result.reached_end or result.transactions == 0:
+                    break
+                if result.end_position is not None and result.end_position >= target:
+                    break
+        finally:
+            if read_ahead is not None:
+                read_ahead.close()
+            handle.release()
+    return results
+
+
+def run_batch(
+    context: PipelineContext,
+    handle: StateHandle,
+    connection: pymysql.connections.Connection,
+    read_ahead: ReadAhead | None = None,
+) -> SyncResult:
+    """One micro-batch; `handle` holds the lease. The only place a batch changes the pipeline state.
+
+    A table's new state goes into `handle.state` as soon as it is known, so that a run that fails
+    later in the batch still releases (with the lease) what Delta committed; offsets are saved once,
+    after every table's Delta commit.
+    """
+    state = handle.state
+    logs = mysql.binary_logs(connection)
+    # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
+    server_end = mysql.current_position(connection)
+    plans = _resume_plans(state, server_end, logs)
+    skipped: dict[str, str] = {}
+    cursors = []
+    for name, table_state in sorted(state.tables.items()):
+        if not table_state.error:
+            table_state = _resumed(connection, name, table_state, plans[name], logs)
+            state.tables[name] = table_state
+        if table_state.error:
+            skipped[name] = table_state.error
+            continue
+        cursors.append(
+            TableCursor(
+                name=name,
+                position=table_state.position,
+                schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
+            )
+        )
+    if not cursors:
+        handle.save()
+        return SyncResult(
+            batch_seq=None, start="-", end="-", events_read=0, row_changes=0, transactions=0, seconds=0.0,
+            reached_end=True, spark_started=False, tables=[], skipped_tables=skipped,
+        )
+    read = _read(context, cursors, server_end, read_ahead)
+    relevant = read.relevant_changes()
+    seq: int | None = None
+    if relevant:
+        state.batch_seq += 1
+        seq = state.batch_seq
+        # On record before a Delta commit carries it, so no later batch reuses it.
+        handle.save()
+    now = utc_now().isoformat()
+    spark_used = bool(relevant)
+    table_results = []
+    for cursor in cursors:
+        written = _write_table(
+            context, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
+            seq=seq, server_end=server_end, now=now,
+        )
+        state.tables[cursor.name] = written.state
+        settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
+        state.tables[cursor.name] = settled.state
+        spark_used = spark_used or settled.spark_used
+        table_results.append(settled.result)
+    failpoint("before_offset_write")
+    handle.save()
+    return SyncResult(
+        batch_seq=seq,
+        start=str(read.start),
+        end=str(read.end),
+        events_read=read.events_read,
+        row_changes=read.row_changes,
+        transactions=read.transactions,
+        seconds=read.seconds,
+        reached_end=read.reached_end,
+        spark_started=spark_used,
+        tables=table_results,
+        skipped_tables=skipped,
+        end_position=read.end,
+        schema_changes=sorted(read.schema_changes),
+    )
+
+
+def _resume_plans(
+    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]]
+) -> dict[str, Resume]:
+    # Every table is judged before any offset moves: a server without our history stops the whole sync.
+    return {
+        name: plan_resume(name, table_state.position, server_end, logs)
+        for name, table_state in sorted(state.tables.items())
+        if not table_state.error
+    }
+
+
+def _resumed(
+    connection: pymysql.connections.Connection,
+    name: str,
+    table_state: TableState,
+    plan: Resume,
+    logs: list[tuple[str, int]],
+) -> TableState:
+    """The table at the start of the batch: its offset carried over to this server, or stopped when purged."""
+    position = table_state.position
+    if plan.translated is not None:
+        log.warning("%s: offset %s carried over to %s (same GTID state)", name, position, plan.translated)
+        position = plan.translated
+    try:
+        if plan.mode == "position" or plan.translated is not None:
+            mysql.check_position_available(connection, position, table=name, logs=logs)
+    except BinlogPurgedError as exc:
+        return replace(table_state, position=position, error=str(exc))
+    return replace(table_state, position=position)
+
+
+def _read(
+    context: PipelineContext,
+    cursors: list[TableCursor],
+    server_end: BinlogPosition,
+    read_ahead: ReadAhead | None,
+) -> BatchRead:
+    read = read_ahead.take(cursors) if read_ahead is not None else None
+    if read is None:
+        read = read_batch(context.config.source, cursors, context.config.batch, server=server_end.server)
+    more_known = (
+        read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
+    )
+    if read_ahead is not None and more_known and not (read.table_errors or read.schema_changes or read.held):
+        # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
+        read_ahead.start(
+            [
+                TableCursor(name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema)
+                for c in cursors
+            ]
+        )
+    return read
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Written:
+    """A table after its share of the batch went into Delta (or failed to) and its offset moved to the batch end."""
+
+    state: TableState
+    #: What went into Delta; None when nothing did.
+    changes: TableChanges | None
+    failure: TableFailure | None
+
+
+def _write_table(
+    context: PipelineContext,
+    cursor: TableCursor,
+    table_state: TableState,
+    read: BatchRead,
+    changes: TableChanges | None,
+    *,
+    seq: int | None,
+    server_end: BinlogPosition,
+    now: str,
+) -> _Written:
+    name = cursor.name
+    failure = read.table_errors.get(name)
+    end = read.end_for(name)
+    written = table_state
+    if changes is not None and seq is not None:
+        try:
+            version = delta_sink.merge_changes(
+                context.spark(),
+                context.table_path(name),
+                cursor.schema,
+                changes,
+                application=context.application(name),
+                txn_version=seq,
+                metadata={"pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
+                          "start": read.start.to_json(), "end": end.to_json()},
+                storage=context.sink,
+            )
+        except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
+            # Nothing of this batch reached the table: it stops where it stood, the others go on.
+            failure = TableFailure(error=table_write_failure(exc, name), position=table_state.position)
+            end = table_state.position
+            changes = None
+        else:
+            failpoint("after_delta_commit")
+            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now)
+    if moves_forward(written.position, end, server_end):
+        written = replace(written, position=end)
+    return _Written(state=written, changes=changes, failure=failure)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settled:
+    """A table at the end of the batch."""
+
+    state: TableState
+    result: TableBatchResult
+    spark_used: bool
+
+
+def _settle_table(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    cursor: TableCursor,
+    written: _Written,
+    schema_change: SchemaChange | None,
+) -> _Settled:
+    """Take the table past the ALTER it paused at (if any), then mark it consistent or stopped."""
+    table_state, failure, spark_used = written.state, written.failure, False
+    if schema_change is not None and failure is None:
+        outcome = apply_schema_change(context, connection, cursor, table_state, schema_change)
+        table_state, failure, spark_used = outcome.state, outcome.failure, outcome.spark_used
+    table_state = replace(
+        table_state, consistent=table_state.consistent or reached(table_state.position, table_state.snapshot_high)
+    )
+    if failure:
+        table_state = replace(table_state, error=str(failure.error))
+    changes = written.changes
+    result = TableBatchResult(
+        table=cursor.name,
+        inserted=changes.inserted if changes else 0,
+        updated=changes.updated if changes else 0,
+        deleted=changes.deleted if changes else 0,
+        rows_written=len(changes.rows) if changes else 0,
+        delta_version=table_state.delta_version,
+        position=str(table_state.position),
+        error=str(failure.error) if failure else None,
+    )
+    return _Settled(state=table_state, result=result, spark_used=spark_used)
+
+
+def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
+    return position.sort_key
+
+
+class ReadAhead:
+    """Reads the next batch on a worker thread while the current one is written.
+
+    Only one binlog connection is open at a time: the next read starts after the current
+    read finished. A prefetched batch is used only if the table cursors it assumed are
+    exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
+    """
+
+    def __init__(self, config: PipelineConfig, target: BinlogPosition) -> None:
+        self.config = config
+        self.target = target
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
+        self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
+
+    def start(self, cursors: list[TableCursor]) -> None:
+        future = self.executor.submit(
+            read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
+        )
+        self.pending = (cursors, future)
+
+    def take(self, cursors: list[TableCursor]) -> BatchRead | None:
+        if self.pending is None:
+            return None
+        assumed, future = self.pending
+        self.pending = None
+        read = future.result()
+        return read if assumed == cursors else None
+
+    def close(self) -> None:
+        if self.pending is not None:
+            self.pending[1].cancel()
+            try:
+                self.pending[1].result()
+            except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
+                pass
+        self.executor.shutdown(wait=True)
+
+
+__all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]

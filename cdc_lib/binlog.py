@@ -158,7 +158,7 @@ class TableDecoder:
             if is_timestamp:
                 zero = values.get(name) == _EPOCH
             else:
-                zero = values.get(name) is None and bool(none_sources) and none_sources.get(name) in _OUT_OF_RANGE
+                zero = values.get(name) is None and (none_sources or {}).get(name) in _OUT_OF_RANGE
             if zero:
                 if self.zero_dates == "error":
                     raise ZeroDateError(self.schema.table.name, name)

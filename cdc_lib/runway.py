@@ -21,7 +21,7 @@ from cdc_lib.positions import BinlogPosition, ServerIdentity
 
 if TYPE_CHECKING:
     # Not the pipeline class, which asks this module for its status: anything with its config and state.
-    from cdc_lib.pipeline_context import PipelineView as Pipeline
+    from cdc_lib.pipeline_context import PipelineView
 
 #: Below this many hours of runway `binlake status` flags a table (the Dagster check has its own setting).
 DEFAULT_RUNWAY_WARN_HOURS = 72.0
@@ -152,7 +152,7 @@ def table_runways(
 
 
 def binlog_runway(
-    pipeline: Pipeline, tables: list[str] | None = None, *, now: dt.datetime | None = None
+    pipeline: PipelineView, tables: list[str] | None = None, *, now: dt.datetime | None = None
 ) -> dict[str, TableRunway]:
     """Runway of each snapshotted table's binlog offset (tables with a recorded error are left out)."""
     state = pipeline.read_state()
@@ -171,7 +171,7 @@ def probe_server_id(server_id: int) -> int:
     return (server_id + 0x2F00_0000) % (2**32 - 1) or 1
 
 
-def file_created_at(pipeline: Pipeline, log_file: str) -> dt.datetime | None:
+def file_created_at(pipeline: PipelineView, log_file: str) -> dt.datetime | None:
     """Creation time of a binlog file: the timestamp of its format description event."""
     return _file_created_at(pipeline.config.source, log_file)
 

@@ -23,7 +23,7 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 from cdc_lib.config import PipelineConfig, parse_config  # noqa: E402
-from cdc_lib.local_mariadb import LocalMariaDB, free_port  # noqa: E402
+from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port  # noqa: E402
 
 CDC_USER = "binlake_test"
 CDC_PASSWORD = "s3cr3t-Pa55word-never-logged"

@@ -15,7 +15,7 @@ import pytest
 from assets.naming import PipelineNames
 from assets.resources import BinlakeResource
 from cdc_lib.config import PipelineConfig, load_config
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from orchestration.definitions import build_definitions
 from tests.conftest import CDC_PASSWORD, sql, write_config_file
 

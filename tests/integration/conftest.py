@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cdc_lib.config import PipelineConfig
-from cdc_lib.local_mariadb import LocalMariaDB, free_port
+from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.offsets import S3OffsetStore
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.positions import BinlogPosition

@@ -9,8 +9,8 @@ from typing import Any
 import boto3
 import pytest
 
+from cdc_lib.dev.local_mariadb import free_port
 from cdc_lib.errors import SinkError
-from cdc_lib.local_mariadb import free_port
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file

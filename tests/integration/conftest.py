@@ -208,6 +208,17 @@ def private_moto(tmp_path: Path, s3_endpoint: str) -> Iterator[MotoServer]:
     stop_moto(server)
 
 
+def s3_sink(endpoint: str, bucket: str, **extra: Any) -> dict[str, Any]:
+    """A sink section for s3a://<bucket>/lake on the moto server at `endpoint` (offsets default to the sink)."""
+    return {
+        "path": f"s3a://{bucket}/lake",
+        "endpoint_url": endpoint,
+        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        **extra,
+    }
+
+
 def quickly_failing_store(config: PipelineConfig) -> S3OffsetStore:
     """The configured S3 store with two attempts per request instead of five, to keep the test short."""
     import boto3

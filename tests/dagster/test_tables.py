@@ -10,7 +10,12 @@ def _batch(table: str, inserted: int, seq: int | None, version: int | None) -> S
     return SyncResult(
         batch_seq=seq, start="a", end="b", events_read=10, row_changes=inserted, transactions=1, seconds=0.5,
         reached_end=True, spark_started=seq is not None,
-        tables=[TableBatchResult(table, inserted, 0, 0, inserted, version, "mariadb-bin.000002:400")],
+        tables=[
+            TableBatchResult(
+                table=table, inserted=inserted, updated=0, deleted=0, rows_written=inserted, delta_version=version,
+                position="mariadb-bin.000002:400",
+            )
+        ],
     )
 
 

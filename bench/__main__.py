@@ -28,7 +28,7 @@ os.environ["TZ"] = "UTC"
 
 from bench import peer, scenarios  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
-from cdc_lib.local_mariadb import LocalMariaDB  # noqa: E402
+from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-pw"

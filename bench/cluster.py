@@ -24,8 +24,8 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench.__main__ import PASSWORD, USER, load_rows  # noqa: E402
-from cdc_lib.local_mariadb import LocalMariaDB  # noqa: E402
-from cdc_lib.local_spark_cluster import LocalSparkCluster  # noqa: E402
+from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
+from cdc_lib.dev.local_spark_cluster import LocalSparkCluster  # noqa: E402
 
 # Runs in the child process: its own SparkSession on the configured master.
 _CHILD = """

@@ -1000,8 +1000,8 @@ def parse_families(text: str | None) -> frozenset[str]:
 
 @contextmanager
 def local_server(base: Path) -> Iterator[Server]:
+    from cdc_lib.dev.local_mariadb import LocalMariaDB
     from cdc_lib.errors import BinlakeError
-    from cdc_lib.local_mariadb import LocalMariaDB
 
     for attempt in range(3):
         try:

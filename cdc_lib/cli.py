@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     secrets: list[str] = []
     try:
         if arguments.command == "demo":
-            from cdc_lib.demo import run_demo
+            from cdc_lib.dev.demo import run_demo
 
             return run_demo(arguments.workdir, keep_running=arguments.keep_running)
         config = load_config(arguments.config)

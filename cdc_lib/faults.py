@@ -7,6 +7,10 @@
   default); without a file it sleeps `BINLAKE_FAILPOINT_PAUSE_SECONDS` (default 5).
 
 Nothing happens unless one of these variables names the failpoint.
+
+An engine module, not a development helper: the failpoints are compiled into the commit path (snapshot,
+binlog, pipeline), inert unless a variable names one, and they are how the crash-safety contract is tested
+against the very code that runs in production.
 """
 
 from __future__ import annotations

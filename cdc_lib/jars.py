@@ -1,4 +1,8 @@
-"""Jars binlake puts on Spark's classpath, fetched once from Maven Central and cached outside git."""
+"""Jars binlake puts on Spark's classpath, fetched once from Maven Central and cached outside git.
+
+An engine module, not a development helper: every local Spark session the engine builds (`cdc_lib.spark`)
+resolves its classpath here, and the production image fetches them with `python -m cdc_lib.jars`.
+"""
 
 from __future__ import annotations
 

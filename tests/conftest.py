@@ -1,6 +1,13 @@
 """Shared fixtures: one private MariaDB, one moto S3 server and one SparkSession per test session.
 
 Each test gets its own database name, lake folder and pipeline name, so tests never see each other's data.
+
+Layout (tests mirror the package):
+- tests/unit: no server, no Spark; `test_<module>.py` tests `cdc_lib/<module>.py` (a few span one topic:
+  config, s3_config, deployment_config; the MySQL 8.4 protocol stub; the layer and packaging rules).
+- tests/integration: `cdc_lib` against the real MariaDB, Spark + Delta and the S3 server, one concern per file.
+- tests/dagster: the Dagster layers (`assets`, `orchestration`); `test_<module>.py` for pure logic, the rest
+  run assets, sensors and the webserver for real.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +30,8 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from cdc_lib.config import PipelineConfig, parse_config  # noqa: E402
-from cdc_lib.local_mariadb import LocalMariaDB, free_port  # noqa: E402
+from cdc_lib.config import PipelineConfig, load_config, parse_config  # noqa: E402
+from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port  # noqa: E402
 
 CDC_USER = "binlake_test"
 CDC_PASSWORD = "s3cr3t-Pa55word-never-logged"
@@ -189,6 +197,74 @@ def delta_rows(config: PipelineConfig, table: str) -> list[tuple[Any, ...]]:
 def source_rows(server: LocalMariaDB, table: str) -> list[tuple[Any, ...]]:
     database, _, name = table.partition(".")
     return sorted(sql(server, f"SELECT * FROM `{database}`.`{name}`"))
+
+
+SHOP_TABLES = ("customers", "orders", "order_lines")
+
+
+def create_shop(server: LocalMariaDB, database: str) -> None:
+    """Three small tables covering the usual types, a composite key and a float column."""
+    sql(
+        server,
+        f"CREATE TABLE {database}.customers (id INT PRIMARY KEY, email VARCHAR(120) NOT NULL, name VARCHAR(80), "
+        "created_at TIMESTAMP(3) NOT NULL DEFAULT '2026-01-01 00:00:00.000', avatar VARBINARY(16))",
+        f"CREATE TABLE {database}.orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, "
+        "amount DECIMAL(12,2) NOT NULL, status ENUM('new','paid','shipped') NOT NULL, placed_at DATETIME(6) NOT NULL, "
+        "weight FLOAT, note TEXT, shipped_on DATE)",
+        f"CREATE TABLE {database}.order_lines (order_id BIGINT, line_no INT, sku VARCHAR(16) NOT NULL, "
+        "qty INT NOT NULL, PRIMARY KEY (order_id, line_no))",
+        f"INSERT INTO {database}.customers (id, email, name, avatar) SELECT seq, CONCAT('c', seq, '@example.com'), "
+        f"IF(seq % 5 = 0, NULL, CONCAT('Zoë ', seq)), IF(seq % 3 = 0, UNHEX('00FF10'), NULL) FROM seq_1_to_20",
+        f"INSERT INTO {database}.orders SELECT seq, 1 + seq % 20, ROUND(seq * 1.37, 2), 'new', "
+        "TIMESTAMP('2026-01-01') + INTERVAL seq MINUTE + INTERVAL seq MICROSECOND, seq / 3, "
+        "IF(seq % 4 = 0, 'fragile 😀', NULL), DATE('2026-02-01') + INTERVAL seq DAY FROM seq_1_to_60",
+        f"INSERT INTO {database}.order_lines SELECT o.seq, l.seq, CONCAT('SKU-', o.seq * l.seq % 97), l.seq "
+        "FROM seq_1_to_60 o JOIN seq_1_to_2 l",
+        database=database,
+    )
+
+
+@dataclass(frozen=True)
+class Shop:
+    """The shop's database on the session's MariaDB, and a pipeline config for its three tables (in a file too)."""
+
+    server: LocalMariaDB
+    database: str
+    config: PipelineConfig
+    config_path: Path
+
+    @property
+    def tables(self) -> list[str]:
+        return [f"{self.database}.{table}" for table in SHOP_TABLES]
+
+    def sql(self, *statements: str) -> list[tuple]:
+        return sql(self.server, *statements, database=self.database)
+
+
+@pytest.fixture
+def password_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config files name the password as ${BINLAKE_TEST_PASSWORD}, like a user's would."""
+    monkeypatch.setenv("BINLAKE_TEST_PASSWORD", CDC_PASSWORD)
+
+
+@pytest.fixture
+def config_file(
+    make_config: Callable[..., PipelineConfig], tmp_path: Path, password_env: None
+) -> Callable[..., tuple[PipelineConfig, Path]]:
+    """Write a config for some tables and load it back from the file, as the code location does."""
+
+    def factory(tables: list[str], *, name: str = "binlake.yaml", **overrides: object) -> tuple[PipelineConfig, Path]:
+        path = write_config_file(make_config(tables, **overrides), tmp_path / name)
+        return load_config(path), path
+
+    return factory
+
+
+@pytest.fixture
+def shop(mariadb: LocalMariaDB, database: str, config_file: Callable[..., tuple[PipelineConfig, Path]]) -> Shop:
+    create_shop(mariadb, database)
+    config, path = config_file([f"{database}.{table}" for table in SHOP_TABLES])
+    return Shop(server=mariadb, database=database, config=config, config_path=path)
 
 
 @pytest.fixture(autouse=True)

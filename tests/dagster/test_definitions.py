@@ -151,7 +151,7 @@ def test_patterns_are_expanded_on_the_server_at_load(shop, config_file, mariadb)
 
 
 def test_a_pattern_needs_the_server_and_says_so(tmp_path: Path) -> None:
-    from cdc_lib.local_mariadb import free_port
+    from cdc_lib.dev.local_mariadb import free_port
 
     config = load_config(write_yaml(tmp_path / "binlake.yaml", port=str(free_port()), tables=["shop.orders", "shop.*"]))
     with pytest.raises(ConfigError, match=r"source\.tables\[1\].*shop\.\*"):

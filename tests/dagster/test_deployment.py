@@ -11,8 +11,8 @@ import yaml
 
 from assets.naming import PipelineNames
 from cdc_lib.config import load_configs
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConfigError
-from cdc_lib.local_mariadb import LocalMariaDB
 from orchestration import definitions as code_location
 from orchestration.definitions import build_deployment
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, source_rows, sql

@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from cdc_lib.local_mariadb import free_port
+from cdc_lib.dev.local_mariadb import free_port
 from tests.conftest import delta_rows, source_rows
 from tests.dagster.conftest import Shop
 

@@ -116,3 +116,10 @@ def test_sync_schedule_skips_while_a_run_of_the_pipeline_is_in_flight(
     )
     busy = schedule.evaluate_tick(context)
     assert not busy.run_requests and running.run_id in busy.skip_message
+
+
+def test_snapshot_cursor_round_trips_and_survives_garbage() -> None:
+    cursor = SnapshotCursor(pending={"db.t": "snapshot:db.t:2"}, epochs={"db.t": 2})
+    assert SnapshotCursor.parse(cursor.dump()) == cursor
+    assert SnapshotCursor.parse("not json") == SnapshotCursor()
+    assert SnapshotCursor.parse(None) == SnapshotCursor()

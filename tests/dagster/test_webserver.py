@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from cdc_lib.local_mariadb import free_port
+from cdc_lib.dev.local_mariadb import free_port
 from tests.conftest import CDC_PASSWORD
 from tests.dagster.conftest import Shop, freshness_checks_job
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from cdc_lib.config import PipelineConfig
-from cdc_lib.local_mariadb import LocalMariaDB, free_port
+from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.offsets import S3OffsetStore
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.positions import BinlogPosition
@@ -206,6 +206,17 @@ def private_moto(tmp_path: Path, s3_endpoint: str) -> Iterator[MotoServer]:
     server = start_moto(tmp_path / "private-moto.log")
     yield server
     stop_moto(server)
+
+
+def s3_sink(endpoint: str, bucket: str, **extra: Any) -> dict[str, Any]:
+    """A sink section for s3a://<bucket>/lake on the moto server at `endpoint` (offsets default to the sink)."""
+    return {
+        "path": f"s3a://{bucket}/lake",
+        "endpoint_url": endpoint,
+        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        **extra,
+    }
 
 
 def quickly_failing_store(config: PipelineConfig) -> S3OffsetStore:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.errors import (
     BinlakeError,
     BinlogPurgedError,
@@ -21,7 +22,6 @@ from cdc_lib.errors import (
     SourceConnectionError,
     TableError,
 )
-from cdc_lib.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file

@@ -12,7 +12,7 @@ import pytest
 
 from cdc_lib import binlog
 from cdc_lib.ddl import table_effects
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once

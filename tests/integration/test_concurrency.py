@@ -80,7 +80,7 @@ def test_pipeline_with_offsets_on_s3(mariadb, database, make_config, s3_endpoint
 
 
 def test_unreachable_s3_store_is_reported(make_config, database) -> None:
-    from cdc_lib.local_mariadb import free_port
+    from cdc_lib.dev.local_mariadb import free_port
 
     config = make_config(
         [f"{database}.t"],

@@ -9,8 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from cdc_lib.pipeline import Pipeline
+from cdc_lib.reconciliation import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
+from tests.integration.conftest import s3_sink
 
 
 def make_table(mariadb, db: str, rows: int = 200) -> str:
@@ -35,9 +39,16 @@ def change_burst(mariadb, db: str, round_number: int) -> None:
     )
 
 
-def test_kill_between_delta_commit_and_offset_write(mariadb, database, make_config, tmp_path) -> None:
+@pytest.mark.parametrize("sink", ["local", "s3"])
+def test_kill_between_delta_commit_and_offset_write(sink, mariadb, database, make_config, tmp_path, request) -> None:
+    """The same crash on a local folder and on S3 (moto on loopback, offsets beside the sink)."""
     table = make_table(mariadb, database)
-    config = make_config([table])
+    if sink == "s3":
+        endpoint, bucket = request.getfixturevalue("s3_endpoint"), request.getfixturevalue("s3_bucket")
+        config = make_config([table], sink=s3_sink(endpoint, bucket), offsets={})
+        assert config.offsets.uri == f"s3a://{bucket}/lake/_offsets"
+    else:
+        config = make_config([table])
     Pipeline(config).snapshot()
     config_path = write_config_file(config, tmp_path / "binlake.yaml")
 
@@ -45,16 +56,18 @@ def test_kill_between_delta_commit_and_offset_write(mariadb, database, make_conf
     crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_delta_commit"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     stored = Pipeline(config).read_state()
-    assert stored.tables[table].applied_seq < stored.batch_seq + 1
-    delta_after_crash = delta_rows(config, table)
-    assert delta_after_crash == source_rows(mariadb, table), "the Delta commit itself landed"
+    assert stored.tables[table].applied_seq < stored.batch_seq + 1, "the offsets did not move"
+    assert delta_rows(config, table) == source_rows(mariadb, table), "the Delta commit itself landed"
 
     change_burst(mariadb, database, 2)
     pipeline = Pipeline(config)
     pipeline.sync(until_caught_up=True)
-    assert delta_rows(config, table) == source_rows(mariadb, table)
+    assert delta_rows(config, table) == source_rows(mariadb, table), "nothing lost, nothing doubled"
     state = pipeline.read_state()
-    assert state.tables[table].consistent
+    assert state.tables[table].consistent and state.tables[table].applied_seq == state.batch_seq
+    assert all(result.matches for result in reconcile(pipeline))
+    if sink == "s3":
+        assert not (tmp_path / "lake").exists(), "nothing went to local disk"
 
 
 def test_kill_after_snapshot_commit_before_offsets(mariadb, database, make_config, tmp_path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile
 from tests.conftest import delta_rows, source_rows, sql

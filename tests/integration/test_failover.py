@@ -16,8 +16,8 @@ import pytest
 
 from cdc_lib.config import PipelineConfig
 from cdc_lib.delta_sink import read_log_tail
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ServerHistoryError
-from cdc_lib.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, run_cli, source_rows, sql, write_config_file
 

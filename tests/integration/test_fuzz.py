@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.fuzz import FAMILIES, Fuzzer, Server, compare_table, parse_families
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
 
 #: (seed, rounds). Fixed, so CI runs the same rounds every time; `BINLAKE_FUZZ_SEEDS=7:3,8:2` overrides.

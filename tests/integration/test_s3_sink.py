@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from typing import Any
 
 import boto3
 import pytest
 
+from cdc_lib.dev.local_mariadb import free_port
 from cdc_lib.errors import SinkError
-from cdc_lib.local_mariadb import free_port
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
-from tests.integration.conftest import ReadOnlyS3
+from tests.integration.conftest import ReadOnlyS3, s3_sink
 
 
 def make_table(mariadb: Any, db: str, rows: int = 300) -> str:
@@ -37,16 +35,6 @@ def change_burst(mariadb: Any, db: str, round_number: int) -> None:
         "COMMIT",
         f"UPDATE {db}.items SET id = id + 500000 WHERE id BETWEEN {base + 1} AND {base + 2}",
     )
-
-
-def s3_sink(endpoint: str, bucket: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "path": f"s3a://{bucket}/lake",
-        "endpoint_url": endpoint,
-        "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
-        "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
-        **extra,
-    }
 
 
 def keys(endpoint: str, bucket: str, prefix: str = "") -> list[str]:
@@ -75,30 +63,6 @@ def test_snapshot_and_sync_into_s3a(mariadb, database, make_config, s3_endpoint,
     assert f"lake/{database}/items/_delta_log/00000000000000000000.json" in stored
     assert f"lake/_offsets/{config.pipeline}/state.json" in stored
     assert not (tmp_path / "lake").exists(), "nothing went to local disk"
-
-
-def test_crash_between_delta_commit_and_offset_write_on_s3(
-    mariadb, database, make_config, s3_endpoint, s3_bucket, tmp_path
-) -> None:
-    table = make_table(mariadb, database, rows=100)
-    config = make_config([table], sink=s3_sink(s3_endpoint, s3_bucket), offsets={})
-    Pipeline(config).snapshot()
-    config_path = write_config_file(config, tmp_path / "binlake.yaml")
-
-    change_burst(mariadb, database, 1)
-    crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_delta_commit"})
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    stored = Pipeline(config).read_state()
-    assert stored.tables[table].applied_seq < stored.batch_seq + 1, "the offsets did not move"
-    assert delta_rows(config, table) == source_rows(mariadb, table), "the Delta commit itself landed"
-
-    change_burst(mariadb, database, 2)
-    pipeline = Pipeline(config)
-    pipeline.sync(until_caught_up=True)
-    assert delta_rows(config, table) == source_rows(mariadb, table), "nothing lost, nothing doubled"
-    state = pipeline.read_state()
-    assert state.tables[table].consistent and state.tables[table].applied_seq == state.batch_seq
-    assert all(result.matches for result in reconcile(pipeline))
 
 
 @pytest.mark.parametrize("fault", ["s3_down", "no_bucket", "bad_credentials", "read_only_credentials"])

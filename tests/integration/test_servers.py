@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cdc_lib import source as mysql
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from tests.conftest import sql
 
 

@@ -7,7 +7,6 @@ import pytest
 from cdc_lib.config import SparkConfig, load_configs, parse_config, resolve_config_path
 from cdc_lib.errors import ConfigError
 from cdc_lib.spark import is_local_master, mode_defaults
-from orchestration.settings import OrchestrationSettings
 
 VALID = {
     "pipeline": "shop",
@@ -57,17 +56,6 @@ def test_a_folder_loads_every_yaml_in_name_order(tmp_path: Path) -> None:
     assert [config.pipeline for config in load_configs(str(tmp_path), environ={})] == ["east", "west"]
     with pytest.raises(ConfigError, match="BINLAKE_CONFIG"):
         load_configs("", environ={})
-
-
-def test_a_pipeline_suffix_overrides_a_setting_for_that_pipeline_only() -> None:
-    environ = {"BINLAKE_SYNC_CRON": "*/2 * * * *", "BINLAKE_SYNC_CRON_WEST_2": "*/5 * * * *",
-               "BINLAKE_LAG_WARN_SECONDS_EAST": "60"}
-    assert OrchestrationSettings.from_environ(environ, pipeline="west-2").sync_cron == "*/5 * * * *"
-    east = OrchestrationSettings.from_environ(environ, pipeline="east")
-    assert east.sync_cron == "*/2 * * * *" and east.lag_warn_seconds == 60
-    assert OrchestrationSettings.from_environ(environ).lag_warn_seconds == 300
-    with pytest.raises(ConfigError, match="BINLAKE_LAG_WARN_SECONDS_EAST"):
-        OrchestrationSettings.from_environ({"BINLAKE_LAG_WARN_SECONDS_EAST": "-1"}, pipeline="east")
 
 
 def test_one_bucket_name_behind_two_s3_stores_is_refused() -> None:

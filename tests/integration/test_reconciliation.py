@@ -12,7 +12,7 @@ from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile_table
 from cdc_lib.runway import binlog_runway, file_created_at
 from cdc_lib.spark import spark_session
-from tests.dagster.conftest import Shop
+from tests.conftest import Shop
 
 
 @pytest.fixture

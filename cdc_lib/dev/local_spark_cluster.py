@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdc_lib.dev.local_mariadb import free_port
 from cdc_lib.errors import BinlakeError
-from cdc_lib.local_mariadb import free_port
 
 
 def spark_home() -> Path:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from cdc_lib.config import load_config
-from cdc_lib.local_mariadb import LocalMariaDB
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.report import format_reconciliation, format_status
 
 DEMO_USER = "binlake"

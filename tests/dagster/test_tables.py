@@ -1,0 +1,62 @@
+"""`assets.tables` without a run: batch summaries, observation metadata and column schemas."""
+
+from __future__ import annotations
+
+from assets.tables import BatchSummary, column_schema, observation_metadata
+from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
+
+
+def _batch(table: str, inserted: int, seq: int | None, version: int | None) -> SyncResult:
+    return SyncResult(
+        batch_seq=seq, start="a", end="b", events_read=10, row_changes=inserted, transactions=1, seconds=0.5,
+        reached_end=True, spark_started=seq is not None,
+        tables=[
+            TableBatchResult(
+                table=table, inserted=inserted, updated=0, deleted=0, rows_written=inserted, delta_version=version,
+                position="mariadb-bin.000002:400",
+            )
+        ],
+    )
+
+
+def test_batch_summary_adds_up_several_micro_batches() -> None:
+    summary = BatchSummary.of([_batch("db.t", 3, 7, 4), _batch("db.t", 2, 8, 5), _batch("db.u", 0, None, 1)])
+    assert summary.events_read == 30 and summary.transactions == 3 and summary.batch_seq == 8
+    assert summary.tables["db.t"].inserted == 5 and summary.tables["db.t"].delta_version == 5
+    assert summary.changed("db.t") and not summary.changed("db.u") and not summary.changed("db.v")
+
+
+def status(**fields: object) -> TableStatus:
+    defaults: dict[str, object] = {
+        "table": "db.t", "snapshotted": True, "consistent": True, "position": None, "high_watermark": "x",
+        "delta_version": 3, "lag_bytes": 0, "lag_events": 0, "lag_seconds": 0.0, "error": None,
+    }
+    return TableStatus(**{**defaults, **fields})
+
+
+def test_observations_mark_a_healthy_table_as_current() -> None:
+    healthy = status(position="mariadb-bin.000002:400 (gtid 0-1-9)", lag_seconds=12.5)
+    metadata = observation_metadata(healthy, now=1000.0)
+    assert metadata["dagster/last_updated_timestamp"].value == 987.5
+    assert metadata["binlog_offset"].value == 400 and metadata["binlog_file"].value == "mariadb-bin.000002"
+    assert metadata["lag_events"].value == 0
+    stopped = status(position="mariadb-bin.000002:400", lag_seconds=12.5, error="binlog purged")
+    assert "dagster/last_updated_timestamp" not in observation_metadata(stopped, now=1000.0)
+
+
+def test_column_schema_shows_delta_types_and_the_mysql_source() -> None:
+    schema = column_schema(
+        "db.t",
+        {
+            "columns": [
+                {"name": "id", "data_type": "bigint", "column_type": "bigint(20) unsigned", "nullable": False},
+                {"name": "at", "data_type": "datetime", "column_type": "datetime(6)", "nullable": True,
+                 "datetime_precision": 6},
+            ],
+            "primary_key": ["id"],
+        },
+    )
+    types = [(column.name, column.type) for column in schema.columns]
+    assert types == [("id", "decimal(20,0)"), ("at", "timestamp_ntz")]
+    assert schema.columns[0].constraints.unique and not schema.columns[0].constraints.nullable
+    assert "bigint(20) unsigned" in schema.columns[0].description

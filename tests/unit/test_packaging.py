@@ -1,0 +1,70 @@
+"""What the installed wheel ships: the engine (with `cdc_lib.dev`, for `binlake demo`) and the Dagster layers.
+
+Never the tests or the bench, and never a jar (they are fetched into a cache). The wheel is built from a copy
+of the sources, offline and without build isolation, so a stale `build/` folder cannot hide a mistake.
+"""
+
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ("cdc_lib", "assets", "orchestration")
+NOT_SHIPPED = ("tests", "bench")
+
+
+@pytest.fixture(scope="module")
+def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    source = tmp_path_factory.mktemp("source")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for package in SHIPPED + NOT_SHIPPED:
+        shutil.copytree(ROOT / package, source / package, ignore=skip)
+    # A jar left beside the code (BINLAKE_JAR_CACHE pointed into the checkout) must not ride along.
+    (source / "cdc_lib" / "stray-delta-spark.jar").write_bytes(b"PK")
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "--no-index",
+         "-w", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, (
+        f"pip wheel failed (setuptools before 70.1 needs the `wheel` package: ./run setup installs the test "
+        f"extra):\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
+    )
+    [wheel] = out.glob("binlake-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_the_wheel_ships_every_module_of_the_engine_and_the_dagster_layers(wheel_files: dict[str, bytes]) -> None:
+    sources = {
+        path.relative_to(ROOT).as_posix()
+        for package in SHIPPED
+        for path in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert sources - set(wheel_files) == set()
+    assert {"cdc_lib/dev/__init__.py", "cdc_lib/dev/demo.py", "cdc_lib/dev/local_mariadb.py"} <= set(wheel_files)
+
+
+def test_the_wheel_ships_no_tests_bench_or_jars(wheel_files: dict[str, bytes]) -> None:
+    unwanted = [name for name in wheel_files if name.split("/")[0] in NOT_SHIPPED or name.endswith(".jar")]
+    assert unwanted == []
+    top_level = {name.split("/")[0] for name in wheel_files if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == set(SHIPPED)
+
+
+def test_the_wheel_installs_the_binlake_command(wheel_files: dict[str, bytes]) -> None:
+    [entry_points] = [name for name in wheel_files if name.endswith(".dist-info/entry_points.txt")]
+    parser = configparser.ConfigParser()
+    parser.read_string(wheel_files[entry_points].decode())
+    assert dict(parser["console_scripts"]) == {"binlake": "cdc_lib.cli:main"}

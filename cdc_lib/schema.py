@@ -174,6 +174,10 @@ def default_literal(column: ColumnInfo, *, generated: bool = False) -> str:
     if default is None or default.upper() == "NULL":
         return _NULL if column.nullable else _BACKFILL
     # FLOAT/DOUBLE defaults are not taken from information_schema: it shows them rounded (FLOAT to 6 digits).
+    # Neither are DECIMALs over 38 digits: Delta holds them as the server's text, and Spark cannot parse the
+    # literal as a number on the way there.
+    if spark_type_ddl(column) == "string" and column.data_type.lower() in ("decimal", "numeric"):
+        return _BACKFILL
     if column.data_type.lower() in ("tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal",
                                     "numeric") and _NUMBER.match(default):
         return f"CAST({default} AS {spark_type_ddl(column)})"

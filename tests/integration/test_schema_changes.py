@@ -106,3 +106,32 @@ def test_tables_created_and_dropped_under_a_pattern(mariadb, database, make_conf
     sql(mariadb, f"INSERT INTO {db}.second VALUES (2, 'later')")
     pipeline.sync(until_caught_up=True)
     assert delta_rows(config, f"{db}.second") == [(1, "new"), (2, "later")]
+
+
+def test_added_decimal_over_38_digits_keeps_its_default_exactly(mariadb, database, make_config) -> None:
+    """DECIMAL(p > 38) is the server's text in Delta; existing rows get the added column's default as the server
+    shows it (fuzzer seed 12001 round 312: a 65-digit default stopped the table)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)", f"INSERT INTO {db}.t VALUES (1, 1), (2, 2)")
+    config = make_config([f"{db}.t"])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(
+        mariadb,
+        f"ALTER TABLE {db}.t ADD COLUMN big DECIMAL(65,0) "
+        "DEFAULT 98504143200495581393645188385466430908405308889142809641032701534",
+        f"ALTER TABLE {db}.t ADD COLUMN tiny DECIMAL(65,30) DEFAULT -0.000000000000000000000000000001",
+        f"INSERT INTO {db}.t (id, v) VALUES (3, 3)",
+    )
+    results = pipeline.sync(until_caught_up=True)
+    assert not [table.error for result in results for table in result.tables if table.error]
+    expected = sorted(sql(mariadb, f"SELECT id, CAST(big AS CHAR), CAST(tiny AS CHAR) FROM {db}.t"))
+    assert expected[0][1:] == ("98504143200495581393645188385466430908405308889142809641032701534",
+                               "-0.000000000000000000000000000001")
+    # Read back by delta-rs's scan path, not by binlake.
+    table = DeltaTable(pipeline.table_path(f"{db}.t"))
+    arrow = pa.table(QueryBuilder().register("t", table).execute("SELECT id, big, tiny FROM t").read_all())
+    assert sorted(tuple(row.values()) for row in arrow.to_pylist()) == expected

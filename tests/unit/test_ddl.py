@@ -261,3 +261,10 @@ def test_added_column_values() -> None:
     # information_schema rounds FLOAT/DOUBLE defaults (-8.142314867864764e29 shows as -8.14231e29): read them.
     assert default_literal(ColumnInfo("c", "float", "float", True, column_default="-8.14231e29")) == "backfill"
     assert default_literal(ColumnInfo("c", "double", "double", True, column_default="0.1")) == "backfill"
+    # DECIMAL over 38 digits is text in Delta; its 65-digit default is no Spark number (fuzzer seed 12001 round 312).
+    wide = ColumnInfo("c", "decimal", "decimal(65,0)", True, numeric_precision=65, numeric_scale=0,
+                      column_default="98504143200495581393645188385466430908405308889142809641032701534")
+    assert default_literal(wide) == "backfill"
+    narrow = ColumnInfo("c", "decimal", "decimal(38,2)", True, numeric_precision=38, numeric_scale=2,
+                        column_default="-1.25")
+    assert default_literal(narrow) == "CAST(-1.25 AS decimal(38,2))"

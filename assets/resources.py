@@ -59,7 +59,7 @@ def engine_errors(action: str, log: Any | None = None) -> Iterator[None]:
         raise failure_for(error, action) from None
 
 
-class BinlakeResource(dg.ConfigurableResource):
+class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
     """A binlake pipeline: assets, checks and sensors call the engine through `pipeline()`."""
 
     config_path: str = Field(description="Path of the pipeline YAML (the file $BINLAKE_CONFIG named at load).")

@@ -302,7 +302,7 @@ def _snapshot_asset(
             "replaces their Delta copies; the binlog micro-batches then continue from each table's low watermark."
         ),
     )
-    def snapshot(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
+    def snapshot(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult[None]]:
         binlake = names.resource(context)
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()

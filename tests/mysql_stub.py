@@ -350,7 +350,8 @@ class MySQLStub:
         return columns, [(name, size, "", "", self.variables.get("gtid_executed", ""))]
 
     def _select(self, expressions: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        names, row = [], []
+        names: list[str] = []
+        row: list[str | int] = []
         for expression in (part.strip() for part in expressions.split(",")):
             names.append(expression)
             lowered = expression.lower()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -25,7 +26,7 @@ class Shop(shared.Shop):
     def names(self) -> PipelineNames:
         return PipelineNames(self.config.pipeline)
 
-    def resource(self, **overrides: object) -> BinlakeResource:
+    def resource(self, **overrides: Any) -> BinlakeResource:
         return BinlakeResource(config_path=str(self.config_path), reconcile_recheck_seconds=0, **overrides)
 
     def definitions(self) -> dg.Definitions:

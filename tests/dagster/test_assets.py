@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -156,6 +157,7 @@ def test_reconciliation_check_passes_then_fails_after_tampering(shop: Shop, inst
     assert evaluation.metadata["mismatched_chunks"].value == 1
     # The same row-level detail as `binlake reconcile`: the one key Delta lost.
     drift = evaluation.metadata["drifting_rows"].value
+    assert isinstance(drift, Mapping), drift
     assert (drift["missing"], drift["extra"], drift["differing"], drift["missing_keys"]) == (1, 0, 0, [["7"]])
     assert checks[("customers", "reconciliation")].passed and checks[("order_lines", "reconciliation")].passed
 
@@ -171,8 +173,10 @@ def test_bad_credentials_fail_at_once_without_retry(
     assert "STEP_UP_FOR_RETRY" not in event_types
     failure = next(event for event in result.all_events if event.event_type_value == "STEP_FAILURE")
     error = failure.step_failure_data.error
+    user_failure = failure.step_failure_data.user_failure_data
+    assert error is not None and user_failure is not None
     assert "refused the credentials" in error.message
-    assert failure.step_failure_data.user_failure_data.metadata["remedy"].value
+    assert user_failure.metadata["remedy"].value
     assert "not-the-password" not in error.message
 
 
@@ -195,7 +199,7 @@ def test_a_held_lease_is_transient_and_retried(shop: Shop, instance: dg.DagsterI
     event_types = [event.event_type_value for event in result.all_events]
     assert event_types.count("STEP_UP_FOR_RETRY") == 1
     retried = next(event for event in result.all_events if event.event_type_value == "STEP_UP_FOR_RETRY")
-    assert "ConcurrentRunError" in str(retried.event_specific_data.error)
+    assert "ConcurrentRunError" in str(retried.step_retry_data.error)
     assert set(pipeline.read_state().tables) == {shop.tables[0]}
 
 

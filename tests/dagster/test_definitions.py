@@ -68,6 +68,7 @@ def test_definitions_load_every_table_asset_check_job_schedule_and_sensor(tmp_pa
     sensors = {sensor.name: sensor for sensor in repository.sensor_defs}
     assert {"binlake_shop_missing_snapshots", "binlake_shop_table_errors", "binlake_shop_freshness"} <= set(sensors)
     assert all(sensor.default_status == dg.DefaultSensorStatus.RUNNING for sensor in sensors.values())
+    assert defs.resources is not None
     resource = defs.resources["binlake_shop"]
     assert resource.config_path == str(tmp_path / "binlake.yaml") and resource.auto_resnapshot is False
 
@@ -99,7 +100,7 @@ def test_settings_come_from_the_environment_once(tmp_path: Path, monkeypatch: py
     defs = code_location.defs()
     assert isinstance(defs, dg.Definitions)
     assert defs.get_repository_def().get_schedule_def("binlake_shop_sync_schedule").cron_schedule == "*/5 * * * *"
-    assert defs.resources["binlake_shop"].auto_resnapshot is True
+    assert defs.resources is not None and defs.resources["binlake_shop"].auto_resnapshot is True
 
     monkeypatch.setenv("BINLAKE_SYNC_CRON", "every minute")
     with pytest.raises(ConfigError, match="BINLAKE_SYNC_CRON"):
@@ -147,6 +148,7 @@ def test_patterns_are_expanded_on_the_server_at_load(shop, config_file, mariadb)
     for table in [*shop.tables, f"{shop.database}.extra"]:
         assert names.table_key(table) in keys
     snapshot = defs.get_repository_def().asset_graph.get(names.snapshot_key)
+    assert snapshot.partitions_def is not None
     assert snapshot.partitions_def.get_partition_keys()[0] == f"{shop.database}.orders"
 
 

@@ -70,13 +70,15 @@ def test_two_servers_in_one_deployment_stay_apart(
     keys = set(defs.resolve_all_asset_keys())
     assert {east.table_key(table), west.table_key(table), east.snapshot_key, west.snapshot_key} <= keys
     job_names = {job.name for job in repository.get_all_jobs()}
+    resources = defs.resources
+    assert resources is not None
     for names in (east, west):
         assert {names.sync_job, names.snapshot_job, names.reconcile_job} <= job_names
-        assert names.resource_key in defs.resources
+        assert names.resource_key in resources
         assert repository.get_sensor_def(names.missing_snapshot_sensor).job_name == names.snapshot_job
     assert repository.get_schedule_def(west.sync_schedule).cron_schedule == "*/5 * * * *"
     assert repository.get_schedule_def(east.sync_schedule).cron_schedule == "* * * * *"
-    assert defs.resources[east.resource_key].config_path != defs.resources[west.resource_key].config_path
+    assert resources[east.resource_key].config_path != resources[west.resource_key].config_path
 
     configs = {config.pipeline: config for config in load_configs(str(folder))}
     with dg.instance_for_test() as instance:

@@ -110,6 +110,7 @@ def test_deploy_instance_file_runs_binlake_on_postgres(
     assert [row[:4] for row in delta_rows(shop.config, table)] == [row[:4] for row in source_rows(shop.server, table)]
     stored = instance.get_latest_materialization_event(names.table_key(table))
     assert stored is not None and stored.run_id == sync.run_id
+    assert stored.asset_materialization is not None
     metadata = stored.asset_materialization.metadata
     assert metadata["rows_updated"].value == 5 and metadata["rows_deleted"].value == 1
     # Straight from PostgreSQL: both runs and the checks' results are in the deployment's database.

@@ -100,7 +100,7 @@ def test_sync_schedule_skips_while_a_run_of_the_pipeline_is_in_flight(
     context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
 
     free = schedule.evaluate_tick(context)
-    assert len(free.run_requests) == 1
+    assert free.run_requests is not None and len(free.run_requests) == 1
     assert free.run_requests[0].tags["binlake/lease"] == shop.config.pipeline
 
     # A run that does not write (reconciliation, freshness checks) does not hold the micro-batch back.
@@ -108,14 +108,15 @@ def test_sync_schedule_skips_while_a_run_of_the_pipeline_is_in_flight(
         job_def=defs.resolve_job_def(shop.names.reconcile_job), status=dg.DagsterRunStatus.STARTED,
         tags=shop.names.run_tags,
     )
-    assert len(schedule.evaluate_tick(context).run_requests) == 1
+    unblocked = schedule.evaluate_tick(context)
+    assert unblocked.run_requests is not None and len(unblocked.run_requests) == 1
 
     running = instance.create_run_for_job(
         job_def=defs.resolve_job_def(shop.names.snapshot_job), status=dg.DagsterRunStatus.STARTED,
         tags=shop.names.lease_tags,
     )
     busy = schedule.evaluate_tick(context)
-    assert not busy.run_requests and running.run_id in busy.skip_message
+    assert not busy.run_requests and busy.skip_message is not None and running.run_id in busy.skip_message
 
 
 def test_snapshot_cursor_round_trips_and_survives_garbage() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from assets.tables import BatchSummary, column_schema, observation_metadata
 from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
 
@@ -26,8 +28,8 @@ def test_batch_summary_adds_up_several_micro_batches() -> None:
     assert summary.changed("db.t") and not summary.changed("db.u") and not summary.changed("db.v")
 
 
-def status(**fields: object) -> TableStatus:
-    defaults: dict[str, object] = {
+def status(**fields: Any) -> TableStatus:
+    defaults: dict[str, Any] = {
         "table": "db.t", "snapshotted": True, "consistent": True, "position": None, "high_watermark": "x",
         "delta_version": 3, "lag_bytes": 0, "lag_events": 0, "lag_seconds": 0.0, "error": None,
     }
@@ -59,4 +61,5 @@ def test_column_schema_shows_delta_types_and_the_mysql_source() -> None:
     types = [(column.name, column.type) for column in schema.columns]
     assert types == [("id", "decimal(20,0)"), ("at", "timestamp_ntz")]
     assert schema.columns[0].constraints.unique and not schema.columns[0].constraints.nullable
-    assert "bigint(20) unsigned" in schema.columns[0].description
+    description = schema.columns[0].description
+    assert description is not None and "bigint(20) unsigned" in description

@@ -247,7 +247,7 @@ def readonly_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadOnlyS3
     server = start_moto(tmp_path_factory.mktemp("moto-iam") / "moto.log",
                         environment={"INITIAL_NO_AUTH_ACTION_COUNT": "8"})
     try:
-        admin = {"endpoint_url": server.endpoint, "region_name": "us-east-1",
+        admin: dict[str, Any] = {"endpoint_url": server.endpoint, "region_name": "us-east-1",
                  "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
         bucket = f"binlake-ro-{uuid.uuid4().hex[:8]}"
         boto3.client("s3", **admin).create_bucket(Bucket=bucket)
@@ -273,7 +273,7 @@ def readonly_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadOnlyS3
 # -- what a run left behind -------------------------------------------------------------------
 
 
-def stored_objects(config: PipelineConfig, **client_options: str) -> dict[str, bytes]:
+def stored_objects(config: PipelineConfig, **client_options: Any) -> dict[str, bytes]:
     """Every file (local) or object (S3) under the offset store's root for this pipeline."""
     uri = config.offsets.uri
     if uri.startswith("s3://"):

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from cdc_lib import binlog
+from cdc_lib.binlog import TableDecoder
 from cdc_lib.ddl import table_effects
 from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.events import TableChanges
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
@@ -285,7 +288,7 @@ def test_a_row_decode_failure_stops_only_that_table(mariadb, database, make_conf
 
     real_fold = binlog._fold_rows
 
-    def failing_fold(event, decoder, changes):  # type: ignore[no-untyped-def]
+    def failing_fold(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         if decoder.schema.table.name == bad and any(row.get("values", {}).get("id") == 66 for row in event.rows):
             raise UnicodeDecodeError("latin1", b"\x81", 0, 1, "a byte Python's codec rejects")
         return real_fold(event, decoder, changes)

@@ -93,7 +93,9 @@ def test_a_round_is_a_function_of_seed_and_round() -> None:
     """Replay depends on it: the same (seed, round) plans the same statements, another round does not."""
     from bench.fuzz import Generator
 
-    alphabets = {"utf8mb4": ("a", "é", "😀", " ", "\\"), "latin1": ("a", "\u0081", "\u009d", "ÿ", "'")}
+    alphabets: dict[str, tuple[str, ...]] = {
+        "utf8mb4": ("a", "é", "😀", " ", "\\"), "latin1": ("a", "\u0081", "\u009d", "ÿ", "'"),
+    }
 
     def script(seed: int, round_number: int) -> str:
         return Generator(seed, round_number, frozenset(FAMILIES), "db", alphabets).plan().script()

@@ -97,7 +97,8 @@ def test_tables_created_and_dropped_under_a_pattern(mariadb, database, make_conf
     by_table = {table.table: table for result in results for table in result.tables}
     # The change before the DROP landed; the DROP itself stops the table with the remedy, nothing else breaks.
     assert delta_rows(config, f"{db}.first") == [(1, 1), (2, 2)]
-    assert by_table[f"{db}.first"].error and "dropped or renamed" in by_table[f"{db}.first"].error
+    dropped_error = by_table[f"{db}.first"].error
+    assert dropped_error and "dropped or renamed" in dropped_error
     status = {entry.table: entry for entry in pipeline.status()}
     assert f"{db}.second" in status and not status[f"{db}.second"].snapshotted
     assert status[f"{db}.first"].error, "a dropped table keeps showing its error until it is dealt with"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import shutil
 
+from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import delta_rows, source_rows, sql
 
 
-def _two_tables(server, db: str) -> None:  # type: ignore[no-untyped-def]
+def _two_tables(server: LocalMariaDB, db: str) -> None:
     sql(
         server,
         f"CREATE TABLE {db}.good (id INT PRIMARY KEY, qty INT NOT NULL)",

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
+from pyspark.sql.types import StructType
+
+from cdc_lib.config import PipelineConfig
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.spark import spark_session
 from tests.conftest import sql
@@ -37,7 +41,7 @@ ROWS = [
 ]
 
 
-def delta_table(config, pipeline: Pipeline, table: str) -> list[tuple]:
+def delta_table(config: PipelineConfig, pipeline: Pipeline, table: str) -> tuple[StructType, list[tuple[Any, ...]]]:
     frame = spark_session(config.spark).read.format("delta").load(pipeline.table_path(table))
     return frame.schema, sorted((tuple(row) for row in frame.collect()), key=lambda row: row[0])
 

@@ -17,7 +17,7 @@ SERVER_CODES = {
 
 def test_every_code_the_library_knows_is_classified() -> None:
     library = {value for name, value in vars(BINLOG).items() if name.endswith("_EVENT") and isinstance(value, int)}
-    event_map = BinLogPacketWrapper._BinLogPacketWrapper__event_map  # type: ignore[attr-defined]
+    event_map = BinLogPacketWrapper._BinLogPacketWrapper__event_map
     assert library and set(event_map) <= library | set(event_map)
     missing = sorted((library | set(event_map)) - set(EVENT_TYPES))
     assert missing == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from cdc_lib.cli import RedactSecrets, redact, summarize
 from cdc_lib.report import format_status
@@ -40,8 +41,9 @@ def test_status_table_shows_the_runway_and_its_warning() -> None:
 
     runway = {"purged": False, "needed_file": "bin.000002", "runway_seconds": 7200.0,
               "oldest_on_server": "bin.000001", "oldest_on_server_age_seconds": 36000.0}
-    base = dict(table="shop.t", snapshotted=True, consistent=True, position="bin.000002:4", high_watermark="-",
-                delta_version=1, lag_bytes=0, lag_events=0, lag_seconds=0.0, error=None)
+    base: dict[str, Any] = dict(table="shop.t", snapshotted=True, consistent=True, position="bin.000002:4",
+                                high_watermark="-", delta_version=1, lag_bytes=0, lag_events=0, lag_seconds=0.0,
+                                error=None)
     text = format_status([
         TableStatus(**base, runway=runway, runway_warning=True),
         TableStatus(**{**base, "table": "shop.u"}, runway={**runway, "runway_seconds": None}),

@@ -1,11 +1,12 @@
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cdc_lib.config import expand_env, load_config, parse_config
 from cdc_lib.errors import ConfigError
 
-VALID = {
+VALID: dict[str, Any] = {
     "pipeline": "shop",
     "source": {"host": "127.0.0.1", "port": 3306, "user": "cdc", "password": "pw", "server_id": 5701,
                "tables": ["shop.orders", "inventory.*"]},
@@ -13,8 +14,8 @@ VALID = {
 }
 
 
-def with_change(path: str, value: object) -> dict:
-    document = {**VALID, "source": dict(VALID["source"]), "sink": dict(VALID["sink"])}
+def with_change(path: str, value: object) -> dict[str, Any]:
+    document: dict[str, Any] = {**VALID, "source": dict(VALID["source"]), "sink": dict(VALID["sink"])}
     section, _, key = path.partition(".")
     if key:
         if value is None:
@@ -99,7 +100,7 @@ def test_missing_config_names_remedy(tmp_path: Path) -> None:
         load_config(bad, environ={})
 
 
-def with_key(path: str, value: object) -> dict:
+def with_key(path: str, value: object) -> dict[str, Any]:
     """VALID with `section.key` set to `value` (sections created as needed)."""
     document = {key: dict(section) if isinstance(section, dict) else section for key, section in VALID.items()}
     section, _, key = path.partition(".")

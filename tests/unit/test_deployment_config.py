@@ -1,14 +1,15 @@
 """Cluster and multi-pipeline configuration: spark.staging_path, local-only defaults, deployment lists."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cdc_lib.config import SparkConfig, load_configs, parse_config, resolve_config_path
+from cdc_lib.config import PipelineConfig, SparkConfig, load_configs, parse_config, resolve_config_path
 from cdc_lib.errors import ConfigError
 from cdc_lib.spark import is_local_master, mode_defaults
 
-VALID = {
+VALID: dict[str, Any] = {
     "pipeline": "shop",
     "source": {"host": "127.0.0.1", "port": 3306, "user": "cdc", "password": "pw", "server_id": 5701,
                "tables": ["shop.orders"]},
@@ -61,7 +62,7 @@ def test_a_folder_loads_every_yaml_in_name_order(tmp_path: Path) -> None:
 def test_one_bucket_name_behind_two_s3_stores_is_refused() -> None:
     from cdc_lib.deployment import check_disjoint
 
-    def pipeline(name: str, server_id: int, endpoint: str) -> object:
+    def pipeline(name: str, server_id: int, endpoint: str) -> PipelineConfig:
         return parse_config({**VALID, "pipeline": name,
                              "source": {**VALID["source"], "server_id": server_id},
                              "sink": {"path": f"s3a://lake/{name}", "endpoint_url": endpoint}})

@@ -24,7 +24,12 @@ def test_pause_waits_until_the_test_removes_the_flag(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE", "before_offset_write")
     monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(flag))
     done = threading.Event()
-    worker = threading.Thread(target=lambda: (failpoint("before_offset_write"), done.set()))
+
+    def pass_the_failpoint() -> None:
+        failpoint("before_offset_write")
+        done.set()
+
+    worker = threading.Thread(target=pass_the_failpoint)
     worker.start()
     deadline = time.monotonic() + 10
     while not flag.exists() and time.monotonic() < deadline:

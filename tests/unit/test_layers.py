@@ -108,7 +108,7 @@ def test_the_cli_imports_the_development_helpers_only_inside_a_command(module: s
     eager = [
         f"line {node.lineno} imports {target}"
         for node in ast.walk(tree)
-        if id(node) not in in_functions
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in in_functions
         for target in imported(node)
         if is_dev(target)
     ]

@@ -24,7 +24,7 @@ from tests.mysql_stub import MySQLStub
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 #: information_schema answers for one table shop.orders (id BIGINT primary key, note VARCHAR(20)).
-SHOP_ORDERS = {
+SHOP_ORDERS: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {
     "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES": (
         ["TABLE_SCHEMA", "TABLE_NAME"], [("shop", "orders")]),
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE": (

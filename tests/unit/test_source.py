@@ -141,10 +141,10 @@ def test_settings_check_also_checks_grants_before_any_work() -> None:
 def test_a_lost_connection_is_a_retryable_binlake_error() -> None:
     for error in (pymysql.err.OperationalError(2006, "MySQL server has gone away"), pymysql.err.InterfaceError(0, "")):
         with pytest.raises(SourceConnectionError) as raised:
-            query(FakeConnection({"SELECT": error}), "SELECT 1")  # type: ignore[arg-type]
+            query(FakeConnection({"SELECT": error}), "SELECT 1")
         assert raised.value.retryable
     with pytest.raises(pymysql.err.OperationalError):  # other server errors stay for the caller to judge
-        query(FakeConnection({"SELECT": pymysql.err.OperationalError(1193, "Unknown system variable")}),  # type: ignore[arg-type]
+        query(FakeConnection({"SELECT": pymysql.err.OperationalError(1193, "Unknown system variable")}),
               "SELECT @@x")
 
 

@@ -1,5 +1,7 @@
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -7,8 +9,14 @@ from cdc_lib.positions import BinlogPosition
 from cdc_lib.types import ColumnInfo, binlog_converter, format_time, spark_type_ddl
 
 
-def column(data_type: str, column_type: str | None = None, **extra: object) -> ColumnInfo:
+def column(data_type: str, column_type: str | None = None, **extra: Any) -> ColumnInfo:
     return ColumnInfo(name="c", data_type=data_type, column_type=column_type or data_type, nullable=True, **extra)
+
+
+def converter(info: ColumnInfo) -> Callable[[Any], Any]:
+    convert = binlog_converter(info)
+    assert convert is not None, f"{info.column_type} needs a converter"
+    return convert
 
 
 @pytest.mark.parametrize(
@@ -59,17 +67,17 @@ def test_the_librarys_negative_time_fraction_is_corrected(library: str, text: st
     negative = library.startswith("-")
     hours, minutes, seconds = library.lstrip("-").split(":")
     value = dt.timedelta(hours=int(hours), minutes=int(minutes), seconds=float(seconds))
-    convert = binlog_converter(column("time", "time(6)", datetime_precision=6))
+    convert = converter(column("time", "time(6)", datetime_precision=6))
     assert convert(-value if negative else value) == text
 
 
 def test_binlog_converters() -> None:
-    assert binlog_converter(column("bigint", "bigint unsigned"))(2**64 - 1) == Decimal(2**64 - 1)
-    assert binlog_converter(column("bit", "bit(5)"))("10101") == 21
-    assert binlog_converter(column("set", "set('x','y','z')"))({"z", "x"}) == "x,z"
-    stamp = binlog_converter(column("timestamp"))(dt.datetime(2024, 1, 1, 10))
+    assert converter(column("bigint", "bigint unsigned"))(2**64 - 1) == Decimal(2**64 - 1)
+    assert converter(column("bit", "bit(5)"))("10101") == 21
+    assert converter(column("set", "set('x','y','z')"))({"z", "x"}) == "x,z"
+    stamp = converter(column("timestamp"))(dt.datetime(2024, 1, 1, 10))
     assert stamp == dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)
-    assert binlog_converter(column("json"))({"a": [1, 2]}) == '{"a": [1, 2]}'
+    assert converter(column("json"))({"a": [1, 2]}) == '{"a": [1, 2]}'
     assert binlog_converter(column("varchar")) is None, "the reader's str is stored as is"
     assert binlog_converter(column("bigint")) is None
 

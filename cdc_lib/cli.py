@@ -10,37 +10,15 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
+from cdc_lib.logs import LOG_FORMATS, Verbosity, configure_logging, log_dir, redact, spark_log_path
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
 from cdc_lib.report import format_reconciliation, format_status
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 log = logging.getLogger("binlake")
-
-
-class RedactSecrets(logging.Filter):
-    """Replace known secret values in every log record, whoever logs it."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        super().__init__()
-        self.secrets = [secret for secret in secrets if secret]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            record.msg, record.args = redact(record.getMessage(), self.secrets), None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                record.exc_text = redact(record.exc_text, self.secrets)
-        return True
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def summarize(error: BaseException) -> str:
@@ -56,22 +34,15 @@ def summarize(error: BaseException) -> str:
     return " ".join((lines[0] if lines else "").split())[:300]
 
 
-def configure_logging(verbose: bool, secrets: Sequence[str] = ()) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactSecrets(secrets))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO if verbose else logging.WARNING)
-    logging.getLogger("binlake").setLevel(logging.INFO)
-    for noisy in ("py4j", "pymysqlreplication", "botocore", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="binlake", description="MySQL/MariaDB binlog → Delta Lake CDC")
     parser.add_argument("--config", help="pipeline YAML (default: $BINLAKE_CONFIG)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true", help="log binlake's DEBUG lines, name Spark's log")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text", help="stderr log lines as text or JSON (default text)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("validate", help="check server settings, grants, tables and stores")
     snapshot = commands.add_parser("snapshot", help="snapshot tables into Delta (all by default)")
@@ -101,17 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
-    configure_logging(arguments.verbose)
+    verbosity: Verbosity = "verbose" if arguments.verbose else "quiet" if arguments.quiet else "normal"
+    configure_logging(verbosity, log_format=arguments.log_format)
     secrets: list[str] = []
+    spark_log = spark_log_path(log_dir(workdir=arguments.workdir if arguments.command == "demo" else None))
     try:
-        if arguments.command == "demo":
-            from cdc_lib.dev.demo import run_demo
+        with spark.jvm_output_to(spark_log):
+            log.debug("Spark's output, if it starts, goes to %s", spark_log)
+            if arguments.command == "demo":
+                from cdc_lib.dev.demo import run_demo
 
-            return run_demo(arguments.workdir, keep_running=arguments.keep_running)
-        config = load_config(arguments.config)
-        secrets = [config.source.password]
-        configure_logging(arguments.verbose, secrets)
-        return _run(arguments, config)
+                return run_demo(arguments.workdir, keep_running=arguments.keep_running)
+            config = load_config(arguments.config)
+            secrets = [config.source.password]
+            configure_logging(
+                verbosity, secrets, log_format=arguments.log_format, context={"pipeline": config.pipeline}
+            )
+            return _run(arguments, config)
     except BinlakeError as error:
         print(f"binlake: error: {redact(str(error), secrets)}", file=sys.stderr)
         return error.exit_code
@@ -121,10 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the last line of defence: still one line, still no secret
         if arguments.verbose:
             log.error("unexpected failure", exc_info=error)
+        # The JVM's own account of a Spark failure is in its log, not in py4j's one-line summary.
+        jvm_log = f" (Spark's log: {spark.jvm_log_file})" if spark.jvm_log_file == spark_log else ""
         print(
             f"binlake: error: unexpected {type(error).__name__}: {redact(summarize(error), secrets)} — remedy: "
             "nothing past the last committed batch was applied; rerun (with -v for the traceback), and report "
-            "it if it persists",
+            f"it if it persists{jvm_log}",
             file=sys.stderr,
         )
         return 2

@@ -7,9 +7,13 @@ settings for its bucket; whatever the user sets under `spark.conf` wins.
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdc_lib.config import SinkConfig, SparkConfig
@@ -20,12 +24,18 @@ from cdc_lib.s3 import S3Credentials, split_s3_uri
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger("binlake")
+
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _session_has_s3a = False
 started_sessions = 0
 # Where the driver stages a batch as Parquet for Spark to read (see cdc_lib.delta_sink); set from `spark.staging_path`.
 STAGING_PATH_CONF = "spark.binlake.stagingPath"
+# Where the JVM this process starts next sends its stdout and stderr (None: this process's own); see jvm_output_to.
+_jvm_output: Path | None = None
+# The file the running JVM writes to, when it was started with its output routed.
+jvm_log_file: Path | None = None
 
 
 _HADOOP_PREFIX = "spark.hadoop."
@@ -142,11 +152,57 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
             settings.update(_s3a_jar_settings(config))
         for key, value in settings.items():
             builder = builder.config(key, value)
-        _session = builder.getOrCreate()
+        _session = _get_or_create(builder)
         _session_has_s3a = with_s3a or any("hadoop-aws" in value for value in config.conf.values())
-        _session.sparkContext.setLogLevel("ERROR")
+        # A log file is read after trouble, so it keeps Spark's warnings; a console gets errors only.
+        _session.sparkContext.setLogLevel("WARN" if jvm_log_file is not None else "ERROR")
         started_sessions += 1
         return _session
+
+
+@contextmanager
+def jvm_output_to(path: Path | None) -> Iterator[None]:
+    """Within this block, a JVM that Spark starts writes its stdout and stderr to `path` (appended).
+
+    That output (JVM warnings, SLF4J's binder notices, log4j's console lines) is printed before Spark's own log
+    level applies, so only the child process's file descriptors can catch it. A JVM already running keeps
+    whatever output it had; the setting is undone on exit so that a later session in this process (a test run,
+    a Dagster code location) is not routed by accident.
+    """
+    global _jvm_output
+    previous, _jvm_output = _jvm_output, path
+    try:
+        yield
+    finally:
+        _jvm_output = previous
+
+
+def _get_or_create(builder: SparkSession.Builder) -> SparkSession:
+    global jvm_log_file
+    from pyspark import SparkConf, SparkContext
+
+    path = _jvm_output
+    if path is None or SparkContext._gateway is not None:
+        return builder.getOrCreate()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        output = path.open("ab")
+    except OSError as error:
+        log.warning("cannot write Spark's log to %s (%s); its output stays on the console", path, error)
+        return builder.getOrCreate()
+    from pyspark.java_gateway import launch_gateway
+
+    # launch_gateway's popen_kwargs is pyspark's hook for capturing the JVM's output, and SparkContext accepts
+    # the gateway; the builder then finds that context. The JVM takes the full conf on its command line, as
+    # when the builder launches it (driver memory, class path and Java options apply only at launch).
+    conf = SparkConf(loadDefaults=False).setAll(list(builder._options.items()))
+    with output:
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # java_gateway.py is unannotated
+            conf, popen_kwargs={"stdout": output, "stderr": subprocess.STDOUT}
+        )
+    jvm_log_file = path
+    SparkContext(conf=conf, gateway=gateway)
+    return builder.getOrCreate()
 
 
 def _s3a_jar_settings(config: SparkConfig) -> dict[str, str]:

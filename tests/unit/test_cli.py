@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cdc_lib.cli import RedactSecrets, redact, summarize
+from cdc_lib.cli import summarize
+from cdc_lib.logs import RedactSecrets, redact
 from cdc_lib.report import format_status
 
 

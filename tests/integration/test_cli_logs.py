@@ -1,0 +1,77 @@
+"""What a user sees: `binlake` prints its results and its own log lines; the JVM's output goes to a file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
+
+# Lines only the JVM writes: launcher and SLF4J notices, log4j's own warnings, Spark's pattern layout
+# ("25/11/02 10:00:00 WARN NativeCodeLoader: ...") and its structured JSON layout ({"ts": ...}).
+JVM_NOISE = re.compile(
+    r"SLF4J|log4j|incubator|NativeCodeLoader|^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) "
+    r"|^(WARN|INFO|ERROR) |Using Spark's default|^\{\"ts\":",
+    re.MULTILINE,
+)
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
+SNAPSHOT_LINE = re.compile(r"^t_\w+\.items: \d+ rows in [\d.]+s .*Delta version \d+, low .+, high .+$")
+
+
+def _spark_logs(folder: Path) -> list[Path]:
+    return sorted(folder.glob("spark-*.log"))
+
+
+@pytest.mark.slow  # four CLI runs, each starting its own JVM
+def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(mariadb, database, make_config, tmp_path) -> None:
+    table = f"{database}.items"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL)",
+        f"INSERT INTO {table} SELECT seq, seq FROM {database}.seq_1_to_100")
+    config = make_config([table])
+    path = write_config_file(config, tmp_path / "binlake.yaml")
+    logs = tmp_path / "logs"
+    env = {"BINLAKE_LOG_DIR": str(logs)}
+
+    snapshot = run_cli(path, "snapshot", env=env)
+    assert snapshot.returncode == 0, snapshot.stderr[-2000:]
+    assert [line for line in snapshot.stdout.splitlines() if not SNAPSHOT_LINE.match(line)] == [], snapshot.stdout
+    assert len(snapshot.stdout.splitlines()) == 1
+    (first_log,) = _spark_logs(logs)
+    assert JVM_NOISE.search(first_log.read_text()), "the JVM's own lines landed in its log file"
+
+    sql(mariadb, f"UPDATE {table} SET qty = qty + 1 WHERE id <= 10", f"DELETE FROM {table} WHERE id > 90")
+    sync = run_cli(path, "sync", env=env)
+    assert sync.returncode == 0, sync.stderr[-2000:]
+    assert re.match(r"batch \d+: 20 row changes", sync.stdout) and "~10 -10" in sync.stdout, sync.stdout
+    assert len(_spark_logs(logs)) == 2, "the sync started its own JVM, with its own log file"
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+
+    for run in (snapshot, sync):
+        assert not JVM_NOISE.search(run.stdout + run.stderr), run.stdout + run.stderr
+        assert all(TEXT_LINE.match(line) for line in run.stderr.splitlines()), run.stderr
+    assert "INFO binlake: snapshot " in snapshot.stderr, "binlake's own INFO lines still show by default"
+    assert str(logs) not in snapshot.stdout + snapshot.stderr, "the log file is named only with --verbose"
+
+    sql(mariadb, f"INSERT INTO {table} VALUES (1000, 1)")
+    verbose = run_cli(path, "--log-format", "json", "--verbose", "sync", "--json", env=env)
+    assert verbose.returncode == 0, verbose.stderr[-2000:]
+    assert json.loads(verbose.stdout)[0]["row_changes"] == 1, "stdout holds the result alone"
+    records = [json.loads(line) for line in verbose.stderr.splitlines()]
+    assert records and all({"time", "level", "logger", "message"} <= record.keys() for record in records)
+    assert any(str(logs) in record["message"] and record["level"] == "DEBUG" for record in records), records
+    assert all(record["pipeline"] == config.pipeline for record in records[1:]), records
+    assert not JVM_NOISE.search(verbose.stdout + verbose.stderr)
+
+    # A failure inside Spark: one line, --quiet keeps it, and it names the JVM's log for the details.
+    broken = make_config([table], pipeline=config.pipeline, sink={"path": str(tmp_path / "lake2")},
+                         offsets={"uri": str(tmp_path / "offsets2")},
+                         spark={"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "not-a-number"}})
+    failed = run_cli(write_config_file(broken, tmp_path / "broken.yaml"), "--quiet", "snapshot", env=env)
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    (line,) = failed.stderr.splitlines()
+    newest = _spark_logs(logs)[-1]
+    assert line.startswith("binlake: error: unexpected ") and line.endswith(f"(Spark's log: {newest})"), line
+    assert failed.stdout == ""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,18 @@ def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(mariadb, database, 
     newest = _spark_logs(logs)[-1]
     assert line.startswith("binlake: error: unexpected ") and line.endswith(f"(Spark's log: {newest})"), line
     assert failed.stdout == ""
+
+
+@pytest.mark.slow  # its own MariaDB and JVM: ~45 s on two cores
+def test_demo_prints_its_story_and_keeps_the_jvm_log_in_its_workdir(tmp_path) -> None:
+    environment = {key: value for key, value in os.environ.items() if key != "BINLAKE_LOG_DIR"}
+    demo = subprocess.run(
+        [sys.executable, "-m", "cdc_lib.cli", "demo", "--workdir", str(tmp_path / "demo")],
+        capture_output=True, text=True, env={**environment, "TZ": "UTC"}, timeout=600,
+    )
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "verdict: every table matches its source" in demo.stdout
+    assert not JVM_NOISE.search(demo.stdout + demo.stderr), demo.stdout + demo.stderr
+    assert all(TEXT_LINE.match(line) for line in demo.stderr.splitlines()), demo.stderr
+    (spark_log,) = _spark_logs(tmp_path / "demo" / "logs")
+    assert JVM_NOISE.search(spark_log.read_text())

@@ -14,6 +14,10 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 
 def merge_seconds(
@@ -39,7 +43,7 @@ def merge_seconds(
         F.when(F.col("id") % 10 == 0, "d").otherwise("u").alias("_op"),
     ).cache()
     source.count()
-    columns = {name: f"s.{name}" for name in ("id", "qty", "pad")}
+    columns: dict[str, str | Column] = {name: f"s.{name}" for name in ("id", "qty", "pad")}
     started = time.monotonic()
     (
         DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")

@@ -30,7 +30,7 @@ READABLE_FEATURES = {"timestampNtz"}
 def _normal(value: Any) -> Any:
     """One spelling per value across readers: aware timestamps as naive UTC, decimals by value."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(value, Decimal):
         return value.normalize()
     return value
@@ -161,7 +161,8 @@ def test_every_reader_opens_every_table_binlake_writes_by_default(
         mariadb,
         f"TRUNCATE TABLE {db}.t",
         f"INSERT INTO {db}.t (id, amount, at, ts, name, n, note) VALUES "
-        "(7, 1.00, '2026-01-01 00:00:00', '2026-01-01 00:00:00', 'после', 1, 'x'), (8, NULL, NULL, NULL, NULL, NULL, NULL)",
+        "(7, 1.00, '2026-01-01 00:00:00', '2026-01-01 00:00:00', 'после', 1, 'x'), "
+        "(8, NULL, NULL, NULL, NULL, NULL, NULL)",
     )
     _sync(pipeline)
     _assert_every_reader_sees_the_source(mariadb, pipeline, table, columns, "TRUNCATE + new rows")
@@ -177,7 +178,8 @@ def test_deletion_vectors_per_table_trade_pyarrow_readers_for_cheap_merges(
     mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
 ) -> None:
     """A table with `deletion_vectors: true` is read by Spark, delta-rs's scan and Polars, refused by delta-rs's
-    `to_pyarrow_table()` (the pandas path); a re-snapshot with the setting off drops the feature and every reader opens it again."""
+    `to_pyarrow_table()` (the pandas path); a re-snapshot with the setting off drops the feature and every reader
+    opens it again."""
     from deltalake.exceptions import DeltaProtocolError
 
     db = database

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Mapping
@@ -44,15 +45,32 @@ class SourceConfig:
 
 
 @dataclass(frozen=True)
+class TableSettings:
+    """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
+
+    deletion_vectors: bool | None = None
+
+
+@dataclass(frozen=True)
 class SinkConfig:
     """Where the Delta tables live: a local folder, or `s3a://bucket/prefix` with its S3 settings."""
 
     path: str
     s3: S3Settings = field(default_factory=S3Settings)
+    #: Deletion vectors on the tables binlake creates. Off: delta-rs's pyarrow path (pandas, Polars) refuses
+    #: tables with them, and a MERGE then rewrites the files it touches instead (docs/readers.md).
+    deletion_vectors: bool = False
+    #: Per-table overrides, keyed by 'database.table'.
+    tables: Mapping[str, TableSettings] = field(default_factory=dict)
 
     @property
     def on_s3(self) -> bool:
         return is_s3_uri(self.path)
+
+    def deletion_vectors_for(self, table: str) -> bool:
+        """Whether `table` ('database.table') is written with deletion vectors: its override, else the pipeline's."""
+        override = self.tables.get(table, TableSettings()).deletion_vectors
+        return self.deletion_vectors if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
@@ -240,7 +258,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
         zero_dates=_zero_date_policy(source_doc.get("zero_dates")),
     )
-    sink = _sink(_mapping(_required(root, "sink", ""), "sink"), base_dir)
+    sink = _sink(_mapping(_required(root, "sink", ""), "sink"), base_dir, source.tables)
     offsets_doc = _mapping(root.get("offsets") or {}, "offsets")
     offsets_doc = {"uri": f"{sink.path.rstrip('/')}/_offsets", **offsets_doc}
     _reject_unknown(offsets_doc, "offsets.", {"uri", "endpoint_url", "region", "lease_seconds"})
@@ -306,9 +324,12 @@ def _default(config_class: type, name: str) -> Any:
     return next(item.default for item in fields(config_class) if item.name == name)
 
 
-def _sink(document: Mapping[str, Any], base_dir: Path | None) -> SinkConfig:
-    _reject_unknown(document, "sink.", {"path", *_SINK_S3_KEYS})
+def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
+    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "tables", *_SINK_S3_KEYS})
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
+    chosen = _boolean(document, "deletion_vectors", "sink.")
+    deletion_vectors: bool = _default(SinkConfig, "deletion_vectors") if chosen is None else chosen
+    overrides = _table_settings(document.get("tables"), patterns)
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
             "sink.path", f"'{path}' uses a scheme Spark's Hadoop cannot write",
@@ -325,7 +346,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None) -> SinkConfig:
             raise ConfigError(
                 f"sink.{given[0]}", "only applies to an s3a:// sink.path", remedy=f"remove sink.{given[0]}"
             )
-        return SinkConfig(path=path)
+        return SinkConfig(path=path, deletion_vectors=deletion_vectors, tables=overrides)
     bucket, _ = split_s3_uri(path)
     if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
         raise ConfigError(
@@ -340,7 +361,31 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None) -> SinkConfig:
             path_style_access=_boolean(document, "path_style_access", "sink."),
             credentials=_credentials(document, "sink."),
         ),
+        deletion_vectors=deletion_vectors,
+        tables=overrides,
     )
+
+
+def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSettings]:
+    """`sink.tables`: per-table overrides keyed by a followed 'database.table' (a typo must not pass unnoticed)."""
+    if value is None:
+        return {}
+    document = _mapping(value, "sink.tables")
+    overrides: dict[str, TableSettings] = {}
+    for name, entry in document.items():
+        prefix = f"sink.tables.{name}."
+        if not isinstance(name, str) or "*" in name or not _PATTERN_PATTERN.match(name):
+            raise ConfigError(f"sink.tables.{name}", "is not a 'database.table' name",
+                              remedy="key each override by one table, e.g. shop.orders")
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            raise ConfigError(
+                f"sink.tables.{name}", f"is not among source.tables ({', '.join(patterns)})",
+                remedy="fix the name, or add the table to source.tables",
+            )
+        entry_doc = _mapping(entry, f"sink.tables.{name}")
+        _reject_unknown(entry_doc, prefix, {"deletion_vectors"})
+        overrides[name] = TableSettings(deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix))
+    return overrides
 
 
 def _endpoint(document: Mapping[str, Any], prefix: str) -> str | None:

@@ -152,11 +152,57 @@ def write_snapshot(
     txn_version: int,
     metadata: dict[str, Any],
     storage: SinkStorage | None = None,
+    deletion_vectors: bool = False,
 ) -> int:
-    """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version."""
+    """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version.
+
+    Args:
+        deletion_vectors: the table's `delta.enableDeletionVectors`. Set per table, not as a session default,
+            because one session writes tables with different settings. Turning it off on a table that had it
+            also drops the `deletionVectors` feature from the protocol (see `_drop_deletion_vectors`).
+    """
+    storage = storage or storage_for(path)
+    wanted = str(deletion_vectors).lower()
+    existing = table_exists(path, storage=storage)
+    if existing and _properties(spark, path).get(_DELETION_VECTORS, "false") != wanted:
+        # An overwrite keeps the table's properties and ignores the writer option: set it first (metadata only).
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{_DELETION_VECTORS}' = '{wanted}')")
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
-        frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
-    return _version_of(path, application, txn_version, storage or storage_for(path))
+        (
+            frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            .option(_DELETION_VECTORS, wanted).save(path)
+        )
+    version = _version_of(path, application, txn_version, storage)
+    if existing and not deletion_vectors:
+        _drop_deletion_vectors(spark, path)
+    return version
+
+
+_DELETION_VECTORS = "delta.enableDeletionVectors"
+
+
+def _properties(spark: SparkSession, path: str) -> dict[str, str]:
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("properties").first()
+    return dict(detail[0]) if detail is not None and detail[0] is not None else {}
+
+
+def table_features(spark: SparkSession, path: str) -> set[str]:
+    """The table features in the Delta protocol of the table at `path` (reader and writer alike)."""
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("tableFeatures").first()
+    return set(detail[0]) if detail is not None and detail[0] is not None else set()
+
+
+def _drop_deletion_vectors(spark: SparkSession, path: str) -> None:
+    """Remove the `deletionVectors` feature from the protocol, so delta-rs's pyarrow path opens the table again.
+
+    A table keeps a feature once its protocol names it, whatever its property says; `DROP FEATURE` is Delta's
+    documented way out. Right after a snapshot overwrite no file carries a deletion vector, so the purge it
+    runs first rewrites nothing. Delta 4.0's drop leaves history in place and adds the writer-only
+    `checkpointProtection` feature instead, which readers ignore. Needs delta-spark ≥ 4.0.1 on Spark 4.0.1
+    (4.0.0's purge calls a Spark 4.0.0 constructor and fails with NoSuchMethodError).
+    """
+    if "deletionVectors" in table_features(spark, path):
+        spark.sql(f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors")
 
 
 def merge_changes(

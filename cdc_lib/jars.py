@@ -34,7 +34,7 @@ class MavenArtifact:
         return f"{repository}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file_name}"
 
 
-DELTA_VERSION = "4.0.0"
+DELTA_VERSION = "4.0.1"
 MARIADB_JDBC_VERSION = "3.5.6"
 
 CORE_ARTIFACTS: tuple[MavenArtifact, ...] = (

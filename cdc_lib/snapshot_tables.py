@@ -95,6 +95,7 @@ def snapshot_table(
         version = delta_sink.write_snapshot(
             spark, frame, path, application=context.application(name), txn_version=seq,
             metadata=metadata, storage=context.sink,
+            deletion_vectors=context.config.sink.deletion_vectors_for(name),
         )
     except Exception as exc:
         zero_date = zero_date_in(exc, name)

@@ -136,9 +136,6 @@ def spark_session(config: SparkConfig, *, sink: SinkConfig | None = None) -> Spa
             .config("spark.sql.readSideCharPadding", "false")
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.databricks.delta.snapshotPartitions", "2")
-            # New tables get deletion vectors: a MERGE marks changed rows instead of rewriting whole files,
-            # so its cost follows the batch, not the table (override under spark.conf if readers lack support).
-            .config("spark.databricks.delta.properties.defaults.enableDeletionVectors", "true")
             .config("spark.databricks.delta.merge.repartitionBeforeWrite.enabled", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         )

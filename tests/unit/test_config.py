@@ -38,6 +38,23 @@ def test_valid_config_has_defaults() -> None:
     assert config.source.zero_dates == "null"
 
 
+def test_deletion_vectors_are_off_unless_the_pipeline_or_a_table_turns_them_on() -> None:
+    assert not parse_config(VALID).sink.deletion_vectors_for("shop.orders")
+    overrides = {"shop.orders": {"deletion_vectors": True}, "inventory.items": {"deletion_vectors": None}}
+    sink = parse_config(with_key("sink.tables", overrides)).sink
+    assert sink.deletion_vectors_for("shop.orders")
+    assert not sink.deletion_vectors_for("inventory.items")
+    assert not sink.deletion_vectors_for("inventory.stock")
+    document = with_key("sink.tables", {"inventory.items": {"deletion_vectors": "false"}})
+    document["sink"]["deletion_vectors"] = True
+    sink = parse_config(document).sink
+    assert sink.deletion_vectors_for("shop.orders") and sink.deletion_vectors_for("inventory.stock")
+    assert not sink.deletion_vectors_for("inventory.items")
+    s3 = parse_config(with_key("sink.deletion_vectors", True) | {"sink": {"path": "s3a://lake-bucket/x",
+                                                                           "deletion_vectors": True}}).sink
+    assert s3.on_s3 and s3.deletion_vectors_for("shop.orders")
+
+
 def test_zero_dates_policy_reads_yaml_null_and_error() -> None:
     import yaml
 
@@ -158,6 +175,17 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("snapshot.rows_per_partition", "many", "snapshot.rows_per_partition", "must be an integer"),
         ("snapshot.max_partitions", 10_001, "snapshot.max_partitions", "between 1 and 10000"),
         ("snapshot.parallel", True, "snapshot.parallel", "unknown key"),
+        ("sink.deletion_vectors", "sometimes", "sink.deletion_vectors", "must be true or false"),
+        ("sink.tables", ["shop.orders"], "sink.tables", "must be a mapping"),
+        ("sink.tables", {"shop.order": {"deletion_vectors": True}}, "sink.tables.shop.order",
+         "is not among source.tables"),
+        ("sink.tables", {"inventory.*": {"deletion_vectors": True}}, "sink.tables.inventory.*",
+         "is not a 'database.table' name"),
+        ("sink.tables", {"shop.orders": True}, "sink.tables.shop.orders", "must be a mapping"),
+        ("sink.tables", {"shop.orders": {"deletion_vector": True}}, "sink.tables.shop.orders.deletion_vector",
+         "unknown key"),
+        ("sink.tables", {"shop.orders": {"deletion_vectors": 1}}, "sink.tables.shop.orders.deletion_vectors",
+         "must be true or false"),
     ],
 )
 def test_every_key_is_checked_and_named(path: str, value: object, key: str, problem: str) -> None:

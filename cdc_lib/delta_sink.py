@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 OPERATION_COLUMN = "_binlake_op"
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE = re.compile(r"^\d{20}\.checkpoint(\.\d+\.\d+)?(\.[0-9a-f-]+)?\.parquet$")
 _TAIL_SEARCH_LIMIT = 200
 
 
@@ -61,7 +62,13 @@ def _log_dir(path: str) -> str:
 
 
 def table_exists(path: str, *, storage: SinkStorage | None = None) -> bool:
-    return (storage or storage_for(path)).list_names(_log_dir(path)) is not None
+    """Whether `path` holds a Delta table: a log with a commit or a checkpoint in it.
+
+    A `_delta_log` folder alone is not one: a first write killed before its commit leaves the folder (and
+    Parquet files no version refers to) behind.
+    """
+    names = (storage or storage_for(path)).list_names(_log_dir(path))
+    return names is not None and any(_COMMIT_FILE.match(name) or _CHECKPOINT_FILE.match(name) for name in names)
 
 
 def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = None) -> LogTail | None:

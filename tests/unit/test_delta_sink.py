@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cdc_lib.delta_sink import read_log_tail, written_rows
+from cdc_lib.delta_sink import read_log_tail, table_exists, written_rows
 
 
 def test_line_separators_inside_column_statistics_do_not_split_actions(tmp_path: Path) -> None:
@@ -27,3 +27,18 @@ def test_line_separators_inside_column_statistics_do_not_split_actions(tmp_path:
     assert tail is not None and tail.last_binlake_commit is not None
     assert tail.last_binlake_commit.txn_version == 7
     assert written_rows(str(tmp_path / "t"), 0) == 2
+
+
+def test_a_log_folder_without_a_commit_is_no_table(tmp_path: Path) -> None:
+    """A first snapshot killed before its commit leaves `_delta_log/` and orphaned Parquet files behind."""
+    table = tmp_path / "t"
+    assert not table_exists(str(table))
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "part-00000-orphan.snappy.parquet").write_bytes(b"PAR1")
+    (table / "_delta_log" / ".00000000000000000000.json.tmp").write_text("{}")
+    assert not table_exists(str(table))
+    (table / "_delta_log" / "00000000000000000000.json").write_text("{}\n")
+    assert table_exists(str(table))
+    (table / "_delta_log" / "00000000000000000000.json").unlink()
+    (table / "_delta_log" / "00000000000000000010.checkpoint.parquet").write_bytes(b"PAR1")
+    assert table_exists(str(table))

@@ -194,6 +194,16 @@ def delta_rows(config: PipelineConfig, table: str) -> list[tuple[Any, ...]]:
     return sorted(tuple(row) for row in frame.collect())
 
 
+def scan_rows(path: str, columns: list[str] | None = None) -> list[tuple[Any, ...]]:
+    """The rows of the Delta table at `path` as an independent reader sees them: delta-rs's scan (DataFusion)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    names = ", ".join(f'"{name}"' for name in columns) if columns else "*"
+    reader = QueryBuilder().register("t", DeltaTable(path)).execute(f"SELECT {names} FROM t")
+    return [tuple(row.values()) for row in pa.table(reader.read_all()).to_pylist()]
+
+
 def source_rows(server: LocalMariaDB, table: str) -> list[tuple[Any, ...]]:
     database, _, name = table.partition(".")
     return sorted(sql(server, f"SELECT * FROM `{database}`.`{name}`"))

@@ -19,7 +19,7 @@ import pytest
 from cdc_lib.config import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
-from tests.conftest import sql
+from tests.conftest import scan_rows, sql
 
 Rows = list[tuple[Any, ...]]
 
@@ -59,12 +59,7 @@ def _pyarrow(path: str, columns: list[str]) -> Rows:
 
 
 def _scan(path: str, columns: list[str]) -> Rows:
-    import pyarrow as pa
-    from deltalake import DeltaTable, QueryBuilder
-
-    names = ", ".join(f'"{name}"' for name in columns)
-    reader = QueryBuilder().register("t", DeltaTable(path)).execute(f"SELECT {names} FROM t")
-    return _sorted(pa.table(reader.read_all()).to_pylist())
+    return _sorted(scan_rows(path, columns))
 
 
 def _polars(path: str, columns: list[str]) -> Rows:

@@ -1,4 +1,4 @@
-"""The `binlake` resource: one pipeline, named by its config file, and how engine errors become Dagster failures.
+"""The `binlake` resource: one pipeline, named by its config file (or a component's inline keys), and how engine errors become Dagster failures.
 
 Transient errors (dropped connection, S3 5xx, a lease held by another runner)
 are re-raised so the asset's `RetryPolicy` retries them. Permanent ones (bad
@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import yaml
 from pydantic import Field, PrivateAttr
 
-from cdc_lib.config import PipelineConfig, load_config
-from cdc_lib.errors import BinlakeError
+from cdc_lib.config import PipelineConfig, config_from_document, load_config
+from cdc_lib.errors import BinlakeError, ConfigError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS
@@ -62,7 +64,17 @@ def engine_errors(action: str, log: Any | None = None) -> Iterator[None]:
 class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
     """A binlake pipeline: assets, checks and sensors call the engine through `pipeline()`."""
 
-    config_path: str = Field(description="Path of the pipeline YAML (the file $BINLAKE_CONFIG named at load).")
+    config_path: str | None = Field(
+        default=None, description="Path of the pipeline YAML ($BINLAKE_CONFIG's file, or a component's config_path)."
+    )
+    config_yaml: str | None = Field(
+        default=None,
+        description="The pipeline keys a binlake component gives inline, as written (`${VAR}` unexpanded, so no "
+        "secret shows here); each run validates them again. Wins over config_path.",
+    )
+    config_base_dir: str | None = Field(
+        default=None, description="Folder that relative paths in config_yaml resolve against (the component's folder)."
+    )
     auto_resnapshot: bool = Field(
         default=False, description="Re-snapshot a table that stopped with an error (purged binlog, schema change)."
     )
@@ -82,6 +94,14 @@ class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
 
     def load_config(self) -> PipelineConfig:
         with engine_errors("loading the pipeline config"):
+            if self.config_yaml is not None:
+                base_dir = Path(self.config_base_dir) if self.config_base_dir else None
+                return config_from_document(yaml.safe_load(self.config_yaml), base_dir=base_dir)
+            if self.config_path is None:
+                raise ConfigError(
+                    "config_path", "the binlake resource names no pipeline",
+                    remedy="set the resource's config_path (a pipeline YAML) or config_yaml",
+                )
             return load_config(self.config_path)
 
     def pipeline(self) -> Pipeline:

@@ -225,6 +225,33 @@ def load_config(
     return PipelineConfig(**{**config.__dict__, "config_path": resolved})
 
 
+def config_from_document(
+    document: Any, *, base_dir: Path | None = None, environ: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """A pipeline config given as parsed YAML (a Dagster component's attributes) rather than as a file.
+
+    `${VAR}` is expanded in every string, then the document is validated as a file's would be: the same keys,
+    the same errors. A number or flag given as `${VAR}` stays a string, which the validation reads as a file's.
+
+    Raises:
+        ConfigError: naming the first bad key.
+    """
+    environ = os.environ if environ is None else environ
+    return parse_config(_expand_strings(document, environ), base_dir=base_dir)
+
+
+def _expand_strings(value: Any, environ: Mapping[str, str]) -> Any:
+    # Expanding the strings of a parsed document, not its YAML text: a value cannot change the YAML around it
+    # (a password such as '0123' or 'a: b' stays the string it is).
+    if isinstance(value, str):
+        return expand_env(value, environ)
+    if isinstance(value, Mapping):
+        return {key: _expand_strings(item, environ) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expand_strings(item, environ) for item in value]
+    return value
+
+
 def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConfig:
     root = _mapping(document, "<root>")
     _reject_unknown(root, "", {"pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot"})

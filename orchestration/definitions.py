@@ -1,5 +1,8 @@
 """The code location: one `Definitions` for every pipeline named by `$BINLAKE_CONFIG`.
 
+`build_definitions` is the one builder of a pipeline's Dagster objects: the binlake component
+(`orchestration.component`, one per `defs.yaml`) and this module's `defs` both call it.
+
 Importing this module reads nothing. `defs` is built when Dagster loads the
 code location (`dagster dev`, `dagster definitions validate -w workspace.yaml`):
 it loads and validates each config file once (a bad key fails the load with
@@ -12,9 +15,13 @@ either joined by ':'; every name carries the pipeline, so they never collide.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
+import yaml
 
 from assets.checks import build_freshness_checks, build_reconciliation_checks
 from assets.resources import BinlakeResource
@@ -29,21 +36,36 @@ from orchestration.sensors import build_freshness_sensor, build_missing_snapshot
 from orchestration.settings import OrchestrationSettings
 
 
+@dataclass(frozen=True)
+class InlineConfig:
+    """A pipeline given as keys in a component's `defs.yaml` rather than as a file of its own."""
+
+    #: The keys as written, `${VAR}` unexpanded: the resource keeps them and each run validates them again.
+    document: Mapping[str, Any]
+    #: The folder relative paths (sink.path, offsets.uri) resolve against: the component's own.
+    base_dir: Path
+
+
 def build_definitions(
     config: PipelineConfig,
     *,
     settings: OrchestrationSettings | None = None,
     tables: list[str] | None = None,
+    inline: InlineConfig | None = None,
 ) -> dg.Definitions:
     """Everything Dagster shows for one pipeline.
 
     Args:
-        config: a config loaded from a file (its path is handed to the resource).
+        config: the validated config: loaded from a file (its path is handed to the resource), or from `inline`.
         settings: schedules and thresholds; defaults when None.
         tables: the tables to build assets for; default `cdc_lib.catalog.table_names(config)`.
+        inline: the keys `config` was parsed from when it has no file; the resource carries them to each run.
     """
-    if config.config_path is None:
-        raise ConfigError("<file>", "the definitions need a config loaded from a file", remedy="use load_config(path)")
+    if config.config_path is None and inline is None:
+        raise ConfigError(
+            "<file>", "the definitions need a config loaded from a file or its inline keys",
+            remedy="use load_config(path), or pass inline=InlineConfig(...)",
+        )
     settings = settings or OrchestrationSettings()
     tables = list(tables) if tables is not None else table_names(config)
     table_assets = build_table_assets(config=config, tables=tables)
@@ -71,14 +93,25 @@ def build_definitions(
             ),
             build_freshness_sensor(names=names, checks=freshness),
         ],
-        resources={
-            names.resource_key: BinlakeResource(
-                config_path=str(config.config_path),
-                auto_resnapshot=settings.auto_resnapshot,
-                lag_warn_seconds=settings.lag_warn_seconds,
-                runway_warn_hours=settings.runway_warn_hours,
-            )
-        },
+        resources={names.resource_key: _resource(config, settings, inline)},
+    )
+
+
+def _resource(config: PipelineConfig, settings: OrchestrationSettings, inline: InlineConfig | None) -> BinlakeResource:
+    """The pipeline's resource: it re-reads the config in each run (from the file, or from the inline keys)."""
+    source: dict[str, str | None] = (
+        {"config_path": str(config.config_path)}
+        if inline is None
+        else {
+            "config_yaml": yaml.safe_dump(dict(inline.document), sort_keys=False),
+            "config_base_dir": str(inline.base_dir),
+        }
+    )
+    return BinlakeResource(
+        **source,
+        auto_resnapshot=settings.auto_resnapshot,
+        lag_warn_seconds=settings.lag_warn_seconds,
+        runway_warn_hours=settings.runway_warn_hours,
     )
 
 

@@ -1,4 +1,5 @@
-"""The `binlake` resource: one pipeline, named by its config file (or a component's inline keys), and how engine errors become Dagster failures.
+"""The `binlake` resource: one pipeline, named by its config file (or a component's inline keys), and how engine
+errors become Dagster failures.
 
 Transient errors (dropped connection, S3 5xx, a lease held by another runner)
 are re-raised so the asset's `RetryPolicy` retries them. Permanent ones (bad

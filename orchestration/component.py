@@ -18,11 +18,10 @@ import fnmatch
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
-from typing_extensions import Self
 
 from cdc_lib.catalog import table_names
 from cdc_lib.config import PipelineConfig, config_from_document, load_config
@@ -110,13 +109,15 @@ class BinlakeComponent(dg.Component, dg.Resolvable, dg.Model):
     config_path: str | None = Field(
         default=None, description="A binlake pipeline file (relative to this folder) instead of the keys inline."
     )
-    pipeline: str | None = Field(default=None, description="The pipeline's name (offsets, commits, Dagster names).")
-    source: dict[str, Any] | None = Field(default=None, description="The MySQL/MariaDB server and its tables.")
-    sink: dict[str, Any] | None = Field(default=None, description="Where the Delta tables live.")
-    offsets: dict[str, Any] | None = Field(default=None, description="Where offsets live (default: in the sink).")
-    spark: dict[str, Any] | None = Field(default=None, description="Spark master and conf.")
-    batch: dict[str, Any] | None = Field(default=None, description="Micro-batch bounds.")
-    snapshot: dict[str, Any] | None = Field(default=None, description="Snapshot partitioning.")
+    # The pipeline keys are taken as given (`Any`) so that the pipeline file's parser checks them: same keys,
+    # same messages, and a number or flag may come as a `${VAR}` string, as in a file.
+    pipeline: Any = Field(default=None, description="The pipeline's name (offsets, Delta commits, Dagster names).")
+    source: Any = Field(default=None, description="The MySQL/MariaDB server and the tables to follow.")
+    sink: Any = Field(default=None, description="Where the Delta tables live.")
+    offsets: Any = Field(default=None, description="Where the offsets live (default: in the sink).")
+    spark: Any = Field(default=None, description="Spark master and conf.")
+    batch: Any = Field(default=None, description="Micro-batch bounds.")
+    snapshot: Any = Field(default=None, description="Snapshot partitioning.")
     tables: list[str] | None = Field(
         default=None, description="Build assets for these tables only (default: every table source.tables selects)."
     )
@@ -188,12 +189,12 @@ class BinlakeComponent(dg.Component, dg.Resolvable, dg.Model):
                 remedy="give the pipeline keys (pipeline, source, sink, ...) or config_path in defs.yaml's attributes",
             )
         for section, key in SECRET_KEYS:
-            value = (document.get(section) or {}).get(key)
+            value = document[section].get(key) if isinstance(document.get(section), dict) else None
             if value not in (None, "") and "${" not in str(value):
                 raise ConfigError(
                     f"{section}.{key}", "is written out in defs.yaml; the component hands its keys to the pipeline's "
                     "resource, whose config the Dagster UI shows",
-                    remedy=f'write it as "${{SOME_VARIABLE}}" (not a {{{{ env.… }}}} template, which Dagster fills '
+                    remedy='write it as "${SOME_VARIABLE}" (not a {{ env.… }} template, which Dagster fills '
                     "in at load) and set that variable where the code location and its runs start",
                 )
         inline = InlineConfig(document=document, base_dir=folder)
@@ -205,7 +206,8 @@ class BinlakeComponent(dg.Component, dg.Resolvable, dg.Model):
         for index, table in enumerate(self.tables):
             if "*" in table or not any(fnmatch.fnmatchcase(table, entry) for entry in config.source.tables):
                 raise ConfigError(
-                    f"tables[{index}]", f"'{table}' is not a table of source.tables ({', '.join(config.source.tables)})",
+                    f"tables[{index}]",
+                    f"'{table}' is not a table of source.tables ({', '.join(config.source.tables)})",
                     remedy="name one 'database.table' that source.tables selects, or drop the tables attribute",
                 )
         return list(self.tables)
@@ -221,6 +223,5 @@ class BinlakeComponent(dg.Component, dg.Resolvable, dg.Model):
                 pipelines.append(other.resolve(other._folder))
             except ConfigError:
                 continue  # that instance's own build reports its bad key, under its own defs.yaml
-        check_disjoint(
-            [pipeline.config for pipeline in pipelines], {pipeline.config.pipeline: pipeline.tables for pipeline in pipelines}
-        )
+        tables = {pipeline.config.pipeline: pipeline.tables for pipeline in pipelines}
+        check_disjoint([pipeline.config for pipeline in pipelines], tables)

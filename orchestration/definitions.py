@@ -99,16 +99,10 @@ def build_definitions(
 
 def _resource(config: PipelineConfig, settings: OrchestrationSettings, inline: InlineConfig | None) -> BinlakeResource:
     """The pipeline's resource: it re-reads the config in each run (from the file, or from the inline keys)."""
-    source: dict[str, str | None] = (
-        {"config_path": str(config.config_path)}
-        if inline is None
-        else {
-            "config_yaml": yaml.safe_dump(dict(inline.document), sort_keys=False),
-            "config_base_dir": str(inline.base_dir),
-        }
-    )
     return BinlakeResource(
-        **source,
+        config_path=str(config.config_path) if inline is None else None,
+        config_yaml=yaml.safe_dump(dict(inline.document), sort_keys=False) if inline is not None else None,
+        config_base_dir=str(inline.base_dir) if inline is not None else None,
         auto_resnapshot=settings.auto_resnapshot,
         lag_warn_seconds=settings.lag_warn_seconds,
         runway_warn_hours=settings.runway_warn_hours,

@@ -68,3 +68,11 @@ def test_the_wheel_installs_the_binlake_command(wheel_files: dict[str, bytes]) -
     parser = configparser.ConfigParser()
     parser.read_string(wheel_files[entry_points].decode())
     assert dict(parser["console_scripts"]) == {"binlake": "cdc_lib.cli:main"}
+
+
+def test_the_wheel_registers_binlakes_dagster_component(wheel_files: dict[str, bytes]) -> None:
+    # `dg list components` and `dg scaffold defs` find `orchestration.component.BinlakeComponent` through this.
+    [entry_points] = [name for name in wheel_files if name.endswith(".dist-info/entry_points.txt")]
+    parser = configparser.ConfigParser()
+    parser.read_string(wheel_files[entry_points].decode())
+    assert dict(parser["dagster_dg_cli.registry_modules"]) == {"binlake": "orchestration.component"}

@@ -68,7 +68,7 @@ def defs_yaml_template(type_name: str, name: str) -> str:
         type: {type_name}
 
         # One binlake pipeline: a MySQL/MariaDB server's tables kept in step with Delta tables.
-        # The keys are those of a binlake pipeline file (docs/configuration.md), checked the same way.
+        # The keys are those of a binlake pipeline file (binlake's README, "Configure a pipeline"), checked alike.
         # ${{VAR}} and ${{VAR:-default}} are read from the environment when the definitions load and in each run.
         attributes:
           pipeline: {pipeline}    # names offsets, Delta commits, jobs (binlake_{pipeline}_sync) and asset keys

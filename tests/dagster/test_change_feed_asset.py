@@ -145,6 +145,7 @@ def test_the_demo_location_shows_revenue_per_day_below_the_orders_table(
     assert load_config(config_path).sink.change_data_feed_for("shop.orders")
     assert not load_config(config_path).sink.change_data_feed_for("shop.customers")
 
-    config_path.write_text(demo_config_text(3306, tmp_path / "lake").replace("change_data_feed: true", "change_data_feed: false"))
+    text = demo_config_text(3306, tmp_path / "lake")
+    config_path.write_text(text.replace("change_data_feed: true", "change_data_feed: false"))
     with pytest.raises(Exception, match="change_data_feed"):
         demo.defs()

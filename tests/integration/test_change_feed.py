@@ -53,6 +53,7 @@ def test_the_feed_after_the_snapshot_holds_exactly_the_source_changes(
     pipeline = Pipeline(make_config([orders, customers], sink__tables={orders: {"change_data_feed": True}}))
     snapshot = {result.table: result.delta_version for result in pipeline.snapshot()}
     assert properties(pipeline, orders).get("delta.enableChangeDataFeed") == "true"
+    assert "changeDataFeed" in table_features(pipeline.spark(), pipeline.table_path(orders))
     # The setting is per table: the other one is written as before, without the property or the feature.
     assert "delta.enableChangeDataFeed" not in properties(pipeline, customers)
     assert "changeDataFeed" not in table_features(pipeline.spark(), pipeline.table_path(customers))
@@ -70,7 +71,8 @@ def test_the_feed_after_the_snapshot_holds_exactly_the_source_changes(
     pipeline.sync(until_caught_up=True)
 
     batch = read_changes(pipeline.spark(), pipeline.table_path(orders), after_version=snapshot[orders])
-    assert batch.end_version == latest_version(pipeline.table_path(orders)) > snapshot[orders]
+    assert batch.end_version == latest_version(pipeline.table_path(orders))
+    assert batch.end_version > snapshot[orders]
     expected = {
         ("insert", 101, after[101]),
         ("update_preimage", 7, before[7]), ("update_postimage", 7, after[7]),

@@ -49,6 +49,7 @@ class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
 
     deletion_vectors: bool | None = None
+    change_data_feed: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class SinkConfig:
     deletion_vectors: bool = False
     #: Per-table overrides, keyed by 'database.table'.
     tables: Mapping[str, TableSettings] = field(default_factory=dict)
+    #: Delta Change Data Feed (`delta.enableChangeDataFeed`) on the tables binlake creates, so downstream
+    #: consumers read only what changed (docs/change-feed.md). Off: it writes `_change_data` files per MERGE.
+    change_data_feed: bool = False
 
     @property
     def on_s3(self) -> bool:
@@ -71,6 +75,11 @@ class SinkConfig:
         """Whether `table` ('database.table') is written with deletion vectors: its override, else the pipeline's."""
         override = self.tables.get(table, TableSettings()).deletion_vectors
         return self.deletion_vectors if override is None else override
+
+    def change_data_feed_for(self, table: str) -> bool:
+        """Whether `table` ('database.table') records a change data feed: its override, else the pipeline's."""
+        override = self.tables.get(table, TableSettings()).change_data_feed
+        return self.change_data_feed if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
@@ -352,10 +361,12 @@ def _default(config_class: type, name: str) -> Any:
 
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
-    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "tables", *_SINK_S3_KEYS})
+    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "change_data_feed", "tables", *_SINK_S3_KEYS})
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")
     deletion_vectors: bool = _default(SinkConfig, "deletion_vectors") if chosen is None else chosen
+    chosen_feed = _boolean(document, "change_data_feed", "sink.")
+    change_data_feed: bool = _default(SinkConfig, "change_data_feed") if chosen_feed is None else chosen_feed
     overrides = _table_settings(document.get("tables"), patterns)
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
@@ -373,7 +384,9 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             raise ConfigError(
                 f"sink.{given[0]}", "only applies to an s3a:// sink.path", remedy=f"remove sink.{given[0]}"
             )
-        return SinkConfig(path=path, deletion_vectors=deletion_vectors, tables=overrides)
+        return SinkConfig(
+            path=path, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, tables=overrides
+        )
     bucket, _ = split_s3_uri(path)
     if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
         raise ConfigError(
@@ -389,6 +402,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             credentials=_credentials(document, "sink."),
         ),
         deletion_vectors=deletion_vectors,
+        change_data_feed=change_data_feed,
         tables=overrides,
     )
 
@@ -410,8 +424,11 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
                 remedy="fix the name, or add the table to source.tables",
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
-        _reject_unknown(entry_doc, prefix, {"deletion_vectors"})
-        overrides[name] = TableSettings(deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix))
+        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "change_data_feed"})
+        overrides[name] = TableSettings(
+            deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
+            change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
+        )
     return overrides
 
 

@@ -160,6 +160,7 @@ def write_snapshot(
     metadata: dict[str, Any],
     storage: SinkStorage | None = None,
     deletion_vectors: bool = False,
+    change_data_feed: bool = False,
 ) -> int:
     """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version.
 
@@ -167,17 +168,24 @@ def write_snapshot(
         deletion_vectors: the table's `delta.enableDeletionVectors`. Set per table, not as a session default,
             because one session writes tables with different settings. Turning it off on a table that had it
             also drops the `deletionVectors` feature from the protocol (see `_drop_deletion_vectors`).
+        change_data_feed: the table's `delta.enableChangeDataFeed`, set the same way. A snapshot is where the
+            setting takes effect (docs/change-feed.md): the feed then starts at a full overwrite, which its
+            consumers recompute from anyway (`cdc_lib.change_feed`).
     """
     storage = storage or storage_for(path)
-    wanted = str(deletion_vectors).lower()
+    wanted = {_DELETION_VECTORS: str(deletion_vectors).lower(), _CHANGE_DATA_FEED: str(change_data_feed).lower()}
     existing = table_exists(path, storage=storage)
-    if existing and _properties(spark, path).get(_DELETION_VECTORS, "false") != wanted:
-        # An overwrite keeps the table's properties and ignores the writer option: set it first (metadata only).
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{_DELETION_VECTORS}' = '{wanted}')")
+    if existing:
+        current = _properties(spark, path)
+        differing = {key: value for key, value in wanted.items() if current.get(key, "false") != value}
+        if differing:
+            # An overwrite keeps the table's properties and ignores the writer options: set them first (metadata only).
+            assignments = ", ".join(f"'{key}' = '{value}'" for key, value in differing.items())
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
         (
             frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-            .option(_DELETION_VECTORS, wanted).save(path)
+            .options(**_writer_options(wanted)).save(path)
         )
     version = _version_of(path, application, txn_version, storage)
     if existing and not deletion_vectors:
@@ -186,6 +194,12 @@ def write_snapshot(
 
 
 _DELETION_VECTORS = "delta.enableDeletionVectors"
+_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+
+
+def _writer_options(wanted: dict[str, str]) -> dict[str, str]:
+    """The properties a new table is created with; a change data feed that is off is left unset, as before."""
+    return {key: value for key, value in wanted.items() if key != _CHANGE_DATA_FEED or value == "true"}
 
 
 def _properties(spark: SparkSession, path: str) -> dict[str, str]:

@@ -96,6 +96,7 @@ def snapshot_table(
             spark, frame, path, application=context.application(name), txn_version=seq,
             metadata=metadata, storage=context.sink,
             deletion_vectors=context.config.sink.deletion_vectors_for(name),
+            change_data_feed=context.config.sink.change_data_feed_for(name),
         )
     except Exception as exc:
         zero_date = zero_date_in(exc, name)

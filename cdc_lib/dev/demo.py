@@ -54,7 +54,8 @@ def demo_config_text(port: int, lake: Path) -> str:
         f'  password: "${{{DEMO_PASSWORD_ENV}:-{DEMO_PASSWORD_DEFAULT}}}"\n'
         "  server_id: 5701\n"
         "  tables: [shop.customers, shop.orders, shop.order_lines]\n"
-        f"sink: {{path: {lake}}}\n"
+        # The change data feed of shop.orders feeds the demo's downstream asset (orchestration/demo.py).
+        f"sink:\n  path: {lake}\n  tables:\n    shop.orders: {{change_data_feed: true}}\n"
         f"offsets: {{uri: {lake / '_offsets'}}}\n"
         'spark: {master: "local[2]"}\n'
         "batch: {max_events: 100000, max_seconds: 60}\n"

@@ -55,6 +55,21 @@ def test_deletion_vectors_are_off_unless_the_pipeline_or_a_table_turns_them_on()
     assert s3.on_s3 and s3.deletion_vectors_for("shop.orders")
 
 
+def test_change_data_feed_is_off_unless_the_pipeline_or_a_table_turns_it_on() -> None:
+    assert not parse_config(VALID).sink.change_data_feed_for("shop.orders")
+    overrides = {"shop.orders": {"change_data_feed": True, "deletion_vectors": True}}
+    sink = parse_config(with_key("sink.tables", overrides)).sink
+    assert sink.change_data_feed_for("shop.orders") and not sink.change_data_feed_for("inventory.stock")
+    assert sink.deletion_vectors_for("shop.orders")
+    document = with_key("sink.tables", {"inventory.items": {"change_data_feed": "false"}})
+    document["sink"]["change_data_feed"] = "true"
+    sink = parse_config(document).sink
+    assert sink.change_data_feed_for("shop.orders") and sink.change_data_feed_for("inventory.stock")
+    assert not sink.change_data_feed_for("inventory.items") and not sink.deletion_vectors_for("inventory.items")
+    s3 = parse_config({**VALID, "sink": {"path": "s3a://lake-bucket/x", "change_data_feed": True}}).sink
+    assert s3.on_s3 and s3.change_data_feed_for("shop.orders")
+
+
 def test_zero_dates_policy_reads_yaml_null_and_error() -> None:
     import yaml
 
@@ -185,6 +200,9 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("sink.tables", {"shop.orders": {"deletion_vector": True}}, "sink.tables.shop.orders.deletion_vector",
          "unknown key"),
         ("sink.tables", {"shop.orders": {"deletion_vectors": 1}}, "sink.tables.shop.orders.deletion_vectors",
+         "must be true or false"),
+        ("sink.change_data_feed", "yes", "sink.change_data_feed", "must be true or false"),
+        ("sink.tables", {"shop.orders": {"change_data_feed": 2}}, "sink.tables.shop.orders.change_data_feed",
          "must be true or false"),
     ],
 )

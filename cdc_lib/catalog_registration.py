@@ -109,7 +109,8 @@ def check_session(spark: SparkSession, settings: CatalogConfig) -> None:
     running = dict(spark.sparkContext.getConf().getAll())
     running["spark.sql.catalogImplementation"] = spark.conf.get("spark.sql.catalogImplementation", "in-memory") or ""
     for key, wanted in settings.spark_conf().items():
-        if running.get(key) != wanted:
+        # Spark stores the warehouse folder qualified (file:/...).
+        if not same_location(running.get(key, ""), wanted):
             raise CatalogRegistrationError(
                 f"this process's SparkSession has {key}={running.get(key) or '(unset)'}, but catalog.hive_metastore "
                 f"needs '{wanted}' (a session's metastore is fixed when it starts)",

@@ -30,7 +30,7 @@ from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.spark import spark_session, spark_started
 from tests.conftest import CDC_PASSWORD, ConfigFactory, scan_rows, source_rows, sql, write_config_file
-from tests.integration.conftest import cli_in_process
+from tests.integration.conftest import cli_in_process, s3_sink
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,6 +147,25 @@ def test_a_name_registered_elsewhere_is_refused_and_the_snapshot_stands(
     assert f"{table}: registered as spark_catalog.{session_catalog}.items" in out
     assert by_name(pipeline, f"{session_catalog}.items")[1] == source_rows(mariadb, table)
     assert sorted(scan_rows(elsewhere)) == [(number,) for number in range(5)], "the other table was not touched"
+
+
+def test_an_s3a_table_is_registered_at_its_s3a_location(
+    mariadb: LocalMariaDB, database: str, make_config: ConfigFactory, session_catalog: str, s3_endpoint: str,
+    s3_bucket: str,
+) -> None:
+    table = make_items(mariadb, database)
+    config = make_config([table], sink=s3_sink(s3_endpoint, s3_bucket), offsets={},
+                         catalog={"enabled": True, "database": "bronze_{database}"})
+    pipeline = Pipeline(config)
+    [result] = pipeline.snapshot()
+    assert result.registered_as == f"spark_catalog.{session_catalog}.items", result.catalog_error
+    assert by_name(pipeline, f"{session_catalog}.items")[1] == source_rows(mariadb, table)
+    location = pipeline.spark().sql(f"DESCRIBE TABLE EXTENDED {session_catalog}.items").where(
+        "col_name = 'Location'").first()
+    assert location is not None and location[1] == f"s3a://{s3_bucket}/lake/{database}/items"
+    # Registering again finds its own entry (the location compares equal), not a name taken elsewhere.
+    [again] = pipeline.snapshot()
+    assert again.registered_as == result.registered_as and again.catalog_error is None
 
 
 def test_a_session_without_the_configured_metastore_is_refused(

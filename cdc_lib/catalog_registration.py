@@ -180,7 +180,11 @@ def register_after_snapshot(context: PipelineContext, table: str) -> tuple[Regis
         return None, None
     try:
         return _register(context, table), None
-    except BinlakeError as error:
+    except Exception as exc:  # noqa: BLE001 - the snapshot is committed and saved: report, never undo it
+        error = exc if isinstance(exc, BinlakeError) else CatalogRegistrationError(
+            f"registering it failed: {_first_line(exc)}", remedy="run `binlake register` (with -v for details)",
+            table=table,
+        )
         log.warning("%s: snapshot committed, but %s", table, error)
         return None, str(error)
 

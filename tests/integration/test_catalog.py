@@ -71,14 +71,22 @@ def by_name(pipeline: Pipeline, name: str, columns: str = "*") -> tuple[list[str
 # -- the session catalog, in this process -----------------------------------------------------------------
 
 
-def test_registration_is_off_by_default(mariadb: LocalMariaDB, database: str, make_config: ConfigFactory) -> None:
+def test_registration_is_off_by_default(
+    mariadb: LocalMariaDB, database: str, make_config: ConfigFactory, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
     table = make_items(mariadb, database)
-    pipeline = Pipeline(make_config([table]))
+    config = make_config([table])
+    pipeline = Pipeline(config)
     [result] = pipeline.snapshot()
     assert result.registered_as is None and result.catalog_error is None
     spark = pipeline.spark()
     assert not spark.catalog.databaseExists(database)
     assert not spark.catalog.tableExists(f"{database}.items")
+    code, _, err = cli_in_process(write_config_file(config, tmp_path / "off.yaml"), "register",
+                                  monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and "catalog registration is off" in err and "catalog.enabled: true" in err
+    assert not spark.catalog.databaseExists(database)
 
 
 def test_snapshot_registers_and_the_name_follows_schema_changes_and_re_snapshots(

@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument(
         "--chunk-rows", type=int, default=RECONCILE_CHUNK_ROWS, help="rows per compared chunk (default %(default)d)"
     )
+    register = commands.add_parser(
+        "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
+    )
+    register.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
     demo = commands.add_parser("demo", help="run the end-to-end demo against a private MariaDB")
     demo.add_argument("--workdir", default=".binlake-demo", help="where the demo keeps MariaDB, lake and config")
     demo.add_argument("--keep-running", action="store_true", help="leave the demo MariaDB running afterwards")
@@ -118,13 +122,17 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(f"ok  {line}")
         return 0
     if arguments.command == "snapshot":
-        for snapshot in pipeline.snapshot(arguments.table):
+        snapshots = pipeline.snapshot(arguments.table)
+        for snapshot in snapshots:
             print(
                 f"{snapshot.table}: {snapshot.rows} rows in {snapshot.seconds:.1f}s "
                 f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} partitions), "
                 f"Delta version {snapshot.delta_version}, low {snapshot.low_watermark}, high {snapshot.high_watermark}"
+                + (f", registered as {snapshot.registered_as}" if snapshot.registered_as else "")
             )
-        return 0
+            if snapshot.catalog_error:
+                print(f"  catalog: NOT REGISTERED (the snapshot stands) — {snapshot.catalog_error}")
+        return 1 if any(snapshot.catalog_error for snapshot in snapshots) else 0
     if arguments.command == "sync":
         results = pipeline.sync(until_caught_up=arguments.until_caught_up)
         if arguments.json:
@@ -153,6 +161,17 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         else:
             print(format_status(statuses))
         return 1 if any(status.error for status in statuses) else 0
+    if arguments.command == "register":
+        from cdc_lib.catalog_registration import register_tables
+
+        outcomes = register_tables(pipeline.context, arguments.table)
+        for outcome in outcomes:
+            if outcome.registration is not None:
+                done = "registered" if outcome.registration.created else "already registered"
+                print(f"{outcome.table}: {done} as {outcome.registration.name} → {outcome.registration.location}")
+            else:
+                print(f"{outcome.table}: NOT REGISTERED — {outcome.error}")
+        return 1 if any(outcome.error for outcome in outcomes) else 0
     if arguments.command == "reconcile":
         from cdc_lib.reconciliation import reconcile
 

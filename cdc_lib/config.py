@@ -23,6 +23,11 @@ _BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _REGION_PATTERN = re.compile(r"^[a-z0-9-]{2,32}$")
 _ENDPOINT_PATTERN = re.compile(r"^https?://[^/\s]+/?$")
 _SINK_S3_KEYS = ("endpoint_url", "region", "path_style_access", "access_key_id", "secret_access_key", "session_token")
+_CATALOG_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TEMPLATE_FIELD_PATTERN = re.compile(r"\{(database|pipeline)\}")
+#: A catalog database or table name binlake writes: Hive metastores accept no other characters.
+CATALOG_NAME_PART = re.compile(r"[A-Za-z0-9_]+")
+_THRIFT_URIS_PATTERN = re.compile(r"^thrift://[^/\s,]+(,thrift://[^/\s,]+)*$")
 
 ZeroDatePolicy = Literal["null", "error"]
 
@@ -117,6 +122,47 @@ class BatchConfig:
 
 
 @dataclass(frozen=True)
+class HiveMetastoreConfig:
+    """A Hive metastore behind Spark's session catalog: a remote one (`uris`) or embedded Derby in a folder."""
+
+    uris: str | None = None
+    derby_path: str | None = None
+    #: Where `CREATE DATABASE` puts a database's folder (spark.sql.warehouse.dir); None: Spark's default.
+    warehouse: str | None = None
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Naming each Delta table in a Spark catalog after its snapshot (docs/catalog.md); off by default."""
+
+    enabled: bool = False
+    #: The Spark catalog that holds the names: the session catalog, or a plugin set under spark.conf.
+    name: str = "spark_catalog"
+    #: The catalog database (schema) of a source table; `{database}` and `{pipeline}` are filled in.
+    database: str = "{database}"
+    hive_metastore: HiveMetastoreConfig | None = None
+
+    def database_name(self, *, database: str, pipeline: str) -> str:
+        return self.database.format(database=database, pipeline=pipeline)
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings a Hive metastore needs (none when registration is off or uses no Hive)."""
+        metastore = self.hive_metastore
+        if not self.enabled or metastore is None:
+            return {}
+        settings = {"spark.sql.catalogImplementation": "hive"}
+        if metastore.uris:
+            settings["spark.hadoop.hive.metastore.uris"] = metastore.uris
+        if metastore.derby_path:
+            settings["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+                f"jdbc:derby:;databaseName={metastore.derby_path};create=true"
+            )
+        if metastore.warehouse:
+            settings["spark.sql.warehouse.dir"] = metastore.warehouse
+        return settings
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     pipeline: str
     source: SourceConfig
@@ -126,6 +172,7 @@ class PipelineConfig:
     batch: BatchConfig
     snapshot: SnapshotConfig
     config_path: Path | None = None
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
 
 
 def expand_env(text: str, environ: Mapping[str, str]) -> str:
@@ -263,7 +310,7 @@ def _expand_strings(value: Any, environ: Mapping[str, str]) -> Any:
 
 def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConfig:
     root = _mapping(document, "<root>")
-    _reject_unknown(root, "", {"pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot"})
+    _reject_unknown(root, "", {"pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot", "catalog"})
     pipeline = _string(root, "pipeline", "")
     if not _NAME_PATTERN.match(pipeline):
         raise ConfigError("pipeline", f"'{pipeline}' may only hold letters, digits, '_' and '-'")
@@ -322,9 +369,11 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             "spark.staging_path", f"'{staging_path}' is a URI; the driver writes the batch there with local file I/O",
             remedy="mount a shared folder (NFS, a shared volume) at the same path on the driver and every worker",
         )
+    user_conf = {str(key): str(value) for key, value in conf_doc.items()}
+    catalog = _catalog(root.get("catalog"), base_dir, user_conf)
     spark = SparkConfig(
         master=_string(spark_doc, "master", "spark.", default=_default(SparkConfig, "master")),
-        conf={str(key): str(value) for key, value in conf_doc.items()},
+        conf={**catalog.spark_conf(), **user_conf},
         staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
@@ -351,7 +400,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         ),
     )
     return PipelineConfig(
-        pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot
+        pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot,
+        catalog=catalog,
     )
 
 
@@ -404,6 +454,80 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
         deletion_vectors=deletion_vectors,
         change_data_feed=change_data_feed,
         tables=overrides,
+    )
+
+
+def _catalog(value: Any, base_dir: Path | None, user_conf: Mapping[str, str]) -> CatalogConfig:
+    """`catalog`: whether and where each Delta table is named in a Spark catalog (docs/catalog.md)."""
+    if value is None:
+        return CatalogConfig()
+    document = _mapping(value, "catalog")
+    _reject_unknown(document, "catalog.", {"enabled", "name", "database", "hive_metastore"})
+    enabled = _boolean(document, "enabled", "catalog.")
+    name = _string(document, "name", "catalog.", default=_default(CatalogConfig, "name"))
+    if not _CATALOG_NAME_PATTERN.match(name):
+        raise ConfigError("catalog.name", f"'{name}' is not a Spark catalog name (letters, digits, '_')")
+    if name != "spark_catalog" and f"spark.sql.catalog.{name}" not in user_conf:
+        raise ConfigError(
+            "catalog.name", f"names catalog '{name}', which no spark.conf key spark.sql.catalog.{name} defines",
+            remedy=f"set spark.conf 'spark.sql.catalog.{name}' to its plugin class (for Unity Catalog: "
+            "io.unitycatalog.spark.UCSingleCatalog, with its .uri and .token), or use name: spark_catalog",
+        )
+    database = _string(document, "database", "catalog.", default=_default(CatalogConfig, "database"))
+    _check_database_template(database)
+    metastore = _hive_metastore(document.get("hive_metastore"), base_dir)
+    if metastore is not None and name != "spark_catalog":
+        raise ConfigError(
+            "catalog.hive_metastore", f"backs Spark's session catalog only, but catalog.name is '{name}'",
+            remedy="set catalog.name: spark_catalog, or remove catalog.hive_metastore",
+        )
+    catalog = CatalogConfig(enabled=bool(enabled), name=name, database=database, hive_metastore=metastore)
+    for key, wanted in catalog.spark_conf().items():
+        if key in user_conf and user_conf[key] != wanted:
+            raise ConfigError(
+                f"spark.conf.{key}", f"is '{user_conf[key]}', but catalog.hive_metastore sets it to '{wanted}'",
+                remedy=f"set the metastore in one place: remove spark.conf '{key}' or catalog.hive_metastore",
+            )
+    return catalog
+
+
+def _check_database_template(template: str) -> None:
+    # Only the exact fields are filled in: a format spec or an attribute ({database.upper}) is refused too.
+    if not CATALOG_NAME_PART.fullmatch(_TEMPLATE_FIELD_PATTERN.sub("x", template)):
+        raise ConfigError(
+            "catalog.database", f"'{template}' does not make a database name of letters, digits and '_'",
+            remedy="use letters, digits, '_' and the fields {database} and {pipeline}, e.g. 'bronze_{database}'",
+        )
+
+
+def _hive_metastore(value: Any, base_dir: Path | None) -> HiveMetastoreConfig | None:
+    if value is None:
+        return None
+    document = _mapping(value, "catalog.hive_metastore")
+    prefix = "catalog.hive_metastore."
+    _reject_unknown(document, prefix, {"uris", "derby_path", "warehouse"})
+    uris = _optional_string(document, "uris", prefix)
+    derby_path = _optional_string(document, "derby_path", prefix)
+    if (uris is None) == (derby_path is None):
+        raise ConfigError(
+            "catalog.hive_metastore", "needs exactly one of uris (a remote metastore) or derby_path (embedded Derby)",
+            remedy="set uris: thrift://host:9083 for a shared metastore, or derby_path: FOLDER for one process",
+        )
+    if uris is not None and not _THRIFT_URIS_PATTERN.match(uris):
+        raise ConfigError(
+            f"{prefix}uris", f"'{uris}' is not thrift://host:port (comma-separated for several)",
+            remedy="set it like thrift://metastore.example.com:9083",
+        )
+    if derby_path is not None and ("://" in derby_path or ";" in derby_path):
+        raise ConfigError(
+            f"{prefix}derby_path", f"'{derby_path}' is not a local folder",
+            remedy="embedded Derby keeps its files in a local folder; for a shared metastore use uris",
+        )
+    warehouse = _optional_string(document, "warehouse", prefix)
+    return HiveMetastoreConfig(
+        uris=uris,
+        derby_path=_local_or_uri(derby_path, base_dir) if derby_path is not None else None,
+        warehouse=_local_or_uri(warehouse, base_dir) if warehouse is not None else None,
     )
 
 

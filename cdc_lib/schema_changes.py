@@ -16,6 +16,7 @@ import pymysql
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl
+from cdc_lib.catalog_registration import check_after_schema_change
 from cdc_lib.errors import BinlakeError, SchemaChangeError
 from cdc_lib.offsets import TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
@@ -84,6 +85,7 @@ def apply_schema_change(
         backfill = needs_backfill(diff, generated)
         if diff.added or diff.retyped:
             evolve_delta_table(context.spark(), context.table_path(name), diff, table=name, generated=generated)
+            check_after_schema_change(context, name)
         if backfill:
             high = _backfill(context, connection, current, backfill)
     except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised

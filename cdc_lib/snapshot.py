@@ -162,6 +162,9 @@ class SnapshotResult:
     delta_version: int
     low_watermark: str
     high_watermark: str
+    #: The catalog name the table got (catalog.enabled), and why it got none when registration failed.
+    registered_as: str | None = None
+    catalog_error: str | None = None
 
     @property
     def rows_per_second(self) -> float:

@@ -16,6 +16,7 @@ import pymysql
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
+from cdc_lib.catalog_registration import register_after_snapshot
 from cdc_lib.errors import TableError
 from cdc_lib.faults import failpoint
 from cdc_lib.offsets import StateHandle, TableState, utc_now
@@ -122,9 +123,12 @@ def snapshot_table(
     handle.save()
     seconds = time.monotonic() - started
     log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates))
+    # After the commit and the offsets are saved: a catalog that fails now costs a `binlake register`, no data.
+    registration, catalog_error = register_after_snapshot(context, name)
     return SnapshotResult(
         table=name, rows=rows, seconds=seconds, partitions=len(predicates), delta_version=version,
         low_watermark=str(low), high_watermark=str(high),
+        registered_as=registration.name if registration else None, catalog_error=catalog_error,
     )
 
 

@@ -221,3 +221,79 @@ def test_missing_pipeline_and_source_are_named() -> None:
         with pytest.raises(ConfigError) as raised:
             parse_config(document)
         assert raised.value.key == missing and "is required" in str(raised.value)
+
+
+# -- catalog registration (docs/catalog.md) -------------------------------------------------------
+
+
+def test_catalog_registration_is_off_by_default_and_changes_no_spark_setting() -> None:
+    config = parse_config(VALID)
+    assert not config.catalog.enabled
+    assert config.catalog.name == "spark_catalog"
+    assert config.catalog.database_name(database="shop", pipeline="p") == "shop"
+    assert config.spark.conf == {}
+    # A metastore named while registration is off changes nothing either: off means no catalog is touched.
+    off = parse_config(with_key("catalog", {"enabled": False, "hive_metastore": {"derby_path": "/meta"}}))
+    assert off.spark.conf == {}
+
+
+def test_catalog_database_template_and_hive_metastore_settings(tmp_path: Path) -> None:
+    document = with_key("catalog", {
+        "enabled": "true", "database": "bronze_{database}_{pipeline}",
+        "hive_metastore": {"derby_path": "meta", "warehouse": "wh"},
+    })
+    document["spark"] = {"conf": {"spark.sql.shuffle.partitions": "3"}}
+    config = parse_config(document, base_dir=tmp_path)
+    assert config.catalog.enabled
+    assert config.catalog.database_name(database="shop", pipeline="p7") == "bronze_shop_p7"
+    assert config.spark.conf == {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={tmp_path / 'meta'};create=true",
+        "spark.sql.warehouse.dir": str(tmp_path / "wh"),
+        "spark.sql.shuffle.partitions": "3",
+    }
+    remote = parse_config(with_key("catalog", {
+        "enabled": True, "hive_metastore": {"uris": "thrift://meta-1:9083,thrift://meta-2:9083"}}))
+    assert remote.spark.conf == {"spark.sql.catalogImplementation": "hive",
+                                 "spark.hadoop.hive.metastore.uris": "thrift://meta-1:9083,thrift://meta-2:9083"}
+    unity = with_key("catalog", {"enabled": True, "name": "unity"})
+    unity["spark"] = {"conf": {"spark.sql.catalog.unity": "io.unitycatalog.spark.UCSingleCatalog"}}
+    assert parse_config(unity).catalog.name == "unity"
+
+
+@pytest.mark.parametrize(
+    ("catalog", "spark_conf", "key", "problem"),
+    [
+        ({"enabled": "yes"}, {}, "catalog.enabled", "must be true or false"),
+        ({"enable": True}, {}, "catalog.enable", "unknown key"),
+        ("on", {}, "catalog", "must be a mapping"),
+        ({"name": "my-catalog"}, {}, "catalog.name", "is not a Spark catalog name"),
+        ({"name": "unity"}, {}, "catalog.name", "no spark.conf key spark.sql.catalog.unity defines"),
+        ({"database": "bronze-{database}"}, {}, "catalog.database", "does not make a database name"),
+        ({"database": "{database.upper}"}, {}, "catalog.database", "does not make a database name"),
+        ({"database": "{schema}"}, {}, "catalog.database", "does not make a database name"),
+        ({"hive_metastore": {}}, {}, "catalog.hive_metastore", "exactly one of uris"),
+        ({"hive_metastore": {"uris": "thrift://m:9083", "derby_path": "/m"}}, {}, "catalog.hive_metastore",
+         "exactly one of uris"),
+        ({"hive_metastore": {"uris": "http://m:9083"}}, {}, "catalog.hive_metastore.uris", "is not thrift://"),
+        ({"hive_metastore": {"derby_path": "jdbc:derby://m/db"}}, {}, "catalog.hive_metastore.derby_path",
+         "is not a local folder"),
+        ({"hive_metastore": {"derby_path": "/m", "port": 1}}, {}, "catalog.hive_metastore.port", "unknown key"),
+        ({"name": "unity", "hive_metastore": {"derby_path": "/m"}},
+         {"spark.sql.catalog.unity": "io.unitycatalog.spark.UCSingleCatalog"}, "catalog.hive_metastore",
+         "backs Spark's session catalog only"),
+        ({"enabled": True, "hive_metastore": {"derby_path": "/m"}}, {"spark.sql.catalogImplementation": "in-memory"},
+         "spark.conf.spark.sql.catalogImplementation", "catalog.hive_metastore sets it to 'hive'"),
+    ],
+)
+def test_every_catalog_key_is_checked_and_named(
+    catalog: object, spark_conf: dict[str, str], key: str, problem: str
+) -> None:
+    document = with_key("catalog", catalog)
+    document["spark"] = {"conf": spark_conf}
+    with pytest.raises(ConfigError) as raised:
+        parse_config(document)
+    assert raised.value.key == key
+    message = str(raised.value)
+    assert message.startswith(f"config key '{key}': ") and problem in message, message
+    assert "— remedy: " in message

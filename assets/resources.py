@@ -6,6 +6,11 @@ credentials, purged binlog, schema change, bad config) become
 `dagster.Failure(allow_retries=False)`: the run fails at once, with the
 remedy in its metadata.
 
+A run step that starts Spark sends the JVM's own output (launcher and SLF4J notices, log4j lines) to a file
+under `cdc_lib.logs.log_dir()` ($BINLAKE_LOG_DIR, else ~/.cache/binlake/logs), as the CLI does: the step's
+captured stdout/stderr (Dagster's compute logs) keep binlake's and Dagster's lines only, and the run's log
+names the file.
+
 It sits with the assets, below `orchestration`: the assets and checks call the
 engine through it, and the definitions hand one to each pipeline.
 """
@@ -13,15 +18,18 @@ engine through it, and the definitions hand one to each pipeline.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
 from cdc_lib.failures import is_transient
+from cdc_lib.logs import log_dir, spark_log_path
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
@@ -79,6 +87,21 @@ class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
     )
 
     _pipeline: Pipeline | None = PrivateAttr(default=None)
+    _jvm_output: ExitStack | None = PrivateAttr(default=None)
+    _spark_log: Path | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Route the output of a JVM that this step starts to a log file (one per JVM start)."""
+        self._spark_log = spark_log_path(log_dir())
+        self._jvm_output = ExitStack()
+        self._jvm_output.enter_context(spark.jvm_output_to(self._spark_log))
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._jvm_output is not None:
+            self._jvm_output.close()
+            self._jvm_output = None
+        if self._spark_log is not None and spark.jvm_log_file == self._spark_log and context.log is not None:
+            context.log.info(f"Spark's log (the JVM's own output): {self._spark_log}")
 
     def load_config(self) -> PipelineConfig:
         with engine_errors("loading the pipeline config"):

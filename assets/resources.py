@@ -18,8 +18,7 @@ engine through it, and the definitions hand one to each pipeline.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -67,6 +66,19 @@ def engine_errors(action: str, log: Any | None = None) -> Iterator[None]:
         raise failure_for(error, action) from None
 
 
+@contextmanager
+def jvm_output_to_log_file(log: Any) -> Iterator[None]:
+    """Within the block, a JVM that Spark starts in this process writes its own output to a new file under
+    `log_dir()`, not to the step's stdout/stderr; the run's log names the file when one was started."""
+    path = spark_log_path(log_dir())
+    try:
+        with spark.jvm_output_to(path):
+            yield
+    finally:
+        if spark.jvm_log_file == path:
+            log.info(f"Spark started; the JVM's own output (SLF4J, log4j) is in {path}")
+
+
 class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
     """A binlake pipeline: assets, checks and sensors call the engine through `pipeline()`."""
 
@@ -87,21 +99,6 @@ class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):
     )
 
     _pipeline: Pipeline | None = PrivateAttr(default=None)
-    _jvm_output: ExitStack | None = PrivateAttr(default=None)
-    _spark_log: Path | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Route the output of a JVM that this step starts to a log file (one per JVM start)."""
-        self._spark_log = spark_log_path(log_dir())
-        self._jvm_output = ExitStack()
-        self._jvm_output.enter_context(spark.jvm_output_to(self._spark_log))
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._jvm_output is not None:
-            self._jvm_output.close()
-            self._jvm_output = None
-        if self._spark_log is not None and spark.jvm_log_file == self._spark_log and context.log is not None:
-            context.log.info(f"Spark's log (the JVM's own output): {self._spark_log}")
 
     def load_config(self) -> PipelineConfig:
         with engine_errors("loading the pipeline config"):

@@ -36,7 +36,7 @@ from assets.discovery import (
     tables_to_discover,
 )
 from assets.naming import PipelineNames
-from assets.resources import TRANSIENT_RETRY, engine_errors
+from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from cdc_lib.config import PipelineConfig
 from cdc_lib.offsets import PipelineState
 from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
@@ -338,7 +338,7 @@ def _snapshot_asset(
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()
         context.log.info(f"snapshotting {', '.join(chosen)}")
-        with engine_errors(f"snapshot of {', '.join(chosen)}", context.log):
+        with engine_errors(f"snapshot of {', '.join(chosen)}", context.log), jvm_output_to_log_file(context.log):
             results = pipeline.snapshot(chosen)
             state = pipeline.read_state()
         metadata: dict[str, Any] = {
@@ -388,7 +388,7 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
         selected = set(context.selected_asset_keys)
         results: list[SyncResult] = []
         if selected:
-            with engine_errors("binlog micro-batch", context.log):
+            with engine_errors("binlog micro-batch", context.log), jvm_output_to_log_file(context.log):
                 results = pipeline.sync()
         batch = BatchSummary.of(results)
         with engine_errors("reading the pipeline status", context.log):

@@ -18,6 +18,7 @@ from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.errors import TableError
 from cdc_lib.faults import failpoint
+from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
@@ -120,7 +121,8 @@ def snapshot_table(
     )
     handle.save()
     seconds = time.monotonic() - started
-    log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates))
+    log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates),
+             extra=about_table(name))
     return SnapshotResult(
         table=name, rows=rows, seconds=seconds, partitions=len(predicates), delta_version=version,
         low_watermark=str(low), high_watermark=str(high),

@@ -12,7 +12,9 @@ from typing import Any
 
 import dagster as dg
 
+from assets.checks import build_freshness_checks
 from assets.discovery import DISCOVERED_KIND
+from assets.naming import PipelineNames
 from cdc_lib.delta_sink import read_log_tail
 from cdc_lib.pipeline import Pipeline
 from orchestration.sensors import freshness_decision
@@ -154,3 +156,37 @@ def test_a_stopped_table_is_not_recorded_as_materialized_and_its_checks_fail(
     summary = instance.event_log_storage.get_asset_check_summary_records([freshness_key])[freshness_key]
     decision = freshness_decision(instance, freshness_key, summary, now=time.time())
     assert (decision.due, decision.reason) == (False, "overdue, no update since it failed")
+
+
+def test_the_freshness_sensor_waits_for_a_record_and_retries_a_failed_check_on_newer_data(
+    instance: dg.DagsterInstance,
+) -> None:
+    key = dg.AssetKey(["binlake", "p", "db", "t"])
+    checks = build_freshness_checks(names=PipelineNames("p"), tables=["db.t"], minutes=15)
+    job = dg.Definitions(assets=[dg.AssetSpec(key)], asset_checks=checks).resolve_implicit_global_asset_job_def()
+    check_key = dg.AssetCheckKey(key, "freshness_check")
+    evaluate = job.get_subset(asset_selection=set(), asset_check_selection={check_key})
+
+    def decide(now: float | None = None) -> tuple[bool, str]:
+        summary = instance.event_log_storage.get_asset_check_summary_records([check_key])[check_key]
+        decision = freshness_decision(instance, check_key, summary, now=time.time() if now is None else now)
+        return decision.due, decision.reason
+
+    def verdict() -> bool:
+        [evaluation] = evaluate.execute_in_process(instance=instance).get_asset_check_evaluations()
+        return evaluation.passed
+
+    assert decide() == (False, "waiting for the first micro-batch to record the table")
+    # A stopped table's observation (no last-update time): evaluated, and it fails.
+    instance.report_runless_asset_event(dg.AssetObservation(asset_key=key, metadata={"error": "stopped"}))
+    assert decide() == (True, "never evaluated")
+    assert verdict() is False
+    assert decide() == (False, "overdue, no update since it failed")
+    # The table caught up: an observation with a new last-update time (no materialization) brings it back.
+    updated = time.time() - 12.25
+    stamp = {"dagster/last_updated_timestamp": dg.MetadataValue.timestamp(updated)}
+    instance.report_runless_asset_event(dg.AssetObservation(asset_key=key, metadata=stamp))
+    assert decide() == (True, "updated since it failed")
+    assert verdict() is True
+    assert decide() == (False, "fresh")
+    assert decide(now=updated + 15 * 60 + 1) == (True, "may be overdue now")

@@ -76,7 +76,7 @@ def jvm_output_to_log_file(log: Any) -> Iterator[None]:
             yield
     finally:
         if spark.jvm_log_file == path:
-            log.info(f"Spark started; the JVM's own output (SLF4J, log4j) is in {path}")
+            log.info(f"Spark started; the JVM's own output is in {path}")
 
 
 class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):

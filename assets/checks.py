@@ -28,7 +28,7 @@ from assets.naming import (
     RUNWAY_CHECK,
     PipelineNames,
 )
-from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors
+from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline, TableStatus
@@ -237,10 +237,11 @@ def build_reconciliation_checks(*, names: PipelineNames, tables: list[str]) -> d
         for check in sorted(context.selected_asset_check_keys, key=lambda item: item.asset_key.to_user_string()):
             table = by_key[check.asset_key]
             try:
-                report = reconcile_table(
-                    pipeline, table, chunk_rows=binlake.reconcile_chunk_rows,
-                    recheck_after_seconds=binlake.reconcile_recheck_seconds,
-                )
+                with jvm_output_to_log_file(context.log):
+                    report = reconcile_table(
+                        pipeline, table, chunk_rows=binlake.reconcile_chunk_rows,
+                        recheck_after_seconds=binlake.reconcile_recheck_seconds,
+                    )
             except NotSnapshottedError as error:
                 yield dg.AssetCheckResult(
                     asset_key=check.asset_key, check_name=RECONCILIATION_CHECK, passed=False, severity=WARN,

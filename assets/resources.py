@@ -7,6 +7,11 @@ credentials, purged binlog, schema change, bad config) become
 `dagster.Failure(allow_retries=False)`: the run fails at once, with the
 remedy in its metadata.
 
+A run step that starts Spark sends the JVM's own output (launcher and SLF4J notices, log4j lines) to a file
+under `cdc_lib.logs.log_dir()` ($BINLAKE_LOG_DIR, else ~/.cache/binlake/logs), as the CLI does: the step's
+captured stdout/stderr (Dagster's compute logs) keep binlake's and Dagster's lines only, and the run's log
+names the file.
+
 It sits with the assets, below `orchestration`: the assets and checks call the
 engine through it, and the definitions hand one to each pipeline.
 """
@@ -22,9 +27,11 @@ import dagster as dg
 import yaml
 from pydantic import Field, PrivateAttr
 
+from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, config_from_document, load_config
 from cdc_lib.errors import BinlakeError, ConfigError
 from cdc_lib.failures import is_transient
+from cdc_lib.logs import log_dir, spark_log_path
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
@@ -60,6 +67,19 @@ def engine_errors(action: str, log: Any | None = None) -> Iterator[None]:
                 log.warning(f"{action}: transient failure, the retry policy will try again: {error}")
             raise
         raise failure_for(error, action) from None
+
+
+@contextmanager
+def jvm_output_to_log_file(log: Any) -> Iterator[None]:
+    """Within the block, a JVM that Spark starts in this process writes its own output to a new file under
+    `log_dir()`, not to the step's stdout/stderr; the run's log names the file when one was started."""
+    path = spark_log_path(log_dir())
+    try:
+        with spark.jvm_output_to(path):
+            yield
+    finally:
+        if spark.jvm_log_file == path:
+            log.info(f"Spark started; the JVM's own output is in {path}")
 
 
 class BinlakeResource(dg.ConfigurableResource["BinlakeResource"]):

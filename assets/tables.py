@@ -12,6 +12,9 @@ Data flow (one pipeline):
                                  serves every table; only tables that changed are
                                  materialized, the others are observed (lag, offset)
 
+A table loaded outside Dagster (the CLI) is recorded as materialized on the first
+run that finds its healthy Delta copy unknown to the instance (`assets.discovery`).
+
 The cheap health checks (consistency, lag, binlog runway) run inside the
 micro-batch step, so every scheduled run refreshes them for every table.
 """
@@ -25,8 +28,15 @@ from typing import Any
 import dagster as dg
 
 from assets.checks import health_check_specs, health_results
+from assets.discovery import (
+    DISCOVERED_KIND,
+    DiscoveredTable,
+    discovered_snapshot_metadata,
+    discovery_description,
+    tables_to_discover,
+)
 from assets.naming import PipelineNames
-from assets.resources import TRANSIENT_RETRY, engine_errors
+from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from cdc_lib.config import PipelineConfig
 from cdc_lib.offsets import PipelineState
 from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
@@ -202,6 +212,27 @@ def observation_metadata(status: TableStatus | None, *, now: float) -> dict[str,
     return metadata
 
 
+def discovered_metadata(
+    found: DiscoveredTable, status: TableStatus | None, state: PipelineState, pipeline: Pipeline, *, now: float
+) -> dict[str, Any]:
+    """Metadata of a table recorded from its existing Delta copy: its Delta version, lag, offset and schema.
+
+    No row count: counting would start Spark (or replay the Delta log's statistics) on a run with nothing to
+    write; the rows the snapshot loaded are given instead.
+    """
+    metadata: dict[str, Any] = {
+        "kind": dg.MetadataValue.text(DISCOVERED_KIND),
+        **observation_metadata(status, now=now),
+        "delta_version": dg.MetadataValue.int(found.delta_version),
+        "dagster/uri": dg.MetadataValue.path(pipeline.table_path(found.table)),
+    }
+    table_state = state.tables.get(found.table)
+    if table_state is not None:
+        metadata["rows_at_snapshot"] = dg.MetadataValue.int(table_state.rows_snapshotted)
+        metadata["dagster/column_schema"] = column_schema(found.table, table_state.schema)
+    return metadata
+
+
 def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pipeline) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "kind": dg.MetadataValue.text("snapshot"),
@@ -307,7 +338,7 @@ def _snapshot_asset(
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()
         context.log.info(f"snapshotting {', '.join(chosen)}")
-        with engine_errors(f"snapshot of {', '.join(chosen)}", context.log):
+        with engine_errors(f"snapshot of {', '.join(chosen)}", context.log), jvm_output_to_log_file(context.log):
             results = pipeline.snapshot(chosen)
             state = pipeline.read_state()
         metadata: dict[str, Any] = {
@@ -357,13 +388,21 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
         selected = set(context.selected_asset_keys)
         results: list[SyncResult] = []
         if selected:
-            with engine_errors("binlog micro-batch", context.log):
+            with engine_errors("binlog micro-batch", context.log), jvm_output_to_log_file(context.log):
                 results = pipeline.sync()
         batch = BatchSummary.of(results)
         with engine_errors("reading the pipeline status", context.log):
             statuses = {status.table: status for status in pipeline.status()}
             state = pipeline.read_state()
         now = time.time()
+        with engine_errors("reading the Delta logs of tables new to this instance", context.log):
+            discovered = {
+                found.table: found
+                for found in tables_to_discover(
+                    instance=context.instance, names=names, pipeline=pipeline, statuses=statuses,
+                    tables=[table for key, table in by_key.items() if key in selected and not batch.changed(table)],
+                )
+            }
         for key, table in by_key.items():
             status = statuses.get(table)
             changes = batch.tables.get(table)
@@ -376,6 +415,20 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
                 else:
                     # The single binlog read wrote this table although it was not selected: record it truthfully.
                     context.log_event(dg.AssetMaterialization(asset_key=key, metadata=metadata))
+            elif table in discovered:
+                found = discovered[table]
+                context.log.info(f"{table}: loaded outside Dagster, recorded at Delta version {found.delta_version}")
+                if found.snapshot_partition_missing:
+                    # Before the table's own record, so the copy reads as up to date with its snapshot.
+                    context.log_event(
+                        dg.AssetMaterialization(
+                            asset_key=names.snapshot_key, partition=table, description=discovery_description(table),
+                            metadata=discovered_snapshot_metadata(table, state),
+                        )
+                    )
+                yield dg.MaterializeResult(
+                    asset_key=key, metadata=discovered_metadata(found, status, state, pipeline, now=now)
+                )
             elif key in selected:
                 context.log_event(dg.AssetObservation(asset_key=key, metadata=observation_metadata(status, now=now)))
         for name, reason in batch.skipped.items():

@@ -93,6 +93,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, ensure_ascii=False)
 
 
+def about_table(name: str) -> dict[str, str]:
+    """`extra=` of a log line about one table: the JSON format's `table` field (`log.info(..., extra=...)`)."""
+    return {"table": name}
+
+
 def log_formatter(log_format: LogFormat) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
 

@@ -18,6 +18,7 @@ from cdc_lib import source as mysql
 from cdc_lib.binlog import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl
 from cdc_lib.catalog_registration import check_after_schema_change
 from cdc_lib.errors import BinlakeError, SchemaChangeError
+from cdc_lib.logs import about_table
 from cdc_lib.offsets import TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
@@ -92,6 +93,8 @@ def apply_schema_change(
         error = exc if isinstance(exc, BinlakeError) else table_write_failure(
             exc, name, doing="evolving the Delta table past the schema change"
         )
+        if isinstance(exc, BinlakeError):  # table_write_failure logs the others
+            log.error("%s: the table stops at a schema change: %s", name, error, extra=about_table(name))
         return SchemaChangeOutcome(
             state=replace(table_state, ddl_log=_logged(table_state, entry, f"stopped: {error.cause}")),
             failure=TableFailure(error=error, position=change.before),
@@ -119,7 +122,7 @@ def apply_schema_change(
         # images from the binlog. Until the offset passes the read's high watermark, the table may show
         # a mix of both — the same argument, and the same flag, as a snapshot's watermarks.
         evolved = replace(evolved, snapshot_high=high, consistent=False)
-    log.info("%s: schema change applied (%s)", name, change.statement[:120])
+    log.info("%s: schema change applied (%s)", name, change.statement[:120], extra=about_table(name))
     return SchemaChangeOutcome(
         state=evolved, failure=None, spark_used=bool(diff.added or diff.retyped or diff.tightened)
     )

@@ -19,6 +19,7 @@ from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.catalog_registration import register_after_snapshot
 from cdc_lib.errors import TableError
 from cdc_lib.faults import failpoint
+from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
@@ -122,7 +123,8 @@ def snapshot_table(
     )
     handle.save()
     seconds = time.monotonic() - started
-    log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates))
+    log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates),
+             extra=about_table(name))
     # After the commit and the offsets are saved: a catalog that fails now costs a `binlake register`, no data.
     registration, catalog_error = register_after_snapshot(context, name)
     return SnapshotResult(

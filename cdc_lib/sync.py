@@ -27,6 +27,7 @@ from cdc_lib.errors import BinlogPurgedError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
+from cdc_lib.logs import about_table
 from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
@@ -203,12 +204,14 @@ def _resumed(
     """The table at the start of the batch: its offset carried over to this server, or stopped when purged."""
     position = table_state.position
     if plan.translated is not None:
-        log.warning("%s: offset %s carried over to %s (same GTID state)", name, position, plan.translated)
+        log.warning("%s: offset %s carried over to %s (same GTID state)", name, position, plan.translated,
+                    extra=about_table(name))
         position = plan.translated
     try:
         if plan.mode == "position" or plan.translated is not None:
             mysql.check_position_available(connection, position, table=name, logs=logs)
     except BinlogPurgedError as exc:
+        log.error("%s: the table stops: %s", name, exc, extra=about_table(name))
         return replace(table_state, position=position, error=str(exc))
     return replace(table_state, position=position)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from cdc_lib.errors import BinlakeError, DeltaWriteError
+from cdc_lib.logs import about_table
 
 log = logging.getLogger("binlake")
 
@@ -27,7 +28,7 @@ def table_write_failure(exc: Exception, table: str, *, doing: str = "writing the
     java = getattr(exc, "java_exception", None)  # py4j's own message is only "An error occurred while calling"
     text = str(java.toString()) if java is not None else str(exc)
     first_line = (text.strip().splitlines() or [kind])[0]
-    log.error("%s: %s failed, the table stops: %s", table, doing, first_line[:500])
+    log.error("%s: %s failed, the table stops: %s", table, doing, first_line[:500], extra=about_table(table))
     return DeltaWriteError(
         f"{doing} failed ({kind}: {first_line[:300]})",
         remedy=f"fix the cause in the Delta table or the source rows, then re-snapshot: binlake snapshot --table "

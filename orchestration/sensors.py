@@ -9,14 +9,16 @@ table errors       A table whose offsets record an error (purged binlog, schema 
                    the tick's skip reason and the log. With `auto_resnapshot` on, its partition is
                    re-snapshotted under run key `resnapshot:<table>:<snapshot time>`: one try per failed
                    snapshot generation.
-freshness          Evaluates the freshness checks (`assets.checks.build_freshness_checks`) on Dagster's own
-                   sensor for them.
+freshness          Evaluates the freshness checks (`assets.checks.build_freshness_checks`): not before the
+                   first micro-batch has recorded a table, again when a passed check may be overdue, and
+                   again when a failed check's table got newer data (an observation counts).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import warnings
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from cdc_lib.errors import BinlakeError
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+    from dagster._core.storage.event_log.base import AssetCheckSummaryRecord
 
 RUN_KEY_TAG = "dagster/run_key"
 REASON_TAG = "binlake/reason"
@@ -180,13 +183,118 @@ def build_table_error_sensor(
     return table_errors
 
 
-def build_freshness_sensor(*, names: PipelineNames, checks: list[dg.AssetChecksDefinition]) -> dg.SensorDefinition:
-    """Evaluates the freshness checks (see `assets.checks.build_freshness_checks` for why not FreshnessPolicy)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dg.SupersessionWarning)
-        return dg.build_sensor_for_freshness_checks(
-            freshness_checks=checks,
-            name=names.freshness_sensor,
-            default_status=dg.DefaultSensorStatus.RUNNING,
-            tags=names.run_tags,
-        )
+# Metadata keys of Dagster's last-update freshness checks and of the events they read.
+LAST_UPDATED_KEY = "dagster/last_updated_timestamp"
+FRESH_UNTIL_KEY = "dagster/fresh_until_timestamp"
+
+
+@dataclass(frozen=True)
+class LastUpdate:
+    """What Dagster has recorded of an asset, as a last-update freshness check reads it."""
+
+    #: Whether the asset has any materialization or observation at all.
+    recorded: bool
+    #: When its data was last brought up to date: the newest `dagster/last_updated_timestamp` of a
+    #: materialization or observation (a materialization's own time without it).
+    at: float | None
+
+
+def last_update(instance: dg.DagsterInstance, key: dg.AssetKey) -> LastUpdate:
+    times: list[float] = []
+    recorded = False
+    for records in (instance.fetch_materializations(key, limit=1), instance.fetch_observations(key, limit=1)):
+        for record in records.records:
+            recorded = True
+            entry = record.event_log_entry
+            event = entry.asset_materialization or entry.asset_observation
+            stamped = event.metadata.get(LAST_UPDATED_KEY) if event is not None else None
+            if stamped is not None:
+                times.append(float(stamped.value))  # type: ignore[arg-type]  # a TimestampMetadataValue's float
+            elif entry.asset_materialization is not None:
+                times.append(entry.timestamp)
+    return LastUpdate(recorded=recorded, at=max(times) if times else None)
+
+
+@dataclass(frozen=True)
+class FreshnessDecision:
+    due: bool
+    reason: str
+
+
+def freshness_decision(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, summary: AssetCheckSummaryRecord | None, *, now: float
+) -> FreshnessDecision:
+    """Whether to evaluate one freshness check now, given its latest execution records (`summary`)."""
+    update = last_update(instance, check_key.asset_key)
+    if not update.recorded:
+        # Before the first micro-batch has recorded the table there is nothing to judge: evaluating now would
+        # fail a healthy table (and Dagster's own sensor would then never re-run it on observations alone).
+        return FreshnessDecision(False, "waiting for the first micro-batch to record the table")
+    latest = summary.last_check_execution_record if summary is not None else None
+    completed = summary.last_completed_check_execution_record if summary is not None else None
+    if latest is not None and latest.status.value == "PLANNED":
+        run = instance.get_run_record_by_id(latest.run_id)
+        if run is not None and not run.dagster_run.is_finished:
+            return FreshnessDecision(False, f"being evaluated by run {latest.run_id[:8]}")
+    evaluation = completed.evaluation if completed is not None else None
+    if evaluation is None:
+        return FreshnessDecision(True, "never evaluated")
+    if evaluation.passed:
+        fresh_until = evaluation.metadata.get(FRESH_UNTIL_KEY)
+        if fresh_until is None or float(fresh_until.value) <= now:  # type: ignore[arg-type]
+            return FreshnessDecision(True, "may be overdue now")
+        return FreshnessDecision(False, "fresh")
+    # A failed check is evaluated again once the table's data is newer than what the failure saw; an
+    # observation counts, since an idle CDC table is kept current by observations, not materializations.
+    seen = evaluation.metadata.get(LAST_UPDATED_KEY)
+    if update.at is not None and (seen is None or update.at > float(seen.value)):  # type: ignore[arg-type]
+        return FreshnessDecision(True, "updated since it failed")
+    return FreshnessDecision(False, "overdue, no update since it failed")
+
+
+def _latest_record_id(summary: AssetCheckSummaryRecord | None) -> int | None:
+    latest = summary.last_check_execution_record if summary is not None else None
+    return latest.id if latest is not None else None
+
+
+def build_freshness_sensor(
+    *, names: PipelineNames, checks: list[dg.AssetChecksDefinition], interval_seconds: int = 30
+) -> dg.SensorDefinition:
+    """Evaluates the freshness checks (see `assets.checks.build_freshness_checks` for why not FreshnessPolicy).
+
+    Dagster's `build_sensor_for_freshness_checks` evaluates a check before the asset has any record (a failure
+    on a table the first micro-batch has not reached yet) and re-evaluates a failed check only after a
+    materialization, never after an observation; an idle CDC table would stay failed although current. This
+    one waits for the first record and re-evaluates a failed check once the table's data is newer.
+    """
+    check_keys = sorted(
+        (spec.key for definition in checks for spec in definition.check_specs), key=lambda key: key.to_user_string()
+    )
+
+    @dg.sensor(
+        name=names.freshness_sensor,
+        asset_selection=dg.AssetSelection.checks(*checks),
+        minimum_interval_seconds=interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Evaluates the freshness checks of pipeline `{names.pipeline}` when one may have changed: "
+        "never before the first micro-batch has recorded a table.",
+    )
+    def freshness(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        now = time.time()
+        summaries = context.instance.event_log_storage.get_asset_check_summary_records(check_keys)
+        decisions = {key: freshness_decision(context.instance, key, summaries.get(key), now=now) for key in check_keys}
+        due = [key for key, decision in decisions.items() if decision.due]
+        if not due:
+            waiting: dict[str, list[str]] = {}
+            for key, decision in decisions.items():
+                waiting.setdefault(decision.reason, []).append(key.asset_key.path[-1])
+            return dg.SkipReason("; ".join(f"{reason}: {', '.join(tables)}" for reason, tables in waiting.items()))
+        for key in due:
+            context.log.info(f"{key.to_user_string()}: {decisions[key].reason}")
+        # The run key names each due check's latest execution record: a tick never launches the same
+        # evaluation twice, and a run that died before evaluating leaves a new record, hence a new key.
+        marks = ",".join(f"{key.to_user_string()}@{_latest_record_id(summaries.get(key))}" for key in due)
+        run_key = "freshness:" + hashlib.sha256(marks.encode()).hexdigest()[:20]
+        return dg.RunRequest(asset_check_keys=due, tags=names.run_tags, run_key=run_key)
+
+    return freshness

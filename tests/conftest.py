@@ -37,6 +37,20 @@ CDC_USER = "binlake_test"
 CDC_PASSWORD = "s3cr3t-Pa55word-never-logged"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where the Spark log files of the CLI runs and Dagster steps that the tests start go (`BINLAKE_LOG_DIR`),
+    instead of the user's ~/.cache/binlake/logs; child processes inherit it."""
+    folder = tmp_path_factory.mktemp("spark_logs")
+    previous = os.environ.get("BINLAKE_LOG_DIR")
+    os.environ["BINLAKE_LOG_DIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("BINLAKE_LOG_DIR", None)
+    else:
+        os.environ["BINLAKE_LOG_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMariaDB]:
     server = LocalMariaDB(tmp_path_factory.mktemp("mariadb"), server_id=11).start()

@@ -29,7 +29,9 @@ def _spark_logs(folder: Path) -> list[Path]:
 
 
 @pytest.mark.slow  # four CLI runs, each starting its own JVM
-def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(mariadb, database, make_config, tmp_path) -> None:
+def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(
+    mariadb, database, make_config, tmp_path, spark_log_dir
+) -> None:
     table = f"{database}.items"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL)",
         f"INSERT INTO {table} SELECT seq, seq FROM {database}.seq_1_to_100")
@@ -58,24 +60,32 @@ def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(mariadb, database, 
     assert "INFO binlake: snapshot " in snapshot.stderr, "binlake's own INFO lines still show by default"
     assert str(logs) not in snapshot.stdout + snapshot.stderr, "the log file is named only with --verbose"
 
-    sql(mariadb, f"INSERT INTO {table} VALUES (1000, 1)")
-    verbose = run_cli(path, "--log-format", "json", "--verbose", "sync", "--json", env=env)
+    # A schema change: its log line is about one table, so its JSON record carries the `table` field.
+    sql(mariadb, f"ALTER TABLE {table} ADD COLUMN note VARCHAR(20)", f"INSERT INTO {table} (id, qty) VALUES (1000, 1)")
+    verbose = run_cli(path, "--log-format", "json", "--verbose", "sync", "--until-caught-up", "--json", env=env)
     assert verbose.returncode == 0, verbose.stderr[-2000:]
-    assert json.loads(verbose.stdout)[0]["row_changes"] == 1, "stdout holds the result alone"
+    batches = json.loads(verbose.stdout)
+    assert sum(batch["row_changes"] for batch in batches) == 1, "stdout holds the result alone"
     records = [json.loads(line) for line in verbose.stderr.splitlines()]
     assert records and all({"time", "level", "logger", "message"} <= record.keys() for record in records)
     assert any(str(logs) in record["message"] and record["level"] == "DEBUG" for record in records), records
     assert all(record["pipeline"] == config.pipeline for record in records[1:]), records
+    [schema_change] = [record for record in records if "schema change applied" in record["message"]]
+    assert schema_change["table"] == table and schema_change["level"] == "INFO", schema_change
+    assert all(record.get("table") in (None, table) for record in records), records
+    assert "table" not in records[0], "a line about no table carries no table field"
     assert not JVM_NOISE.search(verbose.stdout + verbose.stderr)
 
     # A failure inside Spark: one line, --quiet keeps it, and it names the JVM's log for the details.
     broken = make_config([table], pipeline=config.pipeline, sink={"path": str(tmp_path / "lake2")},
                          offsets={"uri": str(tmp_path / "offsets2")},
                          spark={"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "not-a-number"}})
-    failed = run_cli(write_config_file(broken, tmp_path / "broken.yaml"), "--quiet", "snapshot", env=env)
+    # Without its own BINLAKE_LOG_DIR, a test's CLI run writes into the suite's folder (the `spark_log_dir`
+    # fixture), never into the user's ~/.cache/binlake/logs.
+    failed = run_cli(write_config_file(broken, tmp_path / "broken.yaml"), "--quiet", "snapshot")
     assert failed.returncode == 2, failed.stderr[-2000:]
     (line,) = failed.stderr.splitlines()
-    newest = _spark_logs(logs)[-1]
+    newest = _spark_logs(spark_log_dir)[-1]
     assert line.startswith("binlake: error: unexpected ") and line.endswith(f"(Spark's log: {newest})"), line
     assert failed.stdout == ""
 

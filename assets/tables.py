@@ -245,6 +245,10 @@ def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pi
         "high_watermark": dg.MetadataValue.text(result.high_watermark),
         "dagster/uri": dg.MetadataValue.path(pipeline.table_path(result.table)),
     }
+    if result.registered_as:
+        metadata["registered_as"] = dg.MetadataValue.text(result.registered_as)
+    if result.catalog_error:
+        metadata["catalog_error"] = dg.MetadataValue.text(result.catalog_error)
     table_state = state.tables.get(result.table)
     if table_state is not None:
         metadata["dagster/column_schema"] = column_schema(result.table, table_state.schema)
@@ -354,7 +358,11 @@ def _snapshot_asset(
             context.log.info(
                 f"{result.table}: {result.rows} rows in {result.seconds:.1f}s → Delta v{result.delta_version} "
                 f"(low {result.low_watermark}, high {result.high_watermark})"
+                + (f", registered as {result.registered_as}" if result.registered_as else "")
             )
+            if result.catalog_error:
+                context.log.warning(f"{result.table}: catalog: NOT REGISTERED (the snapshot stands) — "
+                                    f"{result.catalog_error}")
             context.log_event(
                 dg.AssetMaterialization(
                     asset_key=names.table_key(result.table),

@@ -25,6 +25,10 @@ _ENDPOINT_PATTERN = re.compile(r"^https?://[^/\s]+/?$")
 _SINK_S3_KEYS = ("endpoint_url", "region", "path_style_access", "access_key_id", "secret_access_key", "session_token")
 
 ZeroDatePolicy = Literal["null", "error"]
+#: How a table keeps the source's changes (docs/table-modes.md): `mirror` (the source as it is now),
+#: `soft_delete` (deleted rows stay, marked by `_binlake_deleted_at`) or `history` (SCD type 2, one row per version).
+TableMode = Literal["mirror", "soft_delete", "history"]
+TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
 
     deletion_vectors: bool | None = None
+    mode: TableMode | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class SinkConfig:
     deletion_vectors: bool = False
     #: Per-table overrides, keyed by 'database.table'.
     tables: Mapping[str, TableSettings] = field(default_factory=dict)
+    #: The tables' mode unless overridden per table (docs/table-modes.md).
+    mode: TableMode = "mirror"
 
     @property
     def on_s3(self) -> bool:
@@ -71,6 +78,11 @@ class SinkConfig:
         """Whether `table` ('database.table') is written with deletion vectors: its override, else the pipeline's."""
         override = self.tables.get(table, TableSettings()).deletion_vectors
         return self.deletion_vectors if override is None else override
+
+    def mode_for(self, table: str) -> TableMode:
+        """How `table` ('database.table') keeps changes: its override, else the pipeline's."""
+        override = self.tables.get(table, TableSettings()).mode
+        return self.mode if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
@@ -325,11 +337,13 @@ def _default(config_class: type, name: str) -> Any:
 
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
-    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "tables", *_SINK_S3_KEYS})
+    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "tables", "mode", *_SINK_S3_KEYS})
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")
     deletion_vectors: bool = _default(SinkConfig, "deletion_vectors") if chosen is None else chosen
     overrides = _table_settings(document.get("tables"), patterns)
+    chosen_mode = _table_mode(document, "sink.")
+    mode: TableMode = _default(SinkConfig, "mode") if chosen_mode is None else chosen_mode
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
             "sink.path", f"'{path}' uses a scheme Spark's Hadoop cannot write",
@@ -346,7 +360,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             raise ConfigError(
                 f"sink.{given[0]}", "only applies to an s3a:// sink.path", remedy=f"remove sink.{given[0]}"
             )
-        return SinkConfig(path=path, deletion_vectors=deletion_vectors, tables=overrides)
+        return SinkConfig(path=path, deletion_vectors=deletion_vectors, tables=overrides, mode=mode)
     bucket, _ = split_s3_uri(path)
     if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
         raise ConfigError(
@@ -363,6 +377,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
         ),
         deletion_vectors=deletion_vectors,
         tables=overrides,
+        mode=mode,
     )
 
 
@@ -383,9 +398,24 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
                 remedy="fix the name, or add the table to source.tables",
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
-        _reject_unknown(entry_doc, prefix, {"deletion_vectors"})
-        overrides[name] = TableSettings(deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix))
+        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "mode"})
+        overrides[name] = TableSettings(
+            deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix), mode=_table_mode(entry_doc, prefix)
+        )
     return overrides
+
+
+def _table_mode(document: Mapping[str, Any], prefix: str) -> TableMode | None:
+    value = document.get("mode")
+    if value is None:
+        return None
+    for mode in TABLE_MODES:
+        if value == mode:
+            return mode
+    raise ConfigError(
+        f"{prefix}mode", f"'{value}' is not one of: {', '.join(TABLE_MODES)}",
+        remedy=f"set {prefix}mode to mirror (the default), soft_delete or history (docs/table-modes.md)",
+    )
 
 
 def _endpoint(document: Mapping[str, Any], prefix: str) -> str | None:

@@ -253,9 +253,9 @@ class HistoryChanges(TableChanges):
     def merge_from(self, later: TableChanges, stamp: CommitStamp | None = None) -> None:
         committed = _stamped(stamp)
         if later.truncated:
-            for chain in self.versions.values():
-                if chain[-1].operation == "upsert":
-                    chain.append(Version("delete", None, committed))
+            for versions in self.versions.values():
+                if versions[-1].operation == "upsert":
+                    versions.append(Version("delete", None, committed))
             self.truncations.append(committed)
             self.truncated = True
         for key, (operation, row) in later.rows.items():

@@ -270,6 +270,7 @@ def _write_table(
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
     if changes is not None and seq is not None:
+        failpoint("before_delta_commit")
         try:
             version = _merge(context, cursor, changes, seq=seq, metadata={
                 "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,

@@ -210,10 +210,12 @@ def test_a_resnapshot_keeps_history_and_deletions(mariadb, database, make_config
     # Changed behind the pipeline's back (as after a stop), then re-snapshotted.
     source.transaction(5, "UPDATE {t} SET note = 'b-new' WHERE id = 2", "DELETE FROM {t} WHERE id = 3",
                        "INSERT INTO {t} VALUES (8, 8.25, 'h')")
+    started = dt.datetime.now(dt.UTC)
     pipeline.snapshot()
+    ended = dt.datetime.now(dt.UTC)
     after = history_rows(config, source.hist, BEFORE_ALTER)
-    resnap = max(row[3] for row in after)
-    assert resnap > snap
+    resnap = next(row[3] for row in after if row[0] == 8)  # a new row: its version began at the re-snapshot
+    assert started <= resnap <= ended
     d = Decimal
     assert after == [
         (1, d("12.250"), "a", snap, at(0), False),
@@ -225,8 +227,11 @@ def test_a_resnapshot_keeps_history_and_deletions(mariadb, database, make_config
         (8, d("8.250"), "h", resnap, None, True),
     ]
     assert [row for row in before if row[0] in (1, 4)] == [row for row in after if row[0] in (1, 4)]
-    assert soft_rows(config, source.soft, BEFORE_ALTER) == [
-        (1, d("13.250"), "a", None), (2, d("7.125"), "b-new", None), (3, d("100.500"), "c", resnap),
+    soft = soft_rows(config, source.soft, BEFORE_ALTER)
+    deleted_at = soft[2][-1]  # each table's snapshot has its own moment
+    assert deleted_at is not None and started <= deleted_at <= ended
+    assert soft == [
+        (1, d("13.250"), "a", None), (2, d("7.125"), "b-new", None), (3, d("100.500"), "c", deleted_at),
         (4, d("0.875"), "d", None), (8, d("8.250"), "h", None),
     ]
     pipeline.sync(until_caught_up=True)

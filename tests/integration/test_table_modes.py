@@ -236,3 +236,18 @@ def test_a_resnapshot_keeps_history_and_deletions(mariadb, database, make_config
     ]
     pipeline.sync(until_caught_up=True)
     assert all(report.matches for report in reconcile(pipeline))
+
+
+def test_a_mode_change_needs_a_resnapshot(mariadb, database, make_config) -> None:
+    source = Source(mariadb, database)
+    Pipeline(make_config([source.hist], pipeline="modes")).snapshot()
+    config = make_config([source.hist], pipeline="modes", sink__tables={source.hist: {"mode": "history"}})
+    pipeline = Pipeline(config)
+    source.transaction(0, "UPDATE {t} SET amount = 13.25 WHERE id = 1")
+    (result,) = pipeline.sync()[0].tables
+    assert result.error is not None and "mirror mode and the config says history" in result.error
+    assert "binlake snapshot --table" in result.error
+
+    pipeline.snapshot()  # starts the table afresh as a history table
+    snap = snapshot_time(config, source.hist)
+    assert [row[3:] for row in history_rows(config, source.hist, BEFORE_ALTER)] == [(snap, None, True)] * 4

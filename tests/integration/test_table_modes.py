@@ -251,3 +251,34 @@ def test_a_mode_change_needs_a_resnapshot(mariadb, database, make_config) -> Non
     pipeline.snapshot()  # starts the table afresh as a history table
     snap = snapshot_time(config, source.hist)
     assert [row[3:] for row in history_rows(config, source.hist, BEFORE_ALTER)] == [(snap, None, True)] * 4
+
+
+def test_history_behind_a_prepared_xa_branch_gets_each_version_once(mariadb, database, make_config) -> None:
+    """A table held before an XA PREPARE reads the transactions after it again: their versions come once."""
+    source = Source(mariadb, database)
+    config = make_config([source.hist], sink__tables={source.hist: {"mode": "history"}})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    snap = snapshot_time(config, source.hist)
+    try:
+        sql(mariadb, f"SET TIMESTAMP = {BASE}", "XA START 'modes_held'",
+            f"UPDATE {source.hist} SET amount = 4.375 WHERE id = 4", "XA END 'modes_held'", "XA PREPARE 'modes_held'")
+        sql(mariadb, f"SET TIMESTAMP = {BASE + 1}", f"UPDATE {source.hist} SET amount = 13.25 WHERE id = 1")
+        sql(mariadb, f"SET TIMESTAMP = {BASE + 2}", f"UPDATE {source.hist} SET amount = 14.75 WHERE id = 1")
+        pipeline.sync(until_caught_up=True)
+        sql(mariadb, f"SET TIMESTAMP = {BASE + 3}", "XA COMMIT 'modes_held'")
+    finally:
+        if any(bytes(row[3]).startswith(b"modes_held") for row in sql(mariadb, "XA RECOVER")):
+            sql(mariadb, "XA ROLLBACK 'modes_held'")
+    pipeline.sync(until_caught_up=True)
+    d = Decimal
+    assert history_rows(config, source.hist, BEFORE_ALTER) == [
+        (1, d("12.250"), "a", snap, at(1), False),
+        (1, d("13.250"), "a", at(1), at(2), False),
+        (1, d("14.750"), "a", at(2), None, True),
+        (2, d("7.125"), "b", snap, None, True),
+        (3, d("100.500"), "c", snap, None, True),
+        (4, d("0.875"), "d", snap, at(3), False),
+        (4, d("4.375"), "d", at(3), None, True),
+    ]
+    assert all(report.matches for report in reconcile(pipeline))

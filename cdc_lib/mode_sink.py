@@ -260,7 +260,15 @@ def write_mode_snapshot(
     )
     last = tail.last_binlake_commit if tail is not None else None
     metadata = {**metadata, "mode": mode}
-    if last is None or mode_of_commit(last.metadata) != mode:
+    if tail is None:
+        existing_mode = None
+    elif last is not None:
+        existing_mode = mode_of_commit(last.metadata)
+    else:
+        # No binlake commit among the latest ones (other writers, maintenance): the columns tell, so that a
+        # table's history is never overwritten by mistake.
+        existing_mode = _mode_by_columns(spark.read.format("delta").load(path).columns)
+    if existing_mode != mode:
         return delta_sink.write_snapshot(
             spark, _with_mode_columns(frame, mode, snapshot_time, txn_version), path, application=application,
             txn_version=txn_version, metadata=metadata, storage=storage, deletion_vectors=deletion_vectors,
@@ -274,6 +282,12 @@ def write_mode_snapshot(
     else:
         _resnapshot_history(spark, pinned, path, schema, snapshot_time, txn_version, commit)
     return delta_sink._version_of(path, application, txn_version, storage)
+
+
+def _mode_by_columns(columns: list[str]) -> str:
+    if IS_CURRENT in columns:
+        return "history"
+    return "soft_delete" if DELETED_AT in columns else "mirror"
 
 
 def _with_mode_columns(frame: DataFrame, mode: str, snapshot_time: dt.datetime, txn_version: int) -> DataFrame:

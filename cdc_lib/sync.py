@@ -3,9 +3,9 @@
 Data flow of one batch: judge every table's offset against this server (carried over by GTID,
 or stopped when purged) → read the binlog once from the smallest table offset → take the next
 batch sequence (saved before any Delta commit carries it) → per table, in order: MERGE its
-changes in one idempotent Delta commit (as its mode keeps them: mirror, soft delete, history), move its offset to the batch end, take it past any ALTER
-it paused at → save every offset at once (compare-and-swap). Spark starts only if some table
-has a change.
+changes in one idempotent Delta commit (as its mode keeps them: mirror, soft delete, history),
+move its offset to the batch end, take it past any ALTER it paused at → save every offset at
+once (compare-and-swap). Spark starts only if some table has a change.
 
 The per-table steps compute the table's next `TableState` as a value; `run_batch` alone puts
 states into the pipeline state and saves it.

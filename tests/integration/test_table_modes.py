@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from deltalake import DeltaTable
 
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.reconciliation import reconcile
@@ -164,6 +165,11 @@ def test_soft_delete_and_history_follow_the_scripted_source(mariadb, database, m
     assert history_rows(config, source.hist) == expected_history(snap)
     assert soft_rows(config, source.soft) == expected_soft()
     assert all(report.matches for report in reconcile(pipeline)), "live rows equal the source after TRUNCATE"
+    for table in (source.soft, source.hist):
+        # No reader feature came with the modes: delta-rs's pyarrow path (pandas, Polars) opens them too.
+        opened = DeltaTable(table_path(config, table))
+        assert not opened.protocol().reader_features
+        assert opened.to_pyarrow_table().num_rows == {source.soft: 7, source.hist: 13}[table]
     statuses = {status.table: status.mode for status in pipeline.status()}
     assert statuses == {source.soft: "soft_delete", source.hist: "history"}
 

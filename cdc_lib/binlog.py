@@ -33,7 +33,7 @@ from cdc_lib.binlog_events import (
     uncompressed_query,
     uncompressed_rows_packet,
 )
-from cdc_lib.config import BatchConfig, SourceConfig, ZeroDatePolicy
+from cdc_lib.config import BatchConfig, SourceConfig, TableMode, ZeroDatePolicy
 from cdc_lib.ddl import table_effects
 from cdc_lib.errors import (
     MissingGrantError,
@@ -44,7 +44,7 @@ from cdc_lib.errors import (
     UnreadableEventError,
     ZeroDateError,
 )
-from cdc_lib.events import Row, TableChanges
+from cdc_lib.events import CommitStamp, Row, TableChanges, batch_changes
 from cdc_lib.faults import failpoint
 from cdc_lib.mysql_errors import ReadingBinlog, error_message, mysql_error
 from cdc_lib.positions import (
@@ -77,6 +77,8 @@ class TableCursor:
     name: str
     position: BinlogPosition
     schema: TableSchema
+    #: How the table keeps changes (config.TableMode): soft-delete and history tables fold with commit stamps.
+    mode: TableMode = "mirror"
 
 
 @dataclass
@@ -355,6 +357,9 @@ class _Read:
             cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates) for cursor in cursors
         }
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
+        self.modes = {cursor.name: cursor.mode for cursor in cursors}
+        # Only soft-delete and history tables need each commit's time and order (mirror tables skip the cost).
+        self.stamped = any(mode != "mirror" for mode in self.modes.values())
         self.start_state = earliest_state([cursor.position.gtid for cursor in cursors]) if self.by_gtid else None
         self.gtid: str | None = self.start_state if self.by_gtid else self.start.gtid
         self.identity = server or self.start.server
@@ -389,7 +394,7 @@ class _Read:
 
     def open(self) -> OpenTransaction:
         if self.transaction is None:
-            self.transaction = OpenTransaction(self.boundary, self._key_positions)
+            self.transaction = OpenTransaction(self.boundary, self._key_positions, mode_of=self.modes.__getitem__)
         return self.transaction
 
     def _key_positions(self, name: str) -> tuple[int, ...]:
@@ -442,10 +447,17 @@ class _Read:
         before = self.boundary
         self.anchored = True
         end = BinlogPosition(self.current_file, end_pos, self.gtid, self.identity)
+        stamp = (
+            CommitStamp(dt.datetime.fromtimestamp(event_time, dt.UTC), result.transactions + 1, end)
+            if self.stamped else None
+        )
         for name, table_changes in changes.items():
             if result.stopped(name) or self.behind(name, start or before, gtid):
                 continue
-            result.changes.setdefault(name, TableChanges(self.decoders[name].key_positions)).merge_from(table_changes)
+            folded = result.changes.get(name)
+            if folded is None:
+                folded = result.changes[name] = batch_changes(self.modes[name], self.decoders[name].key_positions)
+            folded.merge_from(table_changes, stamp)
         for name, statement in self.altered.items():
             if not result.stopped(name):
                 result.schema_changes[name] = SchemaChange(statement[:2000], self.resume_point(name), end)

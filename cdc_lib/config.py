@@ -30,6 +30,10 @@ CATALOG_NAME_PART = re.compile(r"[A-Za-z0-9_]+")
 _THRIFT_URIS_PATTERN = re.compile(r"^thrift://[^/\s,]+(,thrift://[^/\s,]+)*$")
 
 ZeroDatePolicy = Literal["null", "error"]
+#: How a table keeps the source's changes (docs/table-modes.md): `mirror` (the source as it is now),
+#: `soft_delete` (deleted rows stay, marked by `_binlake_deleted_at`) or `history` (SCD type 2, one row per version).
+TableMode = Literal["mirror", "soft_delete", "history"]
+TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class TableSettings:
 
     deletion_vectors: bool | None = None
     change_data_feed: bool | None = None
+    mode: TableMode | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class SinkConfig:
     #: Delta Change Data Feed (`delta.enableChangeDataFeed`) on the tables binlake creates, so downstream
     #: consumers read only what changed (docs/change-feed.md). Off: it writes `_change_data` files per MERGE.
     change_data_feed: bool = False
+    #: The tables' mode unless overridden per table (docs/table-modes.md).
+    mode: TableMode = "mirror"
 
     @property
     def on_s3(self) -> bool:
@@ -85,6 +92,11 @@ class SinkConfig:
         """Whether `table` ('database.table') records a change data feed: its override, else the pipeline's."""
         override = self.tables.get(table, TableSettings()).change_data_feed
         return self.change_data_feed if override is None else override
+
+    def mode_for(self, table: str) -> TableMode:
+        """How `table` ('database.table') keeps changes: its override, else the pipeline's."""
+        override = self.tables.get(table, TableSettings()).mode
+        return self.mode if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
@@ -411,13 +423,17 @@ def _default(config_class: type, name: str) -> Any:
 
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
-    _reject_unknown(document, "sink.", {"path", "deletion_vectors", "change_data_feed", "tables", *_SINK_S3_KEYS})
+    _reject_unknown(
+        document, "sink.", {"path", "deletion_vectors", "change_data_feed", "tables", "mode", *_SINK_S3_KEYS}
+    )
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")
     deletion_vectors: bool = _default(SinkConfig, "deletion_vectors") if chosen is None else chosen
     chosen_feed = _boolean(document, "change_data_feed", "sink.")
     change_data_feed: bool = _default(SinkConfig, "change_data_feed") if chosen_feed is None else chosen_feed
     overrides = _table_settings(document.get("tables"), patterns)
+    chosen_mode = _table_mode(document, "sink.")
+    mode: TableMode = _default(SinkConfig, "mode") if chosen_mode is None else chosen_mode
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
             "sink.path", f"'{path}' uses a scheme Spark's Hadoop cannot write",
@@ -435,7 +451,8 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
                 f"sink.{given[0]}", "only applies to an s3a:// sink.path", remedy=f"remove sink.{given[0]}"
             )
         return SinkConfig(
-            path=path, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, tables=overrides
+            path=path, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, tables=overrides,
+            mode=mode,
         )
     bucket, _ = split_s3_uri(path)
     if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
@@ -454,6 +471,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
         deletion_vectors=deletion_vectors,
         change_data_feed=change_data_feed,
         tables=overrides,
+        mode=mode,
     )
 
 
@@ -548,12 +566,26 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
                 remedy="fix the name, or add the table to source.tables",
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
-        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "change_data_feed"})
+        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "change_data_feed", "mode"})
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
+            mode=_table_mode(entry_doc, prefix),
         )
     return overrides
+
+
+def _table_mode(document: Mapping[str, Any], prefix: str) -> TableMode | None:
+    value = document.get("mode")
+    if value is None:
+        return None
+    for mode in TABLE_MODES:
+        if value == mode:
+            return mode
+    raise ConfigError(
+        f"{prefix}mode", f"'{value}' is not one of: {', '.join(TABLE_MODES)}",
+        remedy=f"set {prefix}mode to mirror (the default), soft_delete or history (docs/table-modes.md)",
+    )
 
 
 def _endpoint(document: Mapping[str, Any], prefix: str) -> str | None:

@@ -12,7 +12,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,12 +117,17 @@ def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit 
     return BinlakeCommit(delta_version=version, txn_version=txn_version, metadata=metadata)
 
 
-def spark_schema(schema: TableSchema, *, with_operation: bool = False) -> Any:
+def spark_schema(
+    schema: TableSchema, *, with_operation: bool = False, extra_columns: tuple[tuple[str, str], ...] = ()
+) -> Any:
+    """The Spark schema of the table's rows; `extra_columns` ((name, Spark type) …) and the operation column
+    follow the source's columns."""
     from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
     fields = [
         StructField(column.name, _parse_datatype_string(spark_type_ddl(column)), True) for column in schema.columns
     ]
+    fields += [StructField(name, _parse_datatype_string(ddl), True) for name, ddl in extra_columns]
     if with_operation:
         fields.append(StructField(OPERATION_COLUMN, StringType(), False))
     return StructType(fields)
@@ -239,13 +244,7 @@ def merge_changes(
 ) -> int:
     """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version."""
     storage = storage or storage_for(path)
-    tail = read_log_tail(path, application=application, storage=storage)
-    if tail is None:
-        raise DeltaStateError(
-            f"the Delta table at {path} is missing",
-            remedy=f"re-snapshot the table: binlake snapshot --table {schema.table.name}",
-            table=schema.table.name,
-        )
+    tail = existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
         return last.delta_version
@@ -259,6 +258,18 @@ def merge_changes(
         records.append((*placeholder, "d"))
     with _staged_source(spark, schema, records) as source:
         return _merge(spark, path, schema, changes, source, application, txn_version, metadata, storage)
+
+
+def existing_tail(path: str, schema: TableSchema, *, application: str, storage: SinkStorage) -> LogTail:
+    """The table's log tail; DeltaStateError (re-snapshot) when the table is missing."""
+    tail = read_log_tail(path, application=application, storage=storage)
+    if tail is None:
+        raise DeltaStateError(
+            f"the Delta table at {path} is missing",
+            remedy=f"re-snapshot the table: binlake snapshot --table {schema.table.name}",
+            table=schema.table.name,
+        )
+    return tail
 
 
 def _merge(
@@ -296,7 +307,7 @@ def _merge(
 
 _ARROW_TYPES = {
     "tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64", "float": "float32",
-    "double": "float64", "string": "string", "binary": "binary", "date": "date32",
+    "double": "float64", "string": "string", "binary": "binary", "date": "date32", "boolean": "bool_",
 }
 
 
@@ -314,11 +325,18 @@ def _arrow_type(ddl: str) -> Any:
 
 
 @contextmanager
-def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple[Any, ...]]) -> Iterator[DataFrame]:
+def _staged_source(
+    spark: SparkSession,
+    schema: TableSchema,
+    records: list[tuple[Any, ...]],
+    extra_columns: tuple[tuple[str, str], ...] = (),
+) -> Iterator[DataFrame]:
     """The batch as a DataFrame. It goes through a Parquet file written by Arrow, several times faster than
     pickling rows through py4j, when executors can read the driver's files: on local Spark, or on a cluster
-    with a shared `spark.staging_path`. Otherwise the rows travel inside the query plan."""
-    struct = spark_schema(schema, with_operation=True)
+    with a shared `spark.staging_path`. Otherwise the rows travel inside the query plan.
+
+    Each record is the row's columns, then `extra_columns` ((name, Spark type) …), then the operation."""
+    struct = spark_schema(schema, with_operation=True, extra_columns=extra_columns)
     staging_root = spark.conf.get(STAGING_PATH_CONF, None)
     if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
         yield spark.createDataFrame(records, schema=struct)
@@ -326,8 +344,9 @@ def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    types = [_arrow_type(spark_type_ddl(column)) for column in schema.columns] + [pa.string()]
-    names = [*schema.column_names, OPERATION_COLUMN]
+    types = [_arrow_type(spark_type_ddl(column)) for column in schema.columns]
+    types += [_arrow_type(ddl) for _, ddl in extra_columns] + [pa.string()]
+    names = [*schema.column_names, *(name for name, _ in extra_columns), OPERATION_COLUMN]
     columns = list(zip(*records, strict=True)) if records else [() for _ in names]
     table = pa.Table.from_arrays(
         [pa.array(values, type=kind) for values, kind in zip(columns, types, strict=True)], names=names
@@ -344,11 +363,16 @@ def _staged_source(spark: SparkSession, schema: TableSchema, records: list[tuple
 
 def _key_range_filter(schema: TableSchema, changes: TableChanges) -> str | None:
     """A predicate on the target's leading key column that lets Delta skip files outside the batch."""
+    return key_range_filter(schema, changes.rows)
+
+
+def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> str | None:
+    """A predicate on the target's (`t`) leading key column covering `keys`, for integer keys; else None."""
     lead = schema.primary_key[0]
     column = next(column for column in schema.columns if column.name == lead)
     if spark_type_ddl(column) not in ("tinyint", "smallint", "int", "bigint", "decimal(20,0)"):
         return None
-    values = [key[0] for key in changes.rows]
+    values = [key[0] for key in keys]
     if not values:
         return None
     return f"t.`{lead}` BETWEEN {min(values)} AND {max(values)}"

@@ -26,6 +26,9 @@ Only the chunks that differ are then compared row by row (at most `detail_chunks
 them): each side sends the key, the row digest and the float values of those
 chunks' rows, which tells which keys are missing from Delta, which are extra, and
 which hold other values. The cost of that detail follows the drift, not the table.
+
+A soft-delete or history table is compared on its live rows (not deleted; the current versions), without
+binlake's metadata columns (`table_modes.live_rows`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from cdc_lib.key_ranges import integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.offsets import PipelineState
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.source import TableRef
+from cdc_lib.table_modes import live_rows
 from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
@@ -563,7 +567,7 @@ def reconcile_table(
     ref = TableRef.parse(table)
     spark = pipeline.spark()
     path = pipeline.table_path(table)
-    frame = spark.read.format("delta").load(path)
+    frame = live_rows(spark.read.format("delta").load(path))
     with mysql.source_connection(pipeline.config.source) as connection:
         schema = mysql.describe_table(connection, ref)
         delta_names = set(frame.columns)
@@ -594,7 +598,7 @@ def reconcile_table(
                 for tallies in (source, delta):
                     tallies.update({chunk: _empty(len(floats)) for chunk in only})
                 source.update(source_tallies(connection, ref, plan, hashed, floats, only=only))
-                frame = spark.read.format("delta").load(path)
+                frame = live_rows(spark.read.format("delta").load(path))
                 delta.update(delta_tallies(frame, plan, hashed, floats, only=only))
                 mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, precisions(floats))
                 confirmed = True

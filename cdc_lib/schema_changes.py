@@ -26,6 +26,7 @@ from cdc_lib.schema import compare_schemas, evolve_delta_table, needs_backfill, 
 from cdc_lib.snapshot import partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_failures import table_write_failure
+from cdc_lib.table_modes import live_rows
 from cdc_lib.types import ColumnInfo
 
 log = logging.getLogger("binlake")
@@ -139,7 +140,8 @@ def _check_no_nulls(context: PipelineContext, table_state: TableState, name: str
     no value changed.
     """
     if table_state.consistent:
-        frame = context.spark().read.format("delta").load(context.table_path(name))
+        # Only the live rows stand for the source now (earlier versions and deleted rows keep their NULLs).
+        frame = live_rows(context.spark().read.format("delta").load(context.table_path(name)))
         condition = " OR ".join(f"`{column}` IS NULL" for column in columns)
         if not frame.where(condition).limit(1).collect():
             return

@@ -8,12 +8,13 @@ consistent once its offset passes the high one.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 
 import pymysql
 
-from cdc_lib import delta_sink
+from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.catalog_registration import register_after_snapshot
@@ -24,6 +25,7 @@ from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.table_modes import live_rows
 from cdc_lib.table_offsets import reconcile_with_delta
 
 log = logging.getLogger("binlake")
@@ -47,6 +49,12 @@ def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -
         finally:
             handle.release()
     return results
+
+
+def _server_time(connection: pymysql.connections.Connection) -> dt.datetime:
+    """The source server's clock (UTC), the clock of the binlog's commit timestamps."""
+    ((now,),) = mysql.query(connection, "SELECT UTC_TIMESTAMP(6)")
+    return now.replace(tzinfo=dt.UTC)  # type: ignore[no-any-return]
 
 
 def choose_tables(configured: list[TableRef], tables: list[str] | None) -> list[TableRef]:
@@ -77,6 +85,9 @@ def snapshot_table(
     spark = context.spark()
     low = mysql.current_position(connection)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
+    mode = context.config.sink.mode_for(name)
+    # A soft-delete or history table stamps the snapshot with the server's clock, the binlog's clock.
+    snapshot_time = _server_time(connection) if mode != "mirror" else None
     predicates, _ = partition_predicates(
         connection, schema, context.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
     )
@@ -94,12 +105,19 @@ def snapshot_table(
         "schema": schema.to_json(),
     }
     try:
-        version = delta_sink.write_snapshot(
-            spark, frame, path, application=context.application(name), txn_version=seq,
-            metadata=metadata, storage=context.sink,
-            deletion_vectors=context.config.sink.deletion_vectors_for(name),
-            change_data_feed=context.config.sink.change_data_feed_for(name),
-        )
+        if snapshot_time is None:
+            version = delta_sink.write_snapshot(
+                spark, frame, path, application=context.application(name), txn_version=seq,
+                metadata=metadata, storage=context.sink,
+                deletion_vectors=context.config.sink.deletion_vectors_for(name),
+                change_data_feed=context.config.sink.change_data_feed_for(name),
+            )
+        else:
+            version = mode_sink.write_mode_snapshot(
+                spark, frame, path, schema, mode=mode, snapshot_time=snapshot_time,
+                application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+                deletion_vectors=context.config.sink.deletion_vectors_for(name),
+            )
     except Exception as exc:
         zero_date = zero_date_in(exc, name)
         if zero_date is None:
@@ -107,7 +125,10 @@ def snapshot_table(
         raise zero_date from None
     high = mysql.current_position(connection)
     failpoint("after_snapshot_commit")
-    rows = delta_sink.written_rows(path, version, storage=context.sink)
+    rows = (
+        delta_sink.written_rows(path, version, storage=context.sink) if snapshot_time is None
+        else live_rows(spark.read.format("delta").load(path)).count()
+    )
     previous = handle.state.tables.get(name)
     handle.state.tables[name] = TableState(
         position=low,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc_lib import source as mysql
@@ -30,6 +30,9 @@ class TableStatus:
     runway: dict[str, Any] | None = None
     #: The server purges (or purged) the binlog of the offset within the warning threshold.
     runway_warning: bool = False
+    #: How the table keeps changes (config.TableMode); soft-delete and history tables are compared with the
+    #: source on their live rows (docs/table-modes.md).
+    mode: str = "mirror"
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -73,12 +76,13 @@ def table_statuses(
     for name in sorted(set(configured) | set(state.tables)):
         table_state = state.tables.get(name)
         if table_state is None:
-            statuses.append(TableStatus.not_snapshotted(name))
+            statuses.append(replace(TableStatus.not_snapshotted(name), mode=context.config.sink.mode_for(name)))
             continue
         statuses.append(
             _table_status(
                 name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
                 runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
+                mode=context.config.sink.mode_for(name),
             )
         )
     return statuses
@@ -95,6 +99,7 @@ def _table_status(
     runway: TableRunway | None,
     runway_warn_hours: float,
     now: dt.datetime,
+    mode: str = "mirror",
 ) -> TableStatus:
     if here:
         lag_bytes: int | None = mysql.bytes_behind(table_state.position, logs)
@@ -117,6 +122,7 @@ def _table_status(
         error=table_state.error,
         runway=runway.to_json() if runway is not None else None,
         runway_warning=runway is not None and runway.warning(runway_warn_hours),
+        mode=mode,
     )
 
 

@@ -3,9 +3,9 @@
 Data flow of one batch: judge every table's offset against this server (carried over by GTID,
 or stopped when purged) → read the binlog once from the smallest table offset → take the next
 batch sequence (saved before any Delta commit carries it) → per table, in order: MERGE its
-changes in one idempotent Delta commit, move its offset to the batch end, take it past any ALTER
-it paused at → save every offset at once (compare-and-swap). Spark starts only if some table
-has a change.
+changes in one idempotent Delta commit (as its mode keeps them: mirror, soft delete, history),
+move its offset to the batch end, take it past any ALTER it paused at → save every offset at
+once (compare-and-swap). Spark starts only if some table has a change.
 
 The per-table steps compute the table's next `TableState` as a value; `run_batch` alone puts
 states into the pipeline state and saves it.
@@ -16,15 +16,16 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pymysql
 
-from cdc_lib import delta_sink
+from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
 from cdc_lib.config import PipelineConfig
 from cdc_lib.errors import BinlogPurgedError
-from cdc_lib.events import TableChanges
+from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
 from cdc_lib.logs import about_table
@@ -135,6 +136,7 @@ def run_batch(
                 name=name,
                 position=table_state.position,
                 schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
+                mode=context.config.sink.mode_for(name),
             )
         )
     if not cursors:
@@ -232,7 +234,9 @@ def _read(
         # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
         read_ahead.start(
             [
-                TableCursor(name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema)
+                TableCursor(
+                    name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode
+                )
                 for c in cursors
             ]
         )
@@ -264,19 +268,17 @@ def _write_table(
     failure = read.table_errors.get(name)
     end = read.end_for(name)
     written = table_state
+    held = read.held.get(name)
+    if isinstance(changes, HistoryChanges) and held is not None:
+        # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
+        changes.drop_after(held)
     if changes is not None and seq is not None:
+        failpoint("before_delta_commit")
         try:
-            version = delta_sink.merge_changes(
-                context.spark(),
-                context.table_path(name),
-                cursor.schema,
-                changes,
-                application=context.application(name),
-                txn_version=seq,
-                metadata={"pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
-                          "start": read.start.to_json(), "end": end.to_json()},
-                storage=context.sink,
-            )
+            version = _merge(context, cursor, changes, seq=seq, metadata={
+                "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
+                "start": read.start.to_json(), "end": end.to_json(),
+            })
         except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
             # Nothing of this batch reached the table: it stops where it stood, the others go on.
             failure = TableFailure(error=table_write_failure(exc, name), position=table_state.position)
@@ -288,6 +290,22 @@ def _write_table(
     if moves_forward(written.position, end, server_end):
         written = replace(written, position=end)
     return _Written(state=written, changes=changes, failure=failure)
+
+
+def _merge(
+    context: PipelineContext, cursor: TableCursor, changes: TableChanges, *, seq: int, metadata: dict[str, Any]
+) -> int:
+    """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
+    name = cursor.name
+    if cursor.mode == "mirror":
+        return delta_sink.merge_changes(
+            context.spark(), context.table_path(name), cursor.schema, changes,
+            application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+        )
+    return mode_sink.merge_mode_changes(
+        context.spark(), context.table_path(name), cursor.schema, changes, mode=cursor.mode,
+        application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,7 +340,7 @@ def _settle_table(
         inserted=changes.inserted if changes else 0,
         updated=changes.updated if changes else 0,
         deleted=changes.deleted if changes else 0,
-        rows_written=len(changes.rows) if changes else 0,
+        rows_written=changes.written_rows() if changes else 0,
         delta_version=table_state.delta_version,
         position=str(table_state.position),
         error=str(failure.error) if failure else None,

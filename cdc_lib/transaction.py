@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cdc_lib.events import TableChanges
+from cdc_lib.events import TableChanges, transaction_changes
 from cdc_lib.positions import BinlogPosition
 
 #: How a table keeps rolled-back changes: "yes" (rolled back with the transaction), "no" (persist), or
@@ -90,7 +90,8 @@ class Segment:
 class OpenTransaction:
     """The event group being read: where it started, its GTID, its changes by savepoint segment, its XA id.
 
-    `key_positions` gives each table's primary-key columns (to create its TableChanges).
+    `key_positions` gives each table's primary-key columns and `mode_of` its table mode (config.TableMode),
+    to create its fold (events.transaction_changes).
     """
 
     start: BinlogPosition
@@ -98,6 +99,7 @@ class OpenTransaction:
     gtid: str | None = None
     xa: XaId | None = None
     segments: list[Segment] = field(default_factory=lambda: [Segment(None)])
+    mode_of: Callable[[str], str] = field(default=lambda _table: "mirror")
 
     # -- rows ------------------------------------------------------------------------------
 
@@ -106,7 +108,7 @@ class OpenTransaction:
         current = self.segments[-1].changes
         changes = current.get(table)
         if changes is None:
-            changes = current[table] = TableChanges(self.key_positions(table))
+            changes = current[table] = transaction_changes(self.mode_of(table), self.key_positions(table))
         return changes
 
     def discard_table(self, table: str) -> None:
@@ -191,7 +193,7 @@ class OpenTransaction:
             for table, changes in segment.changes.items():
                 existing = result.get(table)
                 if existing is None:
-                    result[table] = existing = TableChanges(changes.key_positions)
+                    result[table] = existing = changes.empty_like()
                 existing.merge_from(changes)
         return result
 

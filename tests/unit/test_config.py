@@ -70,6 +70,17 @@ def test_change_data_feed_is_off_unless_the_pipeline_or_a_table_turns_it_on() ->
     assert s3.on_s3 and s3.change_data_feed_for("shop.orders")
 
 
+def test_table_modes_default_to_mirror_and_are_set_per_pipeline_or_table() -> None:
+    assert parse_config(VALID).sink.mode_for("shop.orders") == "mirror"
+    overrides = {"shop.orders": {"mode": "history"}, "inventory.items": {"deletion_vectors": True}}
+    document = with_key("sink.tables", overrides)
+    document["sink"]["mode"] = "soft_delete"
+    sink = parse_config(document).sink
+    assert sink.mode_for("shop.orders") == "history"
+    assert sink.mode_for("inventory.items") == "soft_delete"
+    assert sink.mode_for("inventory.stock") == "soft_delete"
+
+
 def test_zero_dates_policy_reads_yaml_null_and_error() -> None:
     import yaml
 
@@ -297,3 +308,18 @@ def test_every_catalog_key_is_checked_and_named(
     message = str(raised.value)
     assert message.startswith(f"config key '{key}': ") and problem in message, message
     assert "— remedy: " in message
+
+
+@pytest.mark.parametrize(
+    ("document", "key"),
+    [
+        (with_key("sink.mode", "scd2"), "sink.mode"),
+        (with_key("sink.tables", {"shop.orders": {"mode": "History"}}), "sink.tables.shop.orders.mode"),
+        (with_key("sink.tables", {"shop.orders": {"mode": True}}), "sink.tables.shop.orders.mode"),
+    ],
+)
+def test_an_unknown_table_mode_names_the_choices(document: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(document)
+    assert raised.value.key == key
+    assert "mirror, soft_delete, history" in str(raised.value) and "docs/table-modes.md" in raised.value.remedy

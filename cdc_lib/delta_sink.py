@@ -2,22 +2,22 @@
 
 Every binlake commit carries a SetTransaction (`txnAppId` = pipeline + table,
 `txnVersion` = batch sequence) and a JSON `userMetadata` with the binlog
-position it brings the table to. `read_log_tail` reads that back from the
-`_delta_log` folder without Spark, so reconciling offsets with Delta is cheap.
+position it brings the table to. `read_log_tail` (cdc_lib.delta_log) reads that back
+from the `_delta_log` folder without Spark, from its last checkpoint on, so reconciling
+offsets with Delta is cheap however long the table's history.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib import delta_log
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
 from cdc_lib.sink_storage import SinkStorage, storage_for
@@ -29,92 +29,17 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 OPERATION_COLUMN = "_binlake_op"
-_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE = re.compile(r"^\d{20}\.checkpoint(\.\d+\.\d+)?(\.[0-9a-f-]+)?\.parquet$")
-_TAIL_SEARCH_LIMIT = 200
+
+# The log is read by cdc_lib.delta_log (from its last checkpoint on); these names stay importable from here.
+BinlakeCommit = delta_log.BinlakeCommit
+LogTail = delta_log.LogTail
+read_log_tail = delta_log.read_log_tail
+table_exists = delta_log.table_exists
+written_rows = delta_log.written_rows
 
 
 def app_id(pipeline: str, table: str) -> str:
     return f"binlake:{pipeline}:{table}"
-
-
-@dataclass(frozen=True)
-class BinlakeCommit:
-    """A binlake commit found in a Delta log."""
-
-    delta_version: int
-    txn_version: int
-    metadata: dict[str, Any]
-
-    @property
-    def kind(self) -> str:
-        return str(self.metadata.get("kind"))
-
-
-@dataclass(frozen=True)
-class LogTail:
-    latest_version: int
-    last_binlake_commit: BinlakeCommit | None
-
-
-def _log_dir(path: str) -> str:
-    return f"{path.rstrip('/')}/_delta_log"
-
-
-def table_exists(path: str, *, storage: SinkStorage | None = None) -> bool:
-    """Whether `path` holds a Delta table: a log with a commit or a checkpoint in it.
-
-    A `_delta_log` folder alone is not one: a first write killed before its commit leaves the folder (and
-    Parquet files no version refers to) behind.
-    """
-    names = (storage or storage_for(path)).list_names(_log_dir(path))
-    return names is not None and any(_COMMIT_FILE.match(name) or _CHECKPOINT_FILE.match(name) for name in names)
-
-
-def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = None) -> LogTail | None:
-    """Latest Delta version and the newest commit written by `application`, read without Spark.
-
-    Args:
-        path: the table's location, a local folder or s3a://bucket/prefix.
-        storage: how to reach it (the sink's S3 settings); inferred from `path` when omitted.
-    """
-    storage = storage or storage_for(path)
-    log_dir = _log_dir(path)
-    names = storage.list_names(log_dir)
-    if names is None:
-        return None
-    versions = sorted(
-        (int(match.group(1)) for name in names if (match := _COMMIT_FILE.match(name))), reverse=True
-    )
-    if not versions:
-        return None
-    for version in versions[:_TAIL_SEARCH_LIMIT]:
-        text = storage.read_text(f"{log_dir}/{version:020d}.json")
-        commit = _binlake_commit(text, version, application)
-        if commit is not None:
-            return LogTail(latest_version=versions[0], last_binlake_commit=commit)
-    return LogTail(latest_version=versions[0], last_binlake_commit=None)
-
-
-def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit | None:
-    txn_version: int | None = None
-    metadata: dict[str, Any] | None = None
-    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
-        if not line.strip():
-            continue
-        action = json.loads(line)
-        if "txn" in action and action["txn"].get("appId") == application:
-            txn_version = int(action["txn"]["version"])
-        elif "commitInfo" in action and action["commitInfo"].get("userMetadata"):
-            try:
-                candidate = json.loads(action["commitInfo"]["userMetadata"])
-            except ValueError:
-                continue
-            if isinstance(candidate, dict) and candidate.get("app_id") == application:
-                metadata = candidate
-    if txn_version is None or metadata is None:
-        return None
-    return BinlakeCommit(delta_version=version, txn_version=txn_version, metadata=metadata)
 
 
 def spark_schema(
@@ -379,23 +304,7 @@ def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> st
 
 
 def _version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:
-    tail = read_log_tail(path, application=application, storage=storage)
-    if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version != txn_version:
-        raise DeltaStateError(
-            f"the Delta commit for batch {txn_version} was not found in {path}/_delta_log",
-            remedy="another writer may be changing the table; make binlake its only writer",
-        )
-    return tail.last_binlake_commit.delta_version
-
-
-def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
-    """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log."""
-    text = (storage or storage_for(path)).read_text(f"{_log_dir(path)}/{version:020d}.json")
-    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
-        if '"commitInfo"' in line:
-            metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
-            return int(metrics.get("numOutputRows", 0))
-    return 0
+    return delta_log.version_of(path, application, txn_version, storage)
 
 
 def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) -> None:

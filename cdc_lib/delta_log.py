@@ -1,0 +1,270 @@
+"""Reading a Delta log without Spark, at a cost bounded by the commits since its last checkpoint.
+
+binlake needs three things from a table's `_delta_log`: whether the table exists, its newest
+version, and the newest commit binlake wrote for a `txnAppId` (with its end position in the
+commit's `userMetadata`). Listing the whole log for that grows with history: on S3, after months
+of minute batches, tens of thousands of keys per call. So a read starts from the checkpoint:
+
+1. `_last_checkpoint` (one GET) names the newest checkpoint version C (when there is one).
+2. The listing starts after C's zero-padded name (S3 `StartAfter`): the commits after C, C's own
+   checkpoint files and whatever checkpoint came since — at most a checkpoint interval of files.
+3. The newest binlake commit among those commits is the answer. If there is none, the checkpoint's
+   `txn` actions hold the newest SetTransaction of every appId (Delta keeps them in every checkpoint),
+   and that commit's file is fetched by name, counting down from C, without listing.
+
+Checkpoints come in three shapes, and Delta 4.0 writes all of them: classic
+(`C.checkpoint.parquet`), multi-part (`C.checkpoint.0000000001.0000000002.parquet`, when
+`spark.databricks.delta.checkpoint.partSize` splits it) and v2 (`delta.checkpointPolicy=v2`:
+`C.checkpoint.<uuid>.json` or `.parquet`, a manifest whose file actions live in
+`_sidecars/`; its `txn` actions are in the manifest itself, so sidecars are never read).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cdc_lib.errors import DeltaStateError
+from cdc_lib.sink_storage import SinkStorage, storage_for
+
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+CHECKPOINT_FILE = re.compile(
+    r"^(?P<version>\d{20})\.checkpoint(?:\.(?P<part>\d+)\.(?P<parts>\d+))?(?:\.(?P<uuid>[0-9a-f-]{36}))?"
+    r"\.(?P<format>parquet|json)$"
+)
+#: How many commit files one call reads at most, newest first, looking for a binlake commit.
+TAIL_SEARCH_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class BinlakeCommit:
+    """A binlake commit found in a Delta log."""
+
+    delta_version: int
+    txn_version: int
+    metadata: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return str(self.metadata.get("kind"))
+
+
+@dataclass(frozen=True)
+class LogTail:
+    latest_version: int
+    last_binlake_commit: BinlakeCommit | None
+    #: The newest checkpoint the read started from (None: the log has none, and was listed whole).
+    checkpoint_version: int | None = None
+
+
+def log_dir(path: str) -> str:
+    return f"{path.rstrip('/')}/_delta_log"
+
+
+def commit_file(path: str, version: int) -> str:
+    return f"{log_dir(path)}/{version:020d}.json"
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    version: int
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The log files from the last checkpoint on (or all of them when there is no checkpoint)."""
+
+    commits: list[int]  # newest first
+    checkpoint: _Checkpoint | None
+
+
+def _checkpoint_hint(storage: SinkStorage, directory: str) -> int | None:
+    """The version `_last_checkpoint` names; None when it is missing or unreadable (then the log is listed
+    whole, which is what a reader without the hint must do anyway)."""
+    content = storage.read_bytes(f"{directory}/_last_checkpoint")
+    if content is None:
+        return None
+    try:
+        return int(json.loads(content)["version"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _list_tail(storage: SinkStorage, directory: str) -> _Listing | None:
+    hint = _checkpoint_hint(storage, directory)
+    # Every name of version ≥ hint sorts after the bare zero-padded version: its commit, its checkpoint files.
+    names = storage.list_names(directory, start_after=None if hint is None else f"{hint:020d}")
+    if names is None:
+        return None
+    checkpoint = _newest_complete_checkpoint(names)
+    if hint is not None and checkpoint is None:
+        # The hint named a checkpoint that is not there (a log copied without it?): read the log as a whole.
+        names = storage.list_names(directory) or []
+        checkpoint = _newest_complete_checkpoint(names)
+    commits = sorted((int(match.group(1)) for name in names if (match := COMMIT_FILE.match(name))), reverse=True)
+    return _Listing(commits=commits, checkpoint=checkpoint)
+
+
+def _newest_complete_checkpoint(names: list[str]) -> _Checkpoint | None:
+    """The newest checkpoint whose files are all there (a multi-part write cut short leaves some parts only)."""
+    by_version: dict[int, dict[str, list[str]]] = {}
+    for name in names:
+        match = CHECKPOINT_FILE.match(name)
+        if match is None:
+            continue
+        # Parts of one multi-part checkpoint share a count; two v2 manifests of one version are alternatives.
+        group = match.group("uuid") or f"parts-{match.group('parts') or 1}"
+        by_version.setdefault(int(match.group("version")), {}).setdefault(group, []).append(name)
+    for version in sorted(by_version, reverse=True):
+        for group, files in sorted(by_version[version].items()):
+            expected = int(group.removeprefix("parts-")) if group.startswith("parts-") else 1
+            if len(files) == expected:
+                return _Checkpoint(version=version, files=tuple(sorted(files)))
+    return None
+
+
+def table_exists(path: str, *, storage: SinkStorage | None = None) -> bool:
+    """Whether `path` holds a Delta table: a log with a commit or a checkpoint in it.
+
+    A `_delta_log` folder alone is not one: a first write killed before its commit leaves the folder (and
+    Parquet files no version refers to) behind.
+    """
+    listing = _list_tail(storage or storage_for(path), log_dir(path))
+    return listing is not None and (bool(listing.commits) or listing.checkpoint is not None)
+
+
+def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = None) -> LogTail | None:
+    """Latest Delta version and the newest commit written by `application`, read without Spark.
+
+    Lists only the files from the last checkpoint on (see the module docstring).
+
+    Args:
+        path: the table's location, a local folder or s3a://bucket/prefix.
+        storage: how to reach it (the sink's S3 settings); inferred from `path` when omitted.
+    """
+    storage = storage or storage_for(path)
+    directory = log_dir(path)
+    listing = _list_tail(storage, directory)
+    if listing is None:
+        return None
+    checkpoint = listing.checkpoint
+    newest = max([*listing.commits[:1], *([checkpoint.version] if checkpoint else [])], default=None)
+    if newest is None:
+        return None
+    floor = checkpoint.version if checkpoint is not None else -1
+    searched = [version for version in listing.commits if version > floor][:TAIL_SEARCH_LIMIT]
+    for version in searched:
+        commit = _binlake_commit(storage.read_text(f"{directory}/{version:020d}.json"), version, application)
+        if commit is not None:
+            return LogTail(
+                latest_version=newest, last_binlake_commit=commit,
+                checkpoint_version=checkpoint.version if checkpoint else None,
+            )
+    if checkpoint is None:
+        return LogTail(latest_version=newest, last_binlake_commit=None)
+    remaining = TAIL_SEARCH_LIMIT - len(searched)
+    txn_version = _checkpoint_txn(storage, directory, checkpoint, application)
+    found = None if txn_version is None else _commit_at_or_before(
+        storage, directory, checkpoint.version, application, txn_version, limit=max(remaining, 1)
+    )
+    return LogTail(latest_version=newest, last_binlake_commit=found, checkpoint_version=checkpoint.version)
+
+
+def _checkpoint_txn(storage: SinkStorage, directory: str, checkpoint: _Checkpoint, application: str) -> int | None:
+    """The version of `application`'s SetTransaction recorded in the checkpoint, if any."""
+    versions: list[int] = []
+    for name in checkpoint.files:
+        content = storage.read_bytes(f"{directory}/{name}")
+        if content is None:
+            # Log cleanup removed it between the listing and now: a newer checkpoint exists, the caller retries.
+            raise DeltaStateError(
+                f"the checkpoint file {directory}/{name} vanished while it was read",
+                remedy="retry; if it keeps happening, check what deletes files from the Delta log",
+            )
+        versions += _txn_versions(content, name.endswith(".json"), application)
+    return max(versions, default=None)
+
+
+def _txn_versions(content: bytes, is_json: bool, application: str) -> list[int]:
+    if is_json:
+        actions = (json.loads(line) for line in content.decode().split("\n") if line.strip())
+        return [int(action["txn"]["version"]) for action in actions
+                if "txn" in action and action["txn"].get("appId") == application]
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(io.BytesIO(content))
+    if "txn" not in parquet.schema_arrow.names:
+        return []
+    rows = parquet.read(columns=["txn"]).column("txn").to_pylist()
+    return [int(row["version"]) for row in rows if row is not None and row.get("appId") == application]
+
+
+def _commit_at_or_before(
+    storage: SinkStorage, directory: str, start: int, application: str, txn_version: int, *, limit: int
+) -> BinlakeCommit | None:
+    """The commit carrying `application`'s `txn_version`, fetched by name from version `start` down.
+
+    None when log cleanup already removed it (older than `delta.logRetentionDuration`): its SetTransaction
+    still makes Delta skip a replay, but its end position is gone, so the offset store is not corrected
+    from it.
+    """
+    for version in range(start, max(start - limit, -1), -1):
+        content = storage.read_bytes(f"{directory}/{version:020d}.json")
+        if content is None:
+            return None
+        commit = _binlake_commit(content.decode(), version, application)
+        if commit is not None and commit.txn_version == txn_version:
+            return commit
+    return None
+
+
+def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit | None:
+    txn_version: int | None = None
+    metadata: dict[str, Any] | None = None
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "txn" in action and action["txn"].get("appId") == application:
+            txn_version = int(action["txn"]["version"])
+        elif "commitInfo" in action and action["commitInfo"].get("userMetadata"):
+            try:
+                candidate = json.loads(action["commitInfo"]["userMetadata"])
+            except ValueError:
+                continue
+            if isinstance(candidate, dict) and candidate.get("app_id") == application:
+                metadata = candidate
+    if txn_version is None or metadata is None:
+        return None
+    return BinlakeCommit(delta_version=version, txn_version=txn_version, metadata=metadata)
+
+
+def version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:
+    """The Delta version of the commit that carries `application`'s `txn_version` (just written, or earlier)."""
+    tail = read_log_tail(path, application=application, storage=storage)
+    if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version != txn_version:
+        raise DeltaStateError(
+            f"the Delta commit for batch {txn_version} was not found in {path}/_delta_log",
+            remedy="another writer may be changing the table; make binlake its only writer",
+        )
+    return tail.last_binlake_commit.delta_version
+
+
+def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
+    """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log (one file, no listing)."""
+    text = (storage or storage_for(path)).read_text(commit_file(path, version))
+    for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
+        if '"commitInfo"' in line:
+            metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
+            return int(metrics.get("numOutputRows", 0))
+    return 0
+
+
+__all__ = [
+    "BinlakeCommit", "LogTail", "commit_file", "log_dir", "read_log_tail", "table_exists", "version_of",
+    "written_rows",
+]

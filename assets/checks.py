@@ -2,7 +2,8 @@
 
     consistency     ERROR  the table has a snapshot, no recorded error, and its offset is past the snapshot's
                            high watermark (so the copy equals the source as of that offset)
-    lag             WARN   the copy trails the source by less than `lag_warn_seconds`
+    lag             WARN   the copy trails the source by less than `lag_warn_seconds`, and binlake applies the
+                           binlog faster than the source writes it (metadata: the time to catch up)
     binlog_runway   WARN   the binlog file holding the table's offset is not purged within `runway_warn_hours`
                            (ERROR once it is gone: only a re-snapshot helps then)
     reconciliation  ERROR  row count and content digest of source and Delta agree, chunk by chunk
@@ -33,6 +34,7 @@ from cdc_lib.errors import BinlakeError, NotSnapshottedError
 from cdc_lib.failures import is_transient
 from cdc_lib.pipeline import Pipeline, TableStatus
 from cdc_lib.reconciliation import ReconciliationReport, reconcile_table
+from cdc_lib.report import catch_up_text
 from cdc_lib.runway import TableRunway, binlog_runway
 
 ERROR = dg.AssetCheckSeverity.ERROR
@@ -99,12 +101,33 @@ def lag_result(key: dg.AssetKey, status: TableStatus | None, threshold: float) -
         )
     metadata["lag_seconds"] = dg.MetadataValue.float(float(status.lag_seconds))
     metadata["lag_bytes"] = dg.MetadataValue.int(int(status.lag_bytes or 0))
-    passed = status.lag_seconds <= threshold and not status.error
+    metadata.update(_catch_up_metadata(status.catch_up))
+    # Not catching up fails the check even under the threshold: the lag can only grow from here.
+    passed = status.lag_seconds <= threshold and not status.error and not status.catch_up_warning
+    problems = []
+    if status.lag_seconds > threshold:
+        problems.append(f"The copy trails the source by {status.lag_seconds:g}s ({status.lag_bytes} binlog bytes)")
+    if status.catch_up_warning:
+        problems.append(f"NOT CATCHING UP: {catch_up_text(status.catch_up)}; add throughput (bigger batches, "
+                        "sync --until-caught-up, fewer tables per pipeline) before the binlog runway runs out")
+    if status.error:
+        problems.append(f"the table stopped: {status.error}")
     return dg.AssetCheckResult(
         asset_key=key, check_name=LAG_CHECK, passed=passed, severity=WARN, metadata=metadata,
-        description=None if passed else f"The copy trails the source by {status.lag_seconds:g}s "
-        f"({status.lag_bytes} binlog bytes)" + (f"; the table stopped: {status.error}" if status.error else ""),
+        description=None if passed else "; ".join(problems),
     )
+
+
+def _catch_up_metadata(estimate: dict[str, Any] | None) -> dict[str, Any]:
+    if not estimate:
+        return {}
+    metadata: dict[str, Any] = {"catch_up": dg.MetadataValue.text(catch_up_text(estimate))}
+    if estimate["seconds"] is not None:
+        metadata["catch_up_seconds"] = dg.MetadataValue.float(round(float(estimate["seconds"]), 1))
+    for name in ("apply_bytes_per_second", "source_bytes_per_second"):
+        if estimate[name] is not None:
+            metadata[name] = dg.MetadataValue.float(round(float(estimate[name]), 1))
+    return metadata
 
 
 def runway_result(

@@ -107,7 +107,41 @@ class Lease:
         return False
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchRecord:
+    """What one micro-batch cost, kept for the catch-up estimate (cdc_lib.catch_up)."""
+
+    started_at: str
+    #: Wall time of the whole batch: binlog read, MERGEs, offset write.
+    seconds: float
+    #: Binlog bytes the batch advanced over (from the smallest table offset to the batch end).
+    binlog_bytes: int
+    #: The batch stopped at its size or time limit, not at the end of the binlog: it measured capacity.
+    limited: bool
+    #: The server's binlog end when the batch started: a sample of the source's write rate.
+    server_end: BinlogPosition | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "started_at": self.started_at, "seconds": self.seconds, "binlog_bytes": self.binlog_bytes,
+            "limited": self.limited, "server_end": None if self.server_end is None else self.server_end.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchRecord:
+        end = data.get("server_end")
+        return cls(
+            started_at=data["started_at"], seconds=float(data["seconds"]), binlog_bytes=int(data["binlog_bytes"]),
+            limited=bool(data["limited"]), server_end=None if end is None else BinlogPosition.from_json(end),
+        )
+
+
+#: How many batches the state document remembers (a few KB at most, whatever the table count).
+RECENT_BATCHES = 20
+RECENT_LIMITED_BATCHES = 5
+
 #: Layout version of the state document; bumped when a change would mislead an older reader.
+#: (`recent_batches` was added without a bump: a reader that ignores it loses nothing but the estimate.)
 STATE_FORMAT = 1
 
 
@@ -119,10 +153,22 @@ class PipelineState:
     lease: Lease | None = None
     server_id: int | None = None
     server_uuid: str | None = None
+    recent_batches: list[BatchRecord] = field(default_factory=list)
+
+    def record_batch(self, record: BatchRecord) -> None:
+        """Remember a batch's cost (the newest `RECENT_BATCHES`); saved with the batch's offsets, no extra write.
+
+        A few older batches that hit their limit stay too: idle minutes would otherwise push out the only
+        batches that measured what binlake can apply.
+        """
+        records = [*self.recent_batches, record]
+        older_limited = [kept for kept in records[:-RECENT_BATCHES] if kept.limited][-RECENT_LIMITED_BATCHES:]
+        self.recent_batches = older_limited + records[-RECENT_BATCHES:]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "format": STATE_FORMAT,
+            "recent_batches": [record.to_json() for record in self.recent_batches],
             "pipeline": self.pipeline,
             "batch_seq": self.batch_seq,
             "server_id": self.server_id,
@@ -149,6 +195,7 @@ class PipelineState:
             lease=Lease(**lease) if lease else None,
             server_id=data.get("server_id"),
             server_uuid=data.get("server_uuid"),
+            recent_batches=[BatchRecord.from_json(record) for record in data.get("recent_batches", [])],
         )
 
 

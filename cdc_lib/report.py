@@ -10,9 +10,10 @@ if TYPE_CHECKING:
 
 
 def format_status(statuses: Sequence[Any]) -> str:
-    """One aligned row per `TableStatus`: consistency, offset, lag, Delta version, runway and error."""
-    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "delta v",
-              "runway", "error")
+    """One aligned row per `TableStatus`: consistency, offset, lag, time to catch up, Delta version, runway and
+    error."""
+    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "catch-up",
+              "delta v", "runway", "error")
     rows = [header]
     for status in statuses:
         rows.append(
@@ -24,6 +25,7 @@ def format_status(statuses: Sequence[Any]) -> str:
                 "-" if status.lag_bytes is None else str(status.lag_bytes),
                 "-" if status.lag_events is None else str(status.lag_events),
                 "-" if status.lag_seconds is None else f"{status.lag_seconds:g}",
+                catch_up_text(getattr(status, "catch_up", None)),
                 "-" if status.delta_version is None else str(status.delta_version),
                 _runway_text(status),
                 status.error or "",
@@ -32,6 +34,30 @@ def format_status(statuses: Sequence[Any]) -> str:
     widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
     lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
     return "\n".join(line.rstrip() for line in lines)
+
+
+def catch_up_text(estimate: dict[str, Any] | None) -> str:
+    """`CatchUp.to_json()` for a person: a duration, NOT CATCHING UP (with both rates), or "-" when unknown."""
+    if not estimate or estimate["verdict"] == "unknown":
+        return "-"
+    if estimate["verdict"] == "not_catching_up":
+        return (f"NOT CATCHING UP (applies {_rate(estimate['apply_bytes_per_second'])}, "
+                f"source writes {_rate(estimate['source_bytes_per_second'])})")
+    return duration_text(float(estimate["seconds"]))
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _rate(bytes_per_second: float | None) -> str:
+    if bytes_per_second is None:
+        return "?"
+    return f"{bytes_per_second / 1e6:.2f} MB/s" if bytes_per_second >= 1e5 else f"{bytes_per_second / 1e3:.1f} kB/s"
 
 
 def _runway_text(status: Any) -> str:

@@ -1,4 +1,5 @@
-"""Per-table status read from the offset store and the source, without the lease: offset, lag, consistency, runway."""
+"""Per-table status read from the offset store and the source, without the lease: offset, lag, consistency, runway,
+and the time to catch up (cdc_lib.catch_up)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc_lib import source as mysql
+from cdc_lib.catch_up import apply_rate, catch_up, source_rate
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.offsets import PipelineState, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
@@ -33,6 +35,10 @@ class TableStatus:
     #: How the table keeps changes (config.TableMode); soft-delete and history tables are compared with the
     #: source on their live rows (docs/table-modes.md).
     mode: str = "mirror"
+    #: `CatchUp.to_json()`: today's lag over (apply rate − source rate); None when the lag in bytes is unknown.
+    catch_up: dict[str, Any] | None = None
+    #: binlake applies the binlog no faster than the source writes it: the lag will not shrink.
+    catch_up_warning: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,6 +78,10 @@ def table_statuses(
             server=server_end.server,
         )
     now = utc_now()
+    # One binlog read serves every table: the rates are the pipeline's, the lag each table's own.
+    applied, lower_bound = apply_rate(state.recent_batches)
+    rates = _Rates(apply=applied, apply_is_lower_bound=lower_bound,
+                   source=source_rate(state.recent_batches, logs, now=now))
     statuses = []
     for name in sorted(set(configured) | set(state.tables)):
         table_state = state.tables.get(name)
@@ -82,10 +92,17 @@ def table_statuses(
             _table_status(
                 name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
                 runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
-                mode=context.config.sink.mode_for(name),
+                mode=context.config.sink.mode_for(name), rates=rates,
             )
         )
     return statuses
+
+
+@dataclass(frozen=True)
+class _Rates:
+    apply: float | None
+    apply_is_lower_bound: bool
+    source: float | None
 
 
 def _table_status(
@@ -100,6 +117,7 @@ def _table_status(
     runway_warn_hours: float,
     now: dt.datetime,
     mode: str = "mirror",
+    rates: _Rates | None = None,
 ) -> TableStatus:
     if here:
         lag_bytes: int | None = mysql.bytes_behind(table_state.position, logs)
@@ -109,6 +127,10 @@ def _table_status(
         caught_up = state_contains(table_state.position.gtid, server_end.gtid)
     changed = table_state.last_change_at or table_state.snapshot_at
     lag_seconds = 0.0 if caught_up else (now - dt.datetime.fromisoformat(changed)).total_seconds()
+    estimate = None
+    if lag_bytes is not None and rates is not None and not table_state.error:
+        estimate = catch_up(0 if caught_up else lag_bytes, apply_rate=rates.apply, source_rate=rates.source,
+                            apply_rate_is_lower_bound=rates.apply_is_lower_bound)
     return TableStatus(
         table=name,
         snapshotted=True,
@@ -123,6 +145,8 @@ def _table_status(
         runway=runway.to_json() if runway is not None else None,
         runway_warning=runway is not None and runway.warning(runway_warn_hours),
         mode=mode,
+        catch_up=None if estimate is None else estimate.to_json(),
+        catch_up_warning=estimate is not None and estimate.warning,
     )
 
 

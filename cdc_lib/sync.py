@@ -14,6 +14,7 @@ states into the pipeline state and saves it.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,6 +24,7 @@ import pymysql
 from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
+from cdc_lib.catch_up import record_of_batch
 from cdc_lib.config import PipelineConfig
 from cdc_lib.errors import BinlogPurgedError
 from cdc_lib.events import HistoryChanges, TableChanges
@@ -118,6 +120,7 @@ def run_batch(
     after every table's Delta commit.
     """
     state = handle.state
+    started, clock = utc_now(), time.monotonic()
     logs = mysql.binary_logs(connection)
     # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
     server_end = mysql.current_position(connection)
@@ -166,6 +169,10 @@ def run_batch(
         state.tables[cursor.name] = settled.state
         spark_used = spark_used or settled.spark_used
         table_results.append(settled.result)
+    state.record_batch(record_of_batch(  # what the batch cost, for the catch-up estimate; saved with the offsets
+        connection, start=read.start, end=read.end, reached_end=read.reached_end, started_at=started,
+        seconds=time.monotonic() - clock, server_end=server_end, logs=logs,
+    ))
     failpoint("before_offset_write")
     handle.save()
     return SyncResult(

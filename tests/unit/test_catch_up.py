@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -91,3 +92,25 @@ def test_text_for_people() -> None:
     assert catch_up_text(catch_up(1_225_000, apply_rate=None, source_rate=None).to_json()) == "-"
     text = catch_up_text(catch_up(1_225_000, apply_rate=2_250.0, source_rate=312_500.0).to_json())
     assert text == "NOT CATCHING UP (applies 2.2 kB/s, source writes 0.31 MB/s)"
+
+
+def test_the_lag_check_warns_when_not_catching_up_even_under_its_threshold() -> None:
+    import dagster as dg
+
+    from assets.checks import lag_result
+    from cdc_lib.status import TableStatus
+
+    def status(apply: float) -> TableStatus:
+        estimate = catch_up(1_225_000, apply_rate=apply, source_rate=12_250.0)
+        return replace(
+            TableStatus.not_snapshotted("db.t"), snapshotted=True, lag_seconds=37.5, lag_bytes=1_225_000,
+            catch_up=estimate.to_json(), catch_up_warning=estimate.warning,
+        )
+
+    key = dg.AssetKey(["mysql", "db", "t"])
+    catching_up = lag_result(key, status(24_500.0), threshold=300.0)
+    assert catching_up.passed and catching_up.metadata["catch_up_seconds"].value == 100.0
+    stuck = lag_result(key, status(2_250.0), threshold=300.0)
+    assert not stuck.passed and stuck.severity == dg.AssetCheckSeverity.WARN
+    assert stuck.description is not None and "NOT CATCHING UP" in stuck.description
+    assert stuck.metadata["source_bytes_per_second"].value == 12_250.0

@@ -3,6 +3,7 @@ batch writes the offsets document a constant number of times (issue 12, directio
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -224,3 +225,23 @@ def test_status_shows_a_finite_time_to_catch_up(mariadb, database, make_config) 
     caught_up = next(status for status in pipeline.status() if status.table == table)
     assert caught_up.catch_up is not None and caught_up.catch_up["verdict"] == "caught_up"
     assert caught_up.catch_up["seconds"] == 0.0
+
+
+def test_an_incomplete_or_missing_checkpoint_is_passed_over(tmp_path: Path) -> None:
+    """A multi-part checkpoint cut short is not a checkpoint; a `_last_checkpoint` naming a checkpoint that is not
+    there makes the read list the log whole."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    for version in range(6):
+        actions = [{"txn": {"appId": APP, "version": version + 40}},
+                   {"commitInfo": {"userMetadata": json.dumps({"app_id": APP, "end": version * 11})}}]
+        (log / f"{version:020d}.json").write_text("\n".join(json.dumps(action) for action in actions) + "\n")
+    (log / f"{3:020d}.checkpoint.parquet").write_bytes(b"PAR1 not read: a commit after it is binlake's")
+    (log / f"{5:020d}.checkpoint.0000000001.0000000002.parquet").write_bytes(b"PAR1")
+    for hint, listed in ((3, 6), (7, 1 + 9)):
+        (log / "_last_checkpoint").write_text(json.dumps({"version": hint, "size": 4}))
+        storage = LocalSinkStorage()
+        tail = delta_log.read_log_tail(str(tmp_path / "t"), application=APP, storage=storage)
+        assert tail is not None and tail.checkpoint_version == 3 and tail.latest_version == 5
+        assert tail.last_binlake_commit is not None and tail.last_binlake_commit.metadata["end"] == 55
+        assert storage.counters.names_listed == listed

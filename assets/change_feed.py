@@ -14,7 +14,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.naming import PipelineNames
-from assets.resources import TRANSIENT_RETRY, engine_errors
+from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from cdc_lib.change_feed import ChangeConsumer, ConsumeResult, consume
 from cdc_lib.config import PipelineConfig
 
@@ -89,7 +89,7 @@ def build_change_feed_asset(
                           ) -> dg.MaterializeResult[None]:
         pipeline = names.resource(context).pipeline()
         output_path = derived_table_path(pipeline.config, consumer.name)
-        with engine_errors(f"consuming the change feed of {table}", context.log):
+        with jvm_output_to_log_file(context.log), engine_errors(f"consuming the change feed of {table}", context.log):
             result = consume(
                 pipeline.spark, consumer=consumer, source_path=pipeline.table_path(table), output_path=output_path,
                 storage=pipeline.sink, full_refresh=config.full_refresh, table=table,

@@ -4,7 +4,8 @@ many tables    one batch of N changes over 100 tables vs one batch of N changes 
 small snapshot snapshot of a 200k-row table vs mysqldump --single-transaction (the fixed costs of a snapshot)
 process cost   a new process that applies a few changes: `dagster job execute` of the sync job (as a
                schedule's run does: process, definitions, Spark, MERGE) and `binlake sync`; seconds from
-               process start to the Delta commit file, and to the process exit
+               process start to the Delta commit file, and to the process exit; and a process that only
+               imports the engine and gets its SparkSession ready (the share of the fixed cost Spark takes)
 long log       a table whose `_delta_log` holds 10,000 commits vs one with 10: `read_log_tail`, an idle
                sync, a one-row sync (MERGE) and a status call, each in-process and warm
 """
@@ -124,6 +125,18 @@ def small_snapshot(server: LocalMariaDB, work: Path, *, rows: int, repeat: int) 
             "snapshot_runs": snapshot_runs, "snapshot_vs_mysqldump": dump_s / snapshot_s}
 
 
+# A process that only gets ready to MERGE: imports, config, SparkSession with the Delta jars, one tiny job.
+_SPARK_READY = """
+import sys, time
+from cdc_lib.config import load_config
+from cdc_lib.pipeline import Pipeline
+imported = time.time()
+spark = Pipeline(load_config(sys.argv[1])).spark()
+spark.range(1).count()
+print(imported, time.time())
+"""
+
+
 def _newest_commit_mtime(table_path: str) -> float:
     log = Path(table_path) / "_delta_log"
     return max(entry.stat().st_mtime for entry in log.iterdir() if entry.name.endswith(".json"))
@@ -171,6 +184,16 @@ def process_cost(server: LocalMariaDB, work: Path, *, repeat: int) -> dict[str, 
         results[f"{label}_to_commit_s"] = statistics.median(commit_runs)
         results[f"{label}_exit_s"] = statistics.median(exit_runs)
         results[f"{label}_to_commit_runs"] = commit_runs
+    ready_runs, import_runs = [], []
+    for _ in range(repeat):
+        started = time.time()
+        done = subprocess.run([sys.executable, "-c", _SPARK_READY, str(config)], capture_output=True, text=True,
+                              env=environment, cwd=ROOT, timeout=600, check=True)
+        imported, ready = (float(value) for value in done.stdout.split())
+        import_runs.append(imported - started)
+        ready_runs.append(ready - started)
+    results["process_imports_s"] = statistics.median(import_runs)
+    results["spark_ready_s"] = statistics.median(ready_runs)
     return results
 
 

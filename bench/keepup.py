@@ -122,10 +122,10 @@ def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float,
 
 def keep_up(server: LocalMariaDB, work: Path, workload: str, sizes: KeepupSizes, server_id: int) -> dict[str, Any]:
     """Apply rate, drain rate and sustainable rate of one workload ('mixed' or 'insert')."""
-    table = f"keepup.{workload}"
+    table = f"keepup.load_{workload}"  # not `keepup.insert`: INSERT is a reserved word
     connection = server.admin_connection("keepup")
     try:
-        create_table(connection, workload, BASE_ROWS)
+        create_table(connection, table.split(".")[1], BASE_ROWS)
     finally:
         connection.close()
     pipeline = Pipeline(load_config(pipeline_config(work, server.port, f"keepup_{workload}", [table], server_id)))

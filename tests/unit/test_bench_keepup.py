@@ -83,3 +83,18 @@ def test_the_search_moves_down_when_the_low_guess_fails() -> None:
 def test_catch_up_time() -> None:
     assert catch_up_seconds(36_000, 1_250, 250) == pytest.approx(36.0)
     assert math.isinf(catch_up_seconds(36_000, 900, 900))
+
+
+def test_the_mixed_workload_inserts_updates_and_deletes_its_own_oldest_rows() -> None:
+    from bench.keepup_load import Workload
+
+    workload = Workload("load_mixed", "mixed", txn_rows=100, first_id=1001, base_rows=1000)
+    first = workload.statements()
+    assert len(first) == 2  # nothing of its own to delete yet
+    assert "seq_1001_to_1050" in first[0] and "BETWEEN 1 AND 33" in first[1]
+    second = workload.statements()
+    assert "seq_1051_to_1100" in second[0]
+    assert second[2] == "DELETE FROM load_mixed WHERE id BETWEEN 1001 AND 1017"
+    assert workload.oldest_own == 1018
+    appends = Workload("load_insert", "insert", txn_rows=37, first_id=5, base_rows=0)
+    assert ["seq_5_to_41" in statement for statement in appends.statements()] == [True]

@@ -5,6 +5,9 @@ Starts its own MariaDB, generates the workload server-side, then measures:
   sync         binlake sync --until-caught-up rows/s  vs  a bare python-mysql-replication loop
   read path    binlake's binlog reader alone (decode + fold, no Spark) over the same range
   idle         wall time of a `binlake sync` process with no relevant change (and whether Spark started)
+  keep-up      issue 12's table (bench/keepup*.py): sustainable rate vs MariaDB's apply rate (mixed,
+               insert-only), 100 tables vs 1, snapshot of 200k rows, a new Dagster/CLI process's cost to its
+               commit, a table with 10,000 commits; printed after the main table
 Sizes are flags; `--quick` fits in a few minutes.
 """
 
@@ -26,7 +29,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import peer, scenarios  # noqa: E402
+from bench import keepup_report, peer, scenarios  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -268,6 +271,8 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             attempt(results, "freshness", lambda: scenarios.freshness(
                 server, fresh_config, rows_per_second=500, seconds=arguments.freshness_seconds
             ))
+        if set(keepup_report.PARTS) & arguments.only:
+            keepup_report.run(server, work, arguments, results, attempt)
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
             "read_path_s": read_runs,
@@ -358,21 +363,24 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
-    parser.add_argument("--only", default="snapshot-stages,peer,merge,freshness,memory",
-                        help="extra measurements, comma separated: snapshot-stages,peer,merge,freshness,memory "
-                        "(or 'none')")
+    extras = ",".join(("snapshot-stages", "peer", "merge", "freshness", "memory", *keepup_report.PARTS))
+    parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
     parser.add_argument("--merge-changes", type=int, default=10_000)
     parser.add_argument("--freshness-seconds", type=float, default=30.0)
+    keepup_report.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.rows, arguments.changes = 200_000, 100_000
         arguments.merge_sizes = "10000,100000,1000000"
         arguments.freshness_seconds = 15.0
+        keepup_report.quick(arguments)
     arguments.only = set(arguments.only.split(","))
     arguments.merge_sizes = [int(size) for size in arguments.merge_sizes.split(",")]
     results = run(arguments)
     text = report(results)
+    if set(keepup_report.PARTS) & arguments.only:
+        text += "\n\nKeeping up with a busy primary (issue 12):\n\n" + keepup_report.report(results)
     print(text)
     if not arguments.no_results_file:
         write_results(text, results)

@@ -1,0 +1,172 @@
+"""Keeping up with a busy primary (issue 12): MariaDB's apply rate and binlake's sustainable rate.
+
+apply rate        the load writer (`bench.keepup_load`, its own process) writes the workload as fast as it
+                  can for a few seconds: rows/s this MariaDB applies from one client.
+drain rate        that backlog synced with `sync(until_caught_up=True)`: rows/s with full batches.
+sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows` rows) for a window while
+                  this process follows with `Pipeline.sync()` back to back (one warm SparkSession, as a
+                  scheduler running micro-batches would); after each batch the lag is the age of the oldest
+                  source commit not applied yet. R passes when the lag stays under 60 s and does not grow
+                  over the window's second half (`keepup_search.judge`). A log-space bisection
+                  (`keepup_search.RateSearch`) between drain/16 and 1.25 × drain picks the next R; the
+                  highest passing R is then held for the confirmation window (5 minutes in a full run).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.keepup_load import create_table
+from bench.keepup_search import FollowSample, RateSearch, SourceCommit, catch_up_seconds, judge, lag_series
+from cdc_lib.config import load_config
+from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.pipeline import Pipeline
+
+USER, PASSWORD = "bench", "bench-pw"
+BASE_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class KeepupSizes:
+    apply_seconds: float
+    search_window_s: float
+    confirm_window_s: float
+    search_steps: int
+    txn_rows: int
+    lag_limit_s: float = 60.0
+
+
+def pipeline_config(work: Path, port: int, name: str, tables: list[str], server_id: int,
+                    max_events: int | None = None) -> Path:
+    """A pipeline YAML for `tables`; the shipped batch defaults unless `max_events` is given."""
+    path = work / f"{name}.yaml"
+    batch = f"batch: {{max_events: {max_events}, max_seconds: 600}}\n" if max_events else ""
+    path.write_text(
+        f"pipeline: {name}\n"
+        f"source: {{host: 127.0.0.1, port: {port}, user: {USER}, password: {PASSWORD}, server_id: {server_id}, "
+        f"tables: [{', '.join(tables)}]}}\n"
+        f"sink: {{path: {work / ('lake-' + name)}}}\n"
+        'spark: {master: "local[2]"}\n' + batch
+    )
+    return path
+
+
+class Writer:
+    """Runs the load writer process, carrying its key counters from one run to the next."""
+
+    def __init__(self, server: LocalMariaDB, table: str, workload: str, txn_rows: int) -> None:
+        self.server, self.table, self.workload, self.txn_rows = server, table, workload, txn_rows
+        self.next_id, self.oldest_own = BASE_ROWS + 1, BASE_ROWS + 1
+
+    def start(self, *, rate: float, seconds: float, out: Path | None) -> subprocess.Popen[str]:
+        command = [
+            sys.executable, "-m", "bench.keepup_load", "--socket", str(self.server.socket_path),
+            "--table", self.table, "--workload", self.workload, "--rate", str(rate), "--seconds", str(seconds),
+            "--txn-rows", str(self.txn_rows), "--first-id", str(self.next_id), "--oldest-own", str(self.oldest_own),
+            "--base-rows", str(BASE_ROWS),
+        ]
+        if out is not None:
+            command += ["--out", str(out)]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+
+    def finish(self, process: subprocess.Popen[str]) -> dict[str, Any]:
+        output, _ = process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"the load writer failed with exit code {process.returncode}")
+        summary: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+        self.next_id, self.oldest_own = summary["next_id"], summary["oldest_own"]
+        return summary
+
+
+def read_commits(path: Path) -> list[SourceCommit]:
+    commits = []
+    for line in path.read_text().splitlines():
+        at, rows, file_name, offset = json.loads(line)
+        commits.append(SourceCommit(at=at, rows=rows, end=(file_name, offset)))
+    return commits
+
+
+def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float, window_s: float,
+                 limit_s: float, work: Path) -> dict[str, Any]:
+    """One window at `rate`: the writer writes, this process syncs back to back; the lag verdict."""
+    pipeline.sync(until_caught_up=True)  # start from no lag
+    out = work / f"commits-{writer.workload}-{int(rate)}.jsonl"
+    process = writer.start(rate=rate, seconds=window_s, out=out)
+    started = time.time()
+    samples: list[FollowSample] = []
+    batches = 0
+    while process.poll() is None or time.time() < started + window_s:
+        pipeline.sync()
+        position = pipeline.read_state().tables[table].position
+        samples.append(FollowSample(at=time.time(), applied=(position.file, position.pos)))
+        batches += 1
+    summary = writer.finish(process)
+    commits = read_commits(out)
+    if not commits:
+        raise RuntimeError("the load writer committed nothing")
+    series = lag_series(commits, samples)
+    verdict = judge(series, window_start=commits[0].at, window_end=commits[-1].at, limit_s=limit_s)
+    achieved = summary["rows"] / summary["seconds"]
+    return {"rate": rate, "achieved_rows_per_s": achieved, "window_s": window_s, "batches": batches,
+            "steady": verdict.steady and achieved >= 0.9 * rate, "max_lag_s": verdict.max_lag_s,
+            "late_slope": verdict.late_slope,
+            "reason": verdict.reason if achieved >= 0.9 * rate else f"the writer reached only {achieved:,.0f} rows/s",
+            "lag_s": [round(point.lag_s, 2) for point in series]}
+
+
+def keep_up(server: LocalMariaDB, work: Path, workload: str, sizes: KeepupSizes, server_id: int) -> dict[str, Any]:
+    """Apply rate, drain rate and sustainable rate of one workload ('mixed' or 'insert')."""
+    table = f"keepup.load_{workload}"  # not `keepup.insert`: INSERT is a reserved word
+    connection = server.admin_connection("keepup")
+    try:
+        create_table(connection, table.split(".")[1], BASE_ROWS)
+    finally:
+        connection.close()
+    pipeline = Pipeline(load_config(pipeline_config(work, server.port, f"keepup_{workload}", [table], server_id)))
+    pipeline.snapshot()
+    writer = Writer(server, table, workload, sizes.txn_rows)
+    summary = writer.finish(writer.start(rate=0, seconds=sizes.apply_seconds, out=None))
+    apply_rate = summary["rows"] / summary["seconds"]
+    started = time.perf_counter()
+    batches = pipeline.sync(until_caught_up=True)
+    drain_s = time.perf_counter() - started
+    drained = sum(batch.row_changes for batch in batches)
+    drain_rate = drained / drain_s
+    print(f"  {workload}: MariaDB applies {apply_rate:,.0f} rows/s; binlake drains {drained:,} rows at "
+          f"{drain_rate:,.0f} rows/s ({len(batches)} batches)", flush=True)
+    search = RateSearch(low=drain_rate / 16, high=drain_rate * 1.25, steps=sizes.search_steps)
+    trials = []
+    while not search.done():
+        rate = round(search.propose())
+        trial = follow_trial(pipeline, writer, table, rate=rate, window_s=sizes.search_window_s,
+                             limit_s=sizes.lag_limit_s, work=work)
+        print(f"  {workload} at {rate:,} rows/s for {sizes.search_window_s:.0f} s: max lag {trial['max_lag_s']:.1f} s"
+              f" → {trial['reason']}", flush=True)
+        trials.append(trial)
+        search.record(rate, trial["steady"])
+    best = search.best
+    confirm: dict[str, Any] | None = None
+    if best is not None and sizes.confirm_window_s > sizes.search_window_s:
+        confirm = follow_trial(pipeline, writer, table, rate=best, window_s=sizes.confirm_window_s,
+                               limit_s=sizes.lag_limit_s, work=work)
+        print(f"  {workload} confirmation at {best:,.0f} rows/s for {sizes.confirm_window_s:.0f} s: "
+              f"max lag {confirm['max_lag_s']:.1f} s → {confirm['reason']}", flush=True)
+    window = sizes.confirm_window_s if confirm is not None else sizes.search_window_s
+    sustainable = best if confirm is None or confirm["steady"] else None
+    for trial in trials:
+        trial.pop("lag_s")  # keep the JSON small: the verdict figures suffice for the search trials
+    return {
+        "workload": workload, "txn_rows": sizes.txn_rows, "apply_rows_per_s": apply_rate,
+        "drain_rows_per_s": drain_rate, "drained_rows": drained, "drain_batches": len(batches),
+        "sustainable_rows_per_s": sustainable, "window_s": window, "trials": trials, "confirmation": confirm,
+        "sustainable_vs_apply": sustainable / apply_rate if sustainable else None,
+        # One hour behind at the sustainable rate, the source going on at half of it: time to catch up.
+        "catch_up_1h_backlog_s": catch_up_seconds(3600 * sustainable, drain_rate, sustainable / 2)
+        if sustainable else None,
+    }

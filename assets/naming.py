@@ -100,7 +100,7 @@ class PipelineNames:
 
     @property
     def follow_op(self) -> str:
-        return f"binlake_{self.slug}_follow"
+        return f"binlake_{self.slug}_follow_loop"
 
     @property
     def follow_job(self) -> str:

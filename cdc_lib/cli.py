@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
-from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, follow
+from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
 from cdc_lib.logs import LOG_FORMATS, Verbosity, configure_logging, log_dir, redact, spark_log_path
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
 from cdc_lib.report import format_reconciliation, format_status
@@ -248,10 +248,27 @@ def _follow(pipeline: Pipeline, arguments: argparse.Namespace) -> int:
         for table in failed:
             print(f"  {table.table}: ERROR {table.error}", flush=True)
 
+    outcome: list[FollowSummary | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(follow(
+                pipeline, budget_seconds=arguments.budget, poll_seconds=arguments.poll, stop=stop, on_batch=on_batch
+            ))
+        except BaseException as error:  # noqa: BLE001 - raised again in the main thread
+            outcome.append(error)
+
+    # The loop runs on a worker thread so that signals stay with the main thread: PySpark takes SIGINT over
+    # (cancel jobs, raise) when a session starts in the main thread, which would cut a batch short.
+    # A daemon: after a second signal the process exits without waiting for the batch (as safe as a crash).
+    worker = threading.Thread(target=run, name="binlake-follow", daemon=True)
     with _stop_on_signals(stop):
-        summary = follow(
-            pipeline, budget_seconds=arguments.budget, poll_seconds=arguments.poll, stop=stop, on_batch=on_batch
-        )
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    summary = outcome[0]
     if arguments.json:
         print(json.dumps({"summary": _jsonable(asdict(summary))}), flush=True)
     else:
@@ -266,22 +283,32 @@ def _follow(pipeline: Pipeline, arguments: argparse.Namespace) -> int:
     return 1 if summary.table_errors else 0
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+class _StopOnSignals:
     """The first SIGTERM/SIGINT sets `stop` (the current batch finishes); a second one interrupts at once."""
 
-    def handler(number: int, frame: FrameType | None) -> None:
-        if stop.is_set():
+    NUMBERS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.previous = {number: signal.getsignal(number) for number in self.NUMBERS}
+
+    def handle(self, number: int, frame: FrameType | None) -> None:
+        if self.stop.is_set():
             raise KeyboardInterrupt
         log.warning("%s: stopping after the current batch (send it again to stop at once)",
                     signal.Signals(number).name)
-        stop.set()
+        self.stop.set()
 
-    previous = {number: signal.signal(number, handler) for number in (signal.SIGTERM, signal.SIGINT)}
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    signals = _StopOnSignals(stop)
+    for number in signals.NUMBERS:
+        signal.signal(number, signals.handle)
     try:
         yield
     finally:
-        for number, earlier in previous.items():
+        for number, earlier in signals.previous.items():
             signal.signal(number, earlier)
 
 

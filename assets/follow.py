@@ -23,7 +23,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.naming import PipelineNames
-from assets.resources import BinlakeResource, engine_errors, jvm_output_to_log_file
+from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from assets.tables import BatchSummary, batch_records
 from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
 from cdc_lib.pipeline import Pipeline
@@ -61,6 +61,8 @@ def build_follow_job(*, names: PipelineNames, tables: list[str]) -> dg.JobDefini
     @dg.op(
         name=names.follow_op,
         pool=names.pool,
+        # After the loop gave up on transient failures (`cdc_lib.follow.DEFAULT_GIVE_UP_AFTER`): a fresh start.
+        retry_policy=TRANSIENT_RETRY,
         required_resource_keys={names.resource_key},
         tags={"binlake/pipeline": names.pipeline},
         description=(

@@ -99,6 +99,18 @@ class PipelineNames:
         return f"binlake_{self.slug}_reconcile"
 
     @property
+    def follow_op(self) -> str:
+        return f"binlake_{self.slug}_follow_loop"
+
+    @property
+    def follow_job(self) -> str:
+        return f"binlake_{self.slug}_follow"
+
+    @property
+    def follow_schedule(self) -> str:
+        return f"binlake_{self.slug}_follow_schedule"
+
+    @property
     def sync_schedule(self) -> str:
         return f"binlake_{self.slug}_sync_schedule"
 

@@ -203,6 +203,50 @@ def change_metadata(
     return metadata
 
 
+@dataclass(frozen=True)
+class TableRecord:
+    """What a run records about one table after its batches: a materialization when they wrote to it, else an
+    observation (lag, offset)."""
+
+    key: dg.AssetKey
+    table: str
+    changed: bool
+    metadata: dict[str, Any]
+    #: The error the table stopped with in these batches, if it did.
+    error: str | None
+
+    def event(self) -> dg.AssetMaterialization | dg.AssetObservation:
+        """The record as a run-log event, for a table the step does not materialize through its outputs."""
+        if self.changed:
+            return dg.AssetMaterialization(asset_key=self.key, metadata=self.metadata)
+        return dg.AssetObservation(asset_key=self.key, metadata=self.metadata)
+
+
+def batch_records(
+    *,
+    names: PipelineNames,
+    pipeline: Pipeline,
+    batch: BatchSummary,
+    tables: list[str],
+    statuses: dict[str, TableStatus],
+    state: PipelineState,
+    now: float,
+) -> list[TableRecord]:
+    """One record per table after a run's batches: the one account of them the micro-batch and follow mode share."""
+    records = []
+    for table in tables:
+        status = statuses.get(table)
+        changes = batch.tables.get(table)
+        changed = batch.changed(table)
+        metadata = (
+            change_metadata(table, batch, status, state, pipeline) if changed
+            else observation_metadata(status, now=now)
+        )
+        records.append(TableRecord(key=names.table_key(table), table=table, changed=changed, metadata=metadata,
+                                   error=changes.error if changes is not None else None))
+    return records
+
+
 def observation_metadata(status: TableStatus | None, *, now: float) -> dict[str, Any]:
     """Metadata of a table with no change: its lag, and (when healthy) how current the copy is."""
     metadata = status_metadata(status)
@@ -411,18 +455,20 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
                     tables=[table for key, table in by_key.items() if key in selected and not batch.changed(table)],
                 )
             }
-        for key, table in by_key.items():
-            status = statuses.get(table)
-            changes = batch.tables.get(table)
-            if changes is not None and changes.error:
-                context.log.error(f"{table} stopped: {changes.error}")
-            if batch.changed(table):
-                metadata = change_metadata(table, batch, status, state, pipeline)
+        records = batch_records(
+            names=names, pipeline=pipeline, batch=batch, tables=list(by_key.values()), statuses=statuses,
+            state=state, now=now,
+        )
+        for record in records:
+            key, table, status = record.key, record.table, statuses.get(record.table)
+            if record.error:
+                context.log.error(f"{table} stopped: {record.error}")
+            if record.changed:
                 if key in selected:
-                    yield dg.MaterializeResult(asset_key=key, metadata=metadata)
+                    yield dg.MaterializeResult(asset_key=key, metadata=record.metadata)
                 else:
                     # The single binlog read wrote this table although it was not selected: record it truthfully.
-                    context.log_event(dg.AssetMaterialization(asset_key=key, metadata=metadata))
+                    context.log_event(record.event())
             elif table in discovered:
                 found = discovered[table]
                 context.log.info(f"{table}: loaded outside Dagster, recorded at Delta version {found.delta_version}")
@@ -438,7 +484,7 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
                     asset_key=key, metadata=discovered_metadata(found, status, state, pipeline, now=now)
                 )
             elif key in selected:
-                context.log_event(dg.AssetObservation(asset_key=key, metadata=observation_metadata(status, now=now)))
+                context.log_event(record.event())
         for name, reason in batch.skipped.items():
             context.log.warning(f"{name} skipped: {reason}")
         if results:

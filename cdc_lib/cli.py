@@ -5,18 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
+from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
 from cdc_lib.logs import LOG_FORMATS, Verbosity, configure_logging, log_dir, redact, spark_log_path
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
 from cdc_lib.report import format_reconciliation, format_status
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
+
+if TYPE_CHECKING:
+    from cdc_lib.pipeline import Pipeline
 
 log = logging.getLogger("binlake")
 
@@ -50,6 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     sync = commands.add_parser("sync", help="run one micro-batch from the binlog")
     sync.add_argument("--until-caught-up", action="store_true", help="repeat batches until the binlog end")
     sync.add_argument("--json", action="store_true")
+    sync.add_argument(
+        "--follow", action="store_true",
+        help="keep applying the binlog with one warm Spark session; stop with SIGTERM/Ctrl-C (between batches)",
+    )
+    sync.add_argument("--budget", type=float, metavar="SECONDS", help="with --follow: stop after this long")
+    sync.add_argument(
+        "--poll", type=float, metavar="SECONDS", default=DEFAULT_POLL_SECONDS,
+        help="with --follow: pause between looks at the binlog end while caught up (default %(default)g)",
+    )
     status = commands.add_parser("status", help="per-table offsets, lag and consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument(
@@ -75,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = build_parser().parse_args(argv)
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    if arguments.command == "sync":
+        _check_follow_arguments(parser, arguments)
     verbosity: Verbosity = "verbose" if arguments.verbose else "quiet" if arguments.quiet else "normal"
     configure_logging(verbosity, log_format=arguments.log_format)
     secrets: list[str] = []
@@ -133,6 +154,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             if snapshot.catalog_error:
                 print(f"  catalog: NOT REGISTERED (the snapshot stands) — {snapshot.catalog_error}")
         return 1 if any(snapshot.catalog_error for snapshot in snapshots) else 0
+    if arguments.command == "sync" and arguments.follow:
+        return _follow(pipeline, arguments)
     if arguments.command == "sync":
         results = pipeline.sync(until_caught_up=arguments.until_caught_up)
         if arguments.json:
@@ -183,6 +206,110 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print("\n".join(format_reconciliation(report)))
         return 0 if all(report.matches for report in reports) else 1
     raise AssertionError(arguments.command)
+
+
+def _check_follow_arguments(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    if not arguments.follow:
+        if arguments.budget is not None or arguments.poll != DEFAULT_POLL_SECONDS:
+            parser.error("--budget and --poll go with --follow")
+        return
+    if arguments.until_caught_up:
+        parser.error("--follow catches up by itself; drop --until-caught-up")
+    if arguments.poll <= 0 or (arguments.budget is not None and arguments.budget <= 0):
+        parser.error("--poll and --budget take a positive number of seconds")
+
+
+def _follow(pipeline: Pipeline, arguments: argparse.Namespace) -> int:
+    """`binlake sync --follow`: one line per batch that wrote something, a summary when it stops."""
+    stop = threading.Event()
+
+    def on_batch(batch: FollowBatch) -> None:
+        result = batch.result
+        failed = [table for table in result.tables if table.error]
+        if not batch.rows_written and not failed:
+            return
+        if arguments.json:
+            document = {"batch": batch.number, "elapsed": round(batch.elapsed, 3), "behind_bytes": batch.behind_bytes,
+                        **_jsonable(asdict(result))}
+            print(json.dumps(document), flush=True)
+            return
+        tables = ", ".join(
+            f"{table.table} +{table.inserted} ~{table.updated} -{table.deleted} v{table.delta_version}"
+            for table in result.tables if table.rows_written
+        )
+        lag = "lag ?" if batch.behind_bytes is None else (
+            "caught up" if batch.behind_bytes == 0 else f"lag {batch.behind_bytes:,} bytes"
+        )
+        print(
+            f"{time.strftime('%H:%M:%S')} batch {result.batch_seq or '-'}: {batch.rows_written} rows in "
+            f"{len(batch.tables_written)} tables ({tables}), {result.transactions} transactions, {lag}",
+            flush=True,
+        )
+        for table in failed:
+            print(f"  {table.table}: ERROR {table.error}", flush=True)
+
+    outcome: list[FollowSummary | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(follow(
+                pipeline, budget_seconds=arguments.budget, poll_seconds=arguments.poll, stop=stop, on_batch=on_batch
+            ))
+        except BaseException as error:  # noqa: BLE001 - raised again in the main thread
+            outcome.append(error)
+
+    # The loop runs on a worker thread so that signals stay with the main thread: PySpark takes SIGINT over
+    # (cancel jobs, raise) when a session starts in the main thread, which would cut a batch short.
+    # A daemon: after a second signal the process exits without waiting for the batch (as safe as a crash).
+    worker = threading.Thread(target=run, name="binlake-follow", daemon=True)
+    with _stop_on_signals(stop):
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.5)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    summary = outcome[0]
+    if arguments.json:
+        print(json.dumps({"summary": _jsonable(asdict(summary))}), flush=True)
+    else:
+        print(
+            f"follow stopped ({summary.stopped}) after {summary.seconds:.1f}s: {summary.batches_written} of "
+            f"{summary.batches} batches wrote {summary.rows_written:,} rows ({summary.row_changes:,} row changes, "
+            f"{summary.transactions:,} transactions), {summary.retries} transient failures retried",
+            flush=True,
+        )
+        for name, reason in sorted(summary.table_errors.items()):
+            print(f"  {name}: stopped — {reason}", flush=True)
+    return 1 if summary.table_errors else 0
+
+
+class _StopOnSignals:
+    """The first SIGTERM/SIGINT sets `stop` (the current batch finishes); a second one interrupts at once."""
+
+    NUMBERS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.previous = {number: signal.getsignal(number) for number in self.NUMBERS}
+
+    def handle(self, number: int, frame: FrameType | None) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        log.warning("%s: stopping after the current batch (send it again to stop at once)",
+                    signal.Signals(number).name)
+        self.stop.set()
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    signals = _StopOnSignals(stop)
+    for number in signals.NUMBERS:
+        signal.signal(number, signals.handle)
+    try:
+        yield
+    finally:
+        for number, earlier in signals.previous.items():
+            signal.signal(number, earlier)
 
 
 def _jsonable(value: Any) -> Any:

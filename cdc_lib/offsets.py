@@ -458,6 +458,20 @@ class StateHandle:
         )
         self.token = self.store.write(self.state, self.token)
 
+    def renew_if_due(self) -> bool:
+        """Save (and so extend the lease) when less than half of it is left; True if it saved.
+
+        A long-lived runner (follow mode) calls this between batches, so that idle stretches without a
+        batch's save never let the lease run out under it.
+        """
+        lease = self.state.lease
+        if lease is not None and lease.owner == self.owner:
+            left = (dt.datetime.fromisoformat(lease.expires_at) - utc_now()).total_seconds()
+            if left > self.lease_seconds / 2:
+                return False
+        self.save()
+        return True
+
     def release(self) -> None:
         self.state.lease = None
         try:

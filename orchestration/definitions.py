@@ -31,7 +31,7 @@ from cdc_lib.config import PipelineConfig, load_configs
 from cdc_lib.deployment import check_disjoint
 from cdc_lib.errors import ConfigError
 from orchestration.jobs import build_jobs
-from orchestration.schedules import build_reconcile_schedule, build_sync_schedule
+from orchestration.schedules import build_follow_schedule, build_reconcile_schedule, build_sync_schedule
 from orchestration.sensors import build_freshness_sensor, build_missing_snapshot_sensor, build_table_error_sensor
 from orchestration.settings import OrchestrationSettings
 
@@ -82,6 +82,7 @@ def build_definitions(
             build_reconcile_schedule(
                 names=names, job=jobs.reconcile, cron=settings.reconcile_cron, timezone=settings.timezone
             ),
+            build_follow_schedule(names=names, job=jobs.follow, timezone=settings.timezone),
         ],
         sensors=[
             build_missing_snapshot_sensor(

@@ -1,4 +1,4 @@
-"""The three jobs of a pipeline: micro-batch, snapshot (partitioned by table) and reconciliation."""
+"""The jobs of a pipeline: micro-batch, snapshot (partitioned by table), reconciliation, and follow mode."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from assets.follow import build_follow_job
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
 from assets.tables import TableAssets
 
@@ -19,9 +20,11 @@ class PipelineJobs:
     sync: UnresolvedAssetJobDefinition
     snapshot: UnresolvedAssetJobDefinition
     reconcile: UnresolvedAssetJobDefinition
+    #: The long-running alternative to `sync`: one run applies the binlog until its time budget.
+    follow: dg.JobDefinition
 
-    def all(self) -> list[UnresolvedAssetJobDefinition]:
-        return [self.sync, self.snapshot, self.reconcile]
+    def all(self) -> list[UnresolvedAssetJobDefinition | dg.JobDefinition]:
+        return [self.sync, self.snapshot, self.reconcile, self.follow]
 
 
 def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition) -> PipelineJobs:
@@ -52,4 +55,5 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
         tags=names.run_tags,
         description=f"Compare every table of pipeline `{names.pipeline}` with its source, chunk by chunk.",
     )
-    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile)
+    follow = build_follow_job(names=names, tables=list(assets.tables))
+    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow)

@@ -1,4 +1,5 @@
-"""Schedules: the micro-batch (every minute by default, on from the start) and the daily reconciliation."""
+"""Schedules: the micro-batch (every minute by default, on from the start), the daily reconciliation, and the
+follow-mode keeper (off by default: turn it on instead of the micro-batch schedule)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,33 @@ def build_reconcile_schedule(
         description=f"Source-vs-Delta reconciliation of pipeline `{names.pipeline}` ({cron}); "
         "change it with BINLAKE_RECONCILE_CRON.",
     )
+
+
+#: The follow schedule's cron: it looks every minute and launches a follow run only when none is going.
+FOLLOW_CRON = "* * * * *"
+
+
+def build_follow_schedule(*, names: PipelineNames, job: dg.JobDefinition, timezone: str) -> dg.ScheduleDefinition:
+    """Keeps one follow run going: each tick launches one unless a run of the pipeline is in flight.
+
+    Off by default. Turn it on *instead of* the micro-batch schedule: both take the pipeline's pool and
+    lease, so with both on they only take turns (each skips while the other runs).
+    """
+
+    @dg.schedule(
+        name=names.follow_schedule,
+        cron_schedule=FOLLOW_CRON,
+        job=job,
+        execution_timezone=timezone,
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+        description=f"Keeps a follow run of pipeline `{names.pipeline}` going (relaunched within a minute when one "
+        "ends). Turn it on instead of the micro-batch schedule, not beside it.",
+    )
+    def follow_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        running = run_in_flight(context.instance, names.pipeline)
+        if running:
+            return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
+        tick = context.scheduled_execution_time
+        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.lease_tags)
+
+    return follow_schedule

@@ -140,11 +140,15 @@ def test_scaffold_check_list_and_materialize_in_a_fresh_dg_project(project: DgPr
         assert checks == CHECKS
     assert names.snapshot_key.to_user_string() in asset_keys
     schedules = {schedule["name"]: schedule["cron_schedule"] for schedule in listed["schedules"]}
-    assert schedules == {names.sync_schedule: "*/7 * * * *", names.reconcile_schedule: "0 3 * * *"}
+    # The follow schedule (off by default) ticks every minute and launches only when nothing of the pipeline runs.
+    assert schedules == {names.sync_schedule: "*/7 * * * *", names.reconcile_schedule: "0 3 * * *",
+                         names.follow_schedule: "* * * * *"}
     assert {sensor["name"] for sensor in listed["sensors"]} == {
         names.missing_snapshot_sensor, names.table_error_sensor, names.freshness_sensor
     }
-    assert {job["name"] for job in listed["jobs"]} == {names.sync_job, names.snapshot_job, names.reconcile_job}
+    assert {job["name"] for job in listed["jobs"]} == {
+        names.sync_job, names.snapshot_job, names.reconcile_job, names.follow_job
+    }
     assert [resource["name"] for resource in listed["resources"]] == [names.resource_key]
 
     customers = shop.tables[0]

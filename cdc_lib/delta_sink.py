@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
@@ -313,9 +313,11 @@ def _applied_through(commit: BinlakeCommit | None) -> BinlogPosition | None:
 
 
 def _reached(position: BinlogPosition, mark: BinlogPosition) -> bool:
-    from cdc_lib.table_offsets import reached  # table_offsets imports this module
-
-    return reached(position, mark)
+    """Whether `position` is provably at or past `mark`: by offset on one server, else by GTID state only
+    when the mark has one (a mark without GTID on another server proves nothing, so the answer is no)."""
+    if position.written_on(mark.server) and mark.written_on(position.server):
+        return mark <= position
+    return mark.gtid is not None and state_contains(position.gtid, mark.gtid)
 
 
 def _later(known: BinlogPosition | None, candidate: BinlogPosition) -> BinlogPosition:

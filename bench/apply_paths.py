@@ -85,13 +85,15 @@ class Workload:
             done, next_id = 0, first
             while done < per_table:
                 step = min(100, per_table - done)
-                if inserts_only or (done // 100) % 3 == 0:
+                # Rotated by chunk and by table: with 100 rows per table each table still gets one kind.
+                kind = (done // 100 + index) % 3
+                if inserts_only or kind == 0:
                     statements.append(
                         f"INSERT INTO {name} SELECT seq, 12.25, 'new', 'fresh', NOW(6) "
                         f"FROM seq_{next_id}_to_{next_id + step - 1}"
                     )
                     next_id += step
-                elif (done // 100) % 3 == 1:
+                elif kind == 1:
                     low = 1 + (self.round * 977 + done * 7) % (BASE_ROWS - 200)
                     statements.append(f"UPDATE {name} SET amount = amount + 1, status = 'paid' "
                                       f"WHERE id BETWEEN {low} AND {low + step - 1}")

@@ -131,6 +131,15 @@ class SnapshotConfig:
 class BatchConfig:
     max_events: int = 100_000
     max_seconds: float = 60.0
+    #: Tables whose changes are written to Delta at once (each its own idempotent commit); None: the cores.
+    apply_threads: int | None = None
+    #: Append the rows of keys a batch inserts, without MERGE, once a mirror table is consistent.
+    append_inserts: bool = True
+
+    def threads_for(self, tables: int) -> int:
+        """Writer threads for a batch that changes `tables` tables: never more threads than tables."""
+        wanted = self.apply_threads if self.apply_threads is not None else (os.cpu_count() or 1)
+        return max(1, min(wanted, tables))
 
 
 @dataclass(frozen=True)
@@ -389,7 +398,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
-    _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds"})
+    _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds", "apply_threads", "append_inserts"})
     batch = BatchConfig(
         max_events=_integer(
             batch_doc, "max_events", "batch.", default=_default(BatchConfig, "max_events"), low=1, high=100_000_000
@@ -398,6 +407,11 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             _integer(batch_doc, "max_seconds", "batch.", default=int(_default(BatchConfig, "max_seconds")), low=1,
                      high=86_400)
         ),
+        apply_threads=(
+            _integer(batch_doc, "apply_threads", "batch.", low=1, high=256)
+            if batch_doc.get("apply_threads") is not None else None
+        ),
+        append_inserts=_boolean(batch_doc, "append_inserts", "batch.") is not False,
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions"})

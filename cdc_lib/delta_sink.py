@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_lib import delta_log
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
+from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
@@ -156,6 +157,13 @@ def _drop_deletion_vectors(spark: SparkSession, path: str) -> None:
         spark.sql(f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors")
 
 
+#: Commit metadata: the binlog position up to which the table holds the source's changes, which can lie past
+#: the commit's `end` (a table held by a prepared XA branch stays at its PREPARE while later changes are
+#: applied). Carried from commit to commit; a table is exactly the source at its offset only once the offset
+#: has reached it.
+APPLIED_THROUGH = "applied_through"
+
+
 def merge_changes(
     spark: SparkSession,
     path: str,
@@ -166,13 +174,42 @@ def merge_changes(
     txn_version: int,
     metadata: dict[str, Any],
     storage: SinkStorage | None = None,
+    applied_through: BinlogPosition | None = None,
+    append_from: BinlogPosition | None = None,
 ) -> int:
-    """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version."""
+    """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version.
+
+    Args:
+        applied_through: the end of the binlog read the changes come from; recorded (`APPLIED_THROUGH`).
+        append_from: the table's offset before this batch, given when the table is consistent there (past
+            its snapshot's high watermark). Then, if the Delta log proves the table holds nothing past that
+            offset, keys the batch inserts cannot be in it: a batch of only such keys is appended without a
+            join, and in a mixed batch they do not widen the MERGE's file pruning (`split_new`).
+    """
     storage = storage or storage_for(path)
     tail = existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
         return last.delta_version
+    through_before = _applied_through(last)
+    if applied_through is not None:
+        metadata = {**metadata, APPLIED_THROUGH: _later(through_before, applied_through).to_json()}
+    exact = (
+        append_from is not None and not changes.truncated and through_before is not None
+        and _reached(append_from, through_before)
+    )
+    if exact:
+        appended, rest = changes.split_new()
+        if not rest.rows:
+            return _append(spark, path, schema, appended, application, txn_version, metadata, storage)
+        # One MERGE still, so the batch stays one commit: new keys join nothing and are inserted; only the
+        # others can be in the table, so only they bound the files the MERGE reads.
+        pruned_by = rest
+        changes = TableChanges(rest.key_positions, rows=dict(rest.rows))
+        for row in appended:
+            changes.rows[tuple(row[index] for index in changes.key_positions)] = ("upsert", row)
+    else:
+        pruned_by = changes
     width = len(schema.columns)
     key_positions = [schema.column_names.index(key) for key in schema.primary_key]
     records: list[tuple[Any, ...]] = [(*row, "u") for row in changes.upserts()]
@@ -182,7 +219,52 @@ def merge_changes(
             placeholder[position] = value
         records.append((*placeholder, "d"))
     with _staged_source(spark, schema, records) as source:
-        return _merge(spark, path, schema, changes, source, application, txn_version, metadata, storage)
+        return _merge(spark, path, schema, pruned_by, source, application, txn_version, metadata, storage)
+
+
+def _applied_through(commit: BinlakeCommit | None) -> BinlogPosition | None:
+    """Where the table's content is known to end: the last commit's mark, or a snapshot's own end.
+
+    None (unknown) for a commit written before binlake recorded the mark, or in another table mode.
+    """
+    if commit is None:
+        return None
+    if APPLIED_THROUGH in commit.metadata:
+        return BinlogPosition.from_json(commit.metadata[APPLIED_THROUGH])
+    if commit.kind == "snapshot" and "end" in commit.metadata:
+        # The snapshot's rows may come from up to its high watermark: the caller's consistency covers that.
+        return BinlogPosition.from_json(commit.metadata["end"])
+    return None
+
+
+def _reached(position: BinlogPosition, mark: BinlogPosition) -> bool:
+    """Whether `position` is provably at or past `mark`: by offset on one server, else by GTID state only
+    when the mark has one (a mark without GTID on another server proves nothing, so the answer is no)."""
+    if position.written_on(mark.server) and mark.written_on(position.server):
+        return mark <= position
+    return mark.gtid is not None and state_contains(position.gtid, mark.gtid)
+
+
+def _later(known: BinlogPosition | None, candidate: BinlogPosition) -> BinlogPosition:
+    return candidate if known is None or _reached(candidate, known) else known
+
+
+def _append(
+    spark: SparkSession,
+    path: str,
+    schema: TableSchema,
+    rows: list[tuple[Any, ...]],
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    storage: SinkStorage,
+) -> int:
+    """Append rows whose keys the table cannot hold, in one idempotent commit (no join, no file rewritten)."""
+    with _staged_source(spark, schema, [(*row, "u") for row in rows]) as source:
+        frame = source.select(*(f"`{name}`" for name in schema.column_names))
+        with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge", "path": "append"}):
+            frame.write.format("delta").mode("append").save(path)
+    return _version_of(path, application, txn_version, storage)
 
 
 def existing_tail(path: str, schema: TableSchema, *, application: str, storage: SinkStorage) -> LogTail:

@@ -39,6 +39,10 @@ class TableChanges:
     row in schema order. A key change arrives as a delete of the old key and an
     upsert of the new one. `truncated` means the table was emptied before the
     remaining changes, so rows absent from `rows` must be deleted too.
+
+    `new_keys` are the keys whose first change in the fold is an INSERT: the source had no row with that
+    key just before (a storage engine writes no row over an existing primary key; REPLACE and
+    INSERT … ON DUPLICATE KEY UPDATE log the delete or the update). Only the mirror's fold keeps them.
     """
 
     key_positions: tuple[int, ...]
@@ -47,6 +51,7 @@ class TableChanges:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
+    new_keys: set[Row] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         positions = self.key_positions
@@ -59,7 +64,10 @@ class TableChanges:
 
     def insert(self, row: Row) -> None:
         self.inserted += 1
-        self.rows[self._key(row)] = ("upsert", row)
+        key = self._key(row)
+        if key not in self.rows:
+            self.new_keys.add(key)
+        self.rows[key] = ("upsert", row)
 
     def update(self, before: Row, after: Row) -> None:
         self.updated += 1
@@ -74,6 +82,7 @@ class TableChanges:
 
     def truncate(self) -> None:
         self.rows.clear()
+        self.new_keys.clear()
         self.truncated = True
 
     def merge_from(self, later: TableChanges, stamp: CommitStamp | None = None) -> None:
@@ -83,7 +92,10 @@ class TableChanges:
         """
         if later.truncated:
             self.rows.clear()
+            self.new_keys.clear()
             self.truncated = True
+        # A key is new to the batch only if `later` is where the batch first touches it.
+        self.new_keys.update(key for key in later.new_keys if key not in self.rows)
         self.rows.update(later.rows)
         self.inserted += later.inserted
         self.updated += later.updated
@@ -110,6 +122,22 @@ class TableChanges:
 
     def deleted_keys(self) -> list[Row]:
         return [key for key, (operation, _) in self.rows.items() if operation == "delete"]
+
+    def split_new(self) -> tuple[list[Row], TableChanges]:
+        """The rows of new keys still present at the end (`new_keys`), and the fold of every other key.
+
+        A new key deleted again within the fold is in neither: it was absent before and is absent after.
+        Meant for a fold without TRUNCATE (after one, a new key may still be in the target).
+        """
+        appended: list[Row] = []
+        rest = TableChanges(self.key_positions, truncated=self.truncated)
+        for key, (operation, row) in self.rows.items():
+            if key in self.new_keys:
+                if operation == "upsert" and row is not None:
+                    appended.append(row)
+            else:
+                rest.rows[key] = (operation, row)
+        return appended, rest
 
 
 @dataclass

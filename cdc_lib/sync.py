@@ -17,7 +17,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 
@@ -32,12 +32,16 @@ from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.parallel_apply import apply_all
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema_changes import apply_schema_change
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_failures import table_write_failure
 from cdc_lib.table_offsets import moves_forward, reached, reconcile_with_delta
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("binlake")
 
@@ -158,17 +162,22 @@ def run_batch(
         handle.save()
     now = utc_now().isoformat()
     spark_used = bool(relevant)
+    outcomes = _write_tables(context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now)
     table_results = []
+    first_error: BaseException | None = None
     for cursor in cursors:
-        written = _write_table(
-            context, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
-            seq=seq, server_end=server_end, now=now,
-        )
+        written = outcomes[cursor.name]
+        if isinstance(written, BaseException):
+            first_error = first_error or written
+            continue
         state.tables[cursor.name] = written.state
         settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
         state.tables[cursor.name] = settled.state
         spark_used = spark_used or settled.spark_used
         table_results.append(settled.result)
+    if first_error is not None:
+        # What the other tables committed is in `state`, released with the lease; this batch ends here.
+        raise first_error
     state.record_batch(record_of_batch(  # what the batch cost, for the catch-up estimate; saved with the offsets
         connection, start=read.start, end=read.end, reached_end=read.reached_end, started_at=started,
         seconds=time.monotonic() - clock, server_end=server_end, logs=logs,
@@ -260,8 +269,42 @@ class _Written:
     failure: TableFailure | None
 
 
+def _write_tables(
+    context: PipelineContext,
+    cursors: list[TableCursor],
+    state: PipelineState,
+    read: BatchRead,
+    relevant: dict[str, TableChanges],
+    *,
+    seq: int | None,
+    server_end: BinlogPosition,
+    now: str,
+) -> dict[str, _Written | BaseException]:
+    """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
+    (each its own idempotent commit, in a Spark session of its own), the others only moving their offsets."""
+    changed = [cursor for cursor in cursors if seq is not None and relevant.get(cursor.name) is not None]
+
+    def write(spark: SparkSession | None, cursor: TableCursor) -> _Written:
+        return _write_table(
+            context, spark, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
+            seq=seq, server_end=server_end, now=now,
+        )
+
+    outcomes: dict[str, _Written | BaseException] = {}
+    if changed:
+        spark = context.spark()  # started here, not by the first of several threads
+        threads = context.config.batch.threads_for(len(changed))
+        for cursor, outcome in zip(changed, apply_all(spark, changed, write, threads=threads), strict=True):
+            outcomes[cursor.name] = outcome
+    for cursor in cursors:
+        if cursor.name not in outcomes:
+            outcomes[cursor.name] = write(None, cursor)
+    return outcomes
+
+
 def _write_table(
     context: PipelineContext,
+    spark: SparkSession | None,
     cursor: TableCursor,
     table_state: TableState,
     read: BatchRead,
@@ -279,10 +322,10 @@ def _write_table(
     if isinstance(changes, HistoryChanges) and held is not None:
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
-    if changes is not None and seq is not None:
+    if changes is not None and seq is not None and spark is not None:
         failpoint("before_delta_commit")
         try:
-            version = _merge(context, cursor, changes, seq=seq, metadata={
+            version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, metadata={
                 "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
                 "start": read.start.to_json(), "end": end.to_json(),
             })
@@ -300,17 +343,30 @@ def _write_table(
 
 
 def _merge(
-    context: PipelineContext, cursor: TableCursor, changes: TableChanges, *, seq: int, metadata: dict[str, Any]
+    context: PipelineContext,
+    spark: SparkSession,
+    cursor: TableCursor,
+    changes: TableChanges,
+    table_state: TableState,
+    read: BatchRead,
+    *,
+    seq: int,
+    metadata: dict[str, Any],
 ) -> int:
     """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
     name = cursor.name
     if cursor.mode == "mirror":
+        # Past the snapshot's high watermark the table is the source at its offset (given the Delta log shows
+        # nothing applied past it, which merge_changes checks): inserted keys can be appended.
+        consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
+        append_from = table_state.position if consistent and context.config.batch.append_inserts else None
         return delta_sink.merge_changes(
-            context.spark(), context.table_path(name), cursor.schema, changes,
+            spark, context.table_path(name), cursor.schema, changes,
             application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+            applied_through=read.end, append_from=append_from,
         )
     return mode_sink.merge_mode_changes(
-        context.spark(), context.table_path(name), cursor.schema, changes, mode=cursor.mode,
+        spark, context.table_path(name), cursor.schema, changes, mode=cursor.mode,
         application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
     )
 

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ def test_valid_config_has_defaults() -> None:
     assert config.sink.table_path("shop", "orders") == "/lake/shop/orders"
     assert "pw" not in repr(config.source)
     assert config.source.zero_dates == "null"
+
+
+def test_apply_threads_default_to_the_cores_and_never_exceed_the_changed_tables() -> None:
+    batch = parse_config(VALID).batch
+    assert batch.apply_threads is None and batch.append_inserts
+    assert batch.threads_for(500) == (os.cpu_count() or 1)
+    assert batch.threads_for(1) == 1
+    configured = parse_config(with_key("batch.apply_threads", 7)).batch
+    assert (configured.threads_for(3), configured.threads_for(50)) == (3, 7)
+    assert not parse_config(with_key("batch.append_inserts", False)).batch.append_inserts
 
 
 def test_deletion_vectors_are_off_unless_the_pipeline_or_a_table_turns_them_on() -> None:
@@ -196,6 +207,9 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("batch.max_events", 100_000_001, "batch.max_events", "between 1 and 100000000"),
         ("batch.max_seconds", 0, "batch.max_seconds", "between 1 and 86400"),
         ("batch.size", 5, "batch.size", "unknown key"),
+        ("batch.apply_threads", 0, "batch.apply_threads", "between 1 and 256"),
+        ("batch.apply_threads", "all", "batch.apply_threads", "must be an integer"),
+        ("batch.append_inserts", "maybe", "batch.append_inserts", "must be true or false"),
         ("snapshot", 5, "snapshot", "must be a mapping"),
         ("snapshot.rows_per_partition", 0, "snapshot.rows_per_partition", "between 1 and"),
         ("snapshot.rows_per_partition", "many", "snapshot.rows_per_partition", "must be an integer"),

@@ -38,3 +38,34 @@ def test_merge_from_applies_later_transaction_on_top() -> None:
     first.merge_from(later)
     assert first.truncated
     assert first.rows == {(3,): ("upsert", (3, "z"))}
+
+
+def test_new_keys_are_those_first_touched_by_an_insert() -> None:
+    batch = TableChanges(key_positions=(0,))
+    first = TableChanges(key_positions=(0,))
+    first.update((4, "old"), (4, "kept"))  # existed before: updated
+    first.insert((9, "a"))
+    first.delete((13, "gone"))
+    batch.merge_from(first)
+    later = TableChanges(key_positions=(0,))
+    later.insert((13, "back"))  # deleted earlier in the batch, so it was there before it: not new
+    later.update((9, "a"), (9, "b"))
+    later.insert((21, "short-lived"))
+    later.delete((21, "short-lived"))
+    later.update((4, "kept"), (33, "moved"))  # the key moved: 33 is not taken as new
+    batch.merge_from(later)
+    assert batch.new_keys == {(9,), (21,)}
+    appended, rest = batch.split_new()
+    assert appended == [(9, "b")], "a new key deleted again is in neither part"
+    assert rest.rows == {(4,): ("delete", None), (13,): ("upsert", (13, "back")), (33,): ("upsert", (33, "moved"))}
+
+
+def test_a_truncate_forgets_new_keys() -> None:
+    batch = TableChanges(key_positions=(0,))
+    first = TableChanges(key_positions=(0,))
+    first.insert((5, "a"))
+    batch.merge_from(first)
+    later = TableChanges(key_positions=(0,))
+    later.truncate()
+    batch.merge_from(later)
+    assert batch.new_keys == set() and batch.truncated

@@ -52,11 +52,7 @@ def build_sync_schedule(
         description=f"Micro-batch of pipeline `{names.pipeline}` ({cron}); change it with BINLAKE_SYNC_CRON.",
     )
     def sync_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = run_in_flight(context.instance, names.pipeline)
-        if running:
-            return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
-        tick = context.scheduled_execution_time
-        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.lease_tags)
+        return _launch_unless_running(context, names)
 
     return sync_schedule
 
@@ -97,10 +93,17 @@ def build_follow_schedule(*, names: PipelineNames, job: dg.JobDefinition, timezo
         "ends). Turn it on instead of the micro-batch schedule, not beside it.",
     )
     def follow_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = run_in_flight(context.instance, names.pipeline)
-        if running:
-            return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
-        tick = context.scheduled_execution_time
-        return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.lease_tags)
+        return _launch_unless_running(context, names)
 
     return follow_schedule
+
+
+def _launch_unless_running(
+    context: dg.ScheduleEvaluationContext, names: PipelineNames
+) -> dg.RunRequest | dg.SkipReason:
+    """One run per tick, skipped while any run of the pipeline (micro-batch, follow, snapshot) is in flight."""
+    running = run_in_flight(context.instance, names.pipeline)
+    if running:
+        return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")
+    tick = context.scheduled_execution_time
+    return dg.RunRequest(run_key=tick.isoformat() if tick else None, tags=names.lease_tags)

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from cdc_lib.delta_log import log_dir, newest_version
 from cdc_lib.delta_sink import _IdempotentCommit, read_log_tail
 from cdc_lib.errors import BinlakeError, DeltaStateError
 from cdc_lib.sink_storage import SinkStorage, storage_for
@@ -82,16 +83,20 @@ _RECOMPUTE = "recompute the consumer from the full table (a Dagster change-feed 
 # -- the source table's log, read without Spark ---------------------------------------------------
 
 
-def commit_versions(path: str, *, storage: SinkStorage | None = None) -> list[int]:
-    """The versions whose commit files are still in the table's `_delta_log`, oldest first ([] if no table)."""
-    names = (storage or storage_for(path)).list_names(f"{path.rstrip('/')}/_delta_log") or []
+def commit_versions(path: str, *, after: int | None = None, storage: SinkStorage | None = None) -> list[int]:
+    """The versions whose commit files are still in the table's `_delta_log`, oldest first ([] if no table).
+
+    With `after`, only the versions after it: the listing starts there (a log of months of minute batches
+    holds tens of thousands of files, listed in pages of 1,000 on S3), and a missing `after + 1` still shows.
+    """
+    start_after = None if after is None or after < 0 else f"{after:020d}.json"
+    names = (storage or storage_for(path)).list_names(log_dir(path), start_after=start_after) or []
     return sorted(int(match.group(1)) for name in names if (match := _COMMIT_FILE.match(name)))
 
 
 def latest_version(path: str, *, storage: SinkStorage | None = None) -> int | None:
-    """The table's newest Delta version, or None when there is no table at `path`."""
-    versions = commit_versions(path, storage=storage)
-    return versions[-1] if versions else None
+    """The table's newest Delta version, or None when there is no table at `path` (listed from its checkpoint)."""
+    return newest_version(path, storage=storage)
 
 
 def _commit_info(path: str, version: int, storage: SinkStorage) -> dict[str, Any]:
@@ -156,9 +161,10 @@ def read_changes(
         ChangeFeedSchemaError: the range crosses a non-additive schema change (added columns read fine).
     """
     storage = storage or storage_for(path)
-    versions = commit_versions(path, storage=storage)
-    if not versions:
+    newest = newest_version(path, storage=storage)
+    if newest is None:
         raise DeltaStateError(f"there is no Delta table at {path}", remedy="snapshot the table first", table=table)
+    versions = commit_versions(path, after=after_version, storage=storage) or [newest]
     end = versions[-1] if up_to_version is None else up_to_version
     if not after_version < end <= versions[-1] or after_version < -1:
         raise ValueError(f"no versions between {after_version} and {end} (latest {versions[-1]})")

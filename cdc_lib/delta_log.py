@@ -127,6 +127,14 @@ def _newest_complete_checkpoint(names: list[str]) -> _Checkpoint | None:
     return None
 
 
+def newest_version(path: str, *, storage: SinkStorage | None = None) -> int | None:
+    """The table's newest commit version, listing the log from its last checkpoint; None when there is no table."""
+    listing = _list_tail(storage or storage_for(path), log_dir(path))
+    if listing is None or not listing.commits:
+        return None
+    return listing.commits[0]
+
+
 def table_exists(path: str, *, storage: SinkStorage | None = None) -> bool:
     """Whether `path` holds a Delta table: a log with a commit or a checkpoint in it.
 
@@ -265,6 +273,6 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
 
 
 __all__ = [
-    "BinlakeCommit", "LogTail", "commit_file", "log_dir", "read_log_tail", "table_exists", "version_of",
-    "written_rows",
+    "BinlakeCommit", "LogTail", "commit_file", "log_dir", "newest_version", "read_log_tail", "table_exists",
+    "version_of", "written_rows",
 ]

@@ -214,7 +214,7 @@ class _Follower:
         """Hold the lease and follow until told to stop; the lease is released however this ends."""
         handle = self.context.handle()
         with mysql.source_connection(self.context.config.source) as connection:
-            mysql.check_server_settings(connection)
+            mysql.check_server_settings(connection, append_inserts=self.context.config.batch.append_inserts)
             state = handle.acquire()
             try:
                 reconcile_with_delta(self.context, state, connection)

@@ -81,7 +81,7 @@ class Pipeline:
         checked = []
         with mysql.source_connection(self.config.source) as connection:
             checked.append(f"connected to {self.config.source.host}:{self.config.source.port}")
-            mysql.check_server_settings(connection)
+            mysql.check_server_settings(connection, append_inserts=self.config.batch.append_inserts)
             checked.append("binlog: log_bin=ON, ROW format, FULL row image, FULL row metadata")
             mysql.check_grants(connection)
             checked.append("grants: replication and binlog status readable")

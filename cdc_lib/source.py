@@ -252,11 +252,21 @@ PARTIAL_JSON_SETTING = "binlog_row_value_options"
 #: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
 #: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
 TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
+#: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
+#: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
+#: existing row, never as an INSERT.
+EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
+LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
 
 
-def check_server_settings(connection: pymysql.connections.Connection) -> dict[str, str]:
+def check_server_settings(
+    connection: pymysql.connections.Connection, *, append_inserts: bool = False
+) -> dict[str, str]:
     """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
     no MySQL transaction compression, and the user may read the binlog and its position.
+
+    With `append_inserts` (the sync's `batch.append_inserts`), also refuse a MySQL replica whose binlog might
+    log an overwrite as an INSERT (`inserts_may_overwrite`): appending such a row would duplicate its key.
 
     Every command that reads the source calls this before it writes anything.
 
@@ -265,7 +275,10 @@ def check_server_settings(connection: pymysql.connections.Connection) -> dict[st
         MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
     """
     names = ", ".join(
-        f"'{name}'" for name in (*REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING)
+        f"'{name}'" for name in (
+            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING, *EXEC_MODE_SETTINGS,
+            *LOG_REPLICA_UPDATES_SETTINGS,
+        )
     )
     rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
     actual = {str(name).lower(): str(value).upper() for name, value in rows}
@@ -290,8 +303,26 @@ def check_server_settings(connection: pymysql.connections.Connection) -> dict[st
             "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
             "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
         )
+    if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
+        # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never
+        # takes (tests/integration/test_failover.py shows it); MySQL is expected to do the same, but there is
+        # no MySQL server here to show it, so binlake does not rely on it.
+        mode = next(name for name in EXEC_MODE_SETTINGS if actual.get(name) == "IDEMPOTENT")
+        raise ServerSettingsError(
+            mode, "IDEMPOTENT", "STRICT",
+            remedy=f"this MySQL server is a replica that applies in IDEMPOTENT mode and logs what it applies; "
+            f"binlake cannot show that its binlog never records an overwrite as an INSERT: set "
+            f"batch.append_inserts: false in the pipeline config (every change is then MERGEd), or SET GLOBAL "
+            f"{mode}='STRICT' on the replica",
+        )
     check_grants(connection)
     return actual
+
+
+def inserts_may_overwrite(settings: dict[str, str]) -> bool:
+    """True when the server's binlog may hold an INSERT of a key that already existed (see EXEC_MODE_SETTINGS)."""
+    idempotent = any(settings.get(name) == "IDEMPOTENT" for name in EXEC_MODE_SETTINGS)
+    return idempotent and any(settings.get(name) in ("ON", "1") for name in LOG_REPLICA_UPDATES_SETTINGS)
 
 
 #: REPLICATION SLAVE under its MySQL and MariaDB names (MariaDB ≥ 10.5.1 also accepts REPLICATION REPLICA);

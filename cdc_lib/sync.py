@@ -86,7 +86,7 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
     handle = context.handle()
     results: list[SyncResult] = []
     with mysql.source_connection(context.config.source) as connection:
-        mysql.check_server_settings(connection)
+        mysql.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
         state = handle.acquire()
         read_ahead: ReadAhead | None = None
         try:

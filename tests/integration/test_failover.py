@@ -187,3 +187,49 @@ def test_reset_master_stops_with_a_clear_error_and_writes_nothing(
     assert message.startswith("binlake: error: [rm.t]") and "RESET MASTER" in message
     assert "remedy:" in message and "re-snapshot the table: binlake snapshot --table rm.t" in message
     assert _stored(config, "rm.t") == before
+
+
+def test_idempotent_replica_logs_an_overwrite_as_a_change_so_appended_inserts_stay_exact(
+    servers: Servers, make_config
+) -> None:
+    """A replica in IDEMPOTENT mode that finds the key of a replicated INSERT already there overwrites the row.
+
+    binlake's append path (batch.append_inserts, on by default) trusts a logged INSERT to be a new key. MariaDB
+    logs the overwrite as an UPDATE (one unique key) or a DELETE + INSERT (more than one), never as a bare
+    INSERT: with the path on, the copy of the replica stays exact, one row per key.
+    """
+    primary, replica = servers.primary, servers.replica
+    sql(
+        primary,
+        "CREATE DATABASE idem",
+        "CREATE TABLE idem.one_key (id INT PRIMARY KEY, note VARCHAR(20))",
+        "CREATE TABLE idem.two_keys (id INT PRIMARY KEY, code VARCHAR(20) NOT NULL UNIQUE, qty DECIMAL(8,3))",
+        "INSERT INTO idem.one_key VALUES (7, 'first'), (8, 'kept')",
+        "INSERT INTO idem.two_keys VALUES (7, 'c-7', 12.250), (8, 'c-8', -7.125)",
+    )
+    wait_for_replica(servers)
+    config = on_server(make_config(["idem.one_key", "idem.two_keys"]), replica)
+    assert config.batch.append_inserts
+    Pipeline(config).snapshot()
+    # Past its snapshot's high watermark a table takes the append path for a batch of only new keys.
+    sql(primary, "INSERT INTO idem.one_key VALUES (1, 'warm-up')", "INSERT INTO idem.two_keys VALUES (1, 'c-1', 1.5)")
+    wait_for_replica(servers)
+    Pipeline(config).sync(until_caught_up=True)
+    assert all(state.consistent for state in Pipeline(config).read_state().tables.values())
+    sql(replica, "STOP SLAVE", "SET GLOBAL slave_exec_mode = 'IDEMPOTENT'", "START SLAVE")
+    try:
+        # The primary forgets key 7 without telling the replica, then inserts it again: the replica still has it.
+        sql(primary, "SET SESSION sql_log_bin = 0", "DELETE FROM idem.one_key WHERE id = 7",
+            "DELETE FROM idem.two_keys WHERE id = 7")
+        sql(primary, "INSERT INTO idem.one_key VALUES (7, 'second'), (9, 'new')",
+            "INSERT INTO idem.two_keys VALUES (7, 'c-7b', 15.125), (9, 'c-9', 0.001)")
+        wait_for_replica(servers)
+        Pipeline(config).validate()  # MariaDB: the setting is no reason to refuse the append path
+        Pipeline(config).sync(until_caught_up=True)
+    finally:
+        sql(replica, "STOP SLAVE", "SET GLOBAL slave_exec_mode = 'STRICT'", "START SLAVE")
+    assert source_rows(replica, "idem.one_key") == [(1, "warm-up"), (7, "second"), (8, "kept"), (9, "new")]
+    for table in ("idem.one_key", "idem.two_keys"):
+        assert delta_rows(config, table) == source_rows(replica, table), table
+        keys = [row[0] for row in delta_rows(config, table)]
+        assert len(keys) == len(set(keys)) == 4, table

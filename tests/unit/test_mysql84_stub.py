@@ -6,6 +6,7 @@ paths are written from MySQL's documentation only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,19 @@ def test_runway_and_the_binlog_reader_send_nothing_84_lacks(stub: MySQLStub, tmp
     assert "<COM_BINLOG_DUMP binlog.000002:4>" in stub.queries
     assert not any(status in stub.queries for status in ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"))
     assert "SHOW GLOBAL VARIABLES LIKE 'BINLOG_CHECKSUM'" in stub.queries
+
+
+def test_an_idempotent_mysql_replica_logging_its_updates_refuses_the_append_path(stub: MySQLStub,
+                                                                                 tmp_path: Path) -> None:
+    stub.variables.update(replica_exec_mode="IDEMPOTENT", log_replica_updates="ON")
+    config = config_for(stub, tmp_path)
+    with pytest.raises(ServerSettingsError, match="replica_exec_mode is 'IDEMPOTENT', binlake needs 'STRICT'") \
+            as raised:
+        Pipeline(config).validate()
+    assert "batch.append_inserts: false" in raised.value.remedy
+    assert "SET GLOBAL replica_exec_mode='STRICT'" in raised.value.remedy
+    # Without the append path every change is MERGEd, which an overwrite logged as an INSERT cannot mislead.
+    without_append = dataclasses.replace(config, batch=dataclasses.replace(config.batch, append_inserts=False))
+    assert Pipeline(without_append).validate()
+    stub.variables["log_replica_updates"] = "OFF"
+    assert Pipeline(config).validate()

@@ -41,7 +41,13 @@ from typing import Any
 import pymysql
 
 from cdc_lib.ddl import table_effects
-from cdc_lib.errors import MissingGrantError, ServerSettingsError, TableError, WatermarkRaceError
+from cdc_lib.errors import (
+    MissingGrantError,
+    ServerSettingsError,
+    SourceConnectionError,
+    TableError,
+    WatermarkRaceError,
+)
 from cdc_lib.faults import failpoint
 from cdc_lib.mysql_errors import error_code, error_text
 from cdc_lib.positions import BinlogPosition, ServerIdentity
@@ -133,7 +139,7 @@ def _attempt(
         failpoint("watermark_before_lock")
         if _lock(connection, table):
             schema: TableSchema | None = describe_table(connection, table)
-            file_end, position_end = binlog_end(connection)
+            file_end, position_end = _binlog_end(connection, flavour)
         else:
             schema = None
     finally:
@@ -174,6 +180,19 @@ def _lock(connection: pymysql.connections.Connection, table: TableRef) -> bool:
             ) from None
         raise
     return True
+
+
+def _binlog_end(connection: pymysql.connections.Connection, flavour: ServerFlavour) -> tuple[str, int]:
+    try:
+        return binlog_end(connection)
+    except SourceConnectionError as exc:
+        if exc.retryable:
+            raise
+        raise MissingGrantError(
+            f"the user may not read the binlog position ({exc.cause}), which binlake needs to pin a table's schema "
+            "to its snapshot's low watermark",
+            remedy=f"GRANT {flavour.position_privilege} ON *.* TO the binlake user ({flavour.grant_note})",
+        ) from None
 
 
 def _gtid_at(connection: pymysql.connections.Connection, file_name: str, position: int) -> str | None:
@@ -273,7 +292,8 @@ def mysql_log_status(connection: pymysql.connections.Connection, server: ServerI
             raise MissingGrantError(
                 f"the user may not read performance_schema.log_status ({error_text(exc)}), where MySQL reports the "
                 "binlog position and GTID set of a snapshot consistently",
-                remedy=f"GRANT BACKUP_ADMIN ON *.* TO the binlake user ({flavour.grant_note})",
+                remedy="GRANT BACKUP_ADMIN ON *.* TO the binlake user, and GRANT SELECT ON "
+                "performance_schema.log_status TO the binlake user (the MySQL manual asks for both)",
             ) from None
         raise
     if not rows:

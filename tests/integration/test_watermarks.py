@@ -21,7 +21,7 @@ from cdc_lib import source as mysql
 from cdc_lib.binlog import _open_stream
 from cdc_lib.config import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.errors import ServerMismatchError
+from cdc_lib.errors import MissingGrantError, ServerMismatchError
 from cdc_lib.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.positions import BinlogPosition
@@ -110,7 +110,11 @@ def test_low_watermark_is_the_consistent_snapshot_position(mariadb, database, ma
             committed_during.append(mysql.current_position(other))
 
     paused = pause("watermark_before_lock", commit_a_row)
-    low, schema = watermark(config, table)
+    with mysql.source_connection(config.source) as connection:
+        low, schema = consistent_low_watermark(connection, TableRef.parse(table))
+        # The transaction (and its metadata lock) ended while the connection stays open: a DDL that waits
+        # at most a second goes through.
+        sql(mariadb, "SET SESSION lock_wait_timeout = 1", f"ALTER TABLE {table} ADD COLUMN later INT")
 
     assert paused.arrivals == 1
     # Nothing committed between `before` and the transaction: the watermark is exactly there, with its GTID state.
@@ -119,8 +123,6 @@ def test_low_watermark_is_the_consistent_snapshot_position(mariadb, database, ma
     # The row committed while the transaction was open lies after the watermark: the replay will carry it.
     assert low < committed_during[0]
     assert schema.column_names == ("id", "amount") and schema.primary_key == ("id",)
-    # The transaction (and its metadata lock) ended: a DDL that waits at most a second goes through.
-    sql(mariadb, "SET SESSION lock_wait_timeout = 1", f"ALTER TABLE {table} ADD COLUMN later INT")
 
 
 def test_a_ddl_racing_the_lock_is_retried_and_the_schema_matches_the_position(
@@ -290,3 +292,23 @@ def test_identity_check_survives_the_readers_dict_cursor(mariadb, make_config) -
             assert cursor.fetchone() == {"one": 1}
     finally:
         connection.close()
+
+
+def test_a_user_who_may_not_read_the_binlog_position_is_told_the_grant(mariadb, database, make_config) -> None:
+    table = f"{database}.plain"
+    user = f"sel_{database[-6:]}"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY)",
+        f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY 'pw-12.25'",
+        f"GRANT SELECT ON {database}.* TO '{user}'@'127.0.0.1'")
+    try:
+        config = make_config([table])
+        limited = dataclasses.replace(config, source=dataclasses.replace(config.source, user=user,
+                                                                         password="pw-12.25"))
+        with mysql.source_connection(limited.source) as connection:
+            with pytest.raises(MissingGrantError, match="binlog position") as raised:
+                consistent_low_watermark(connection, TableRef.parse(table))
+            # The refused attempt ended its transaction: the open connection holds no metadata lock.
+            sql(mariadb, "SET SESSION lock_wait_timeout = 1", f"ALTER TABLE {table} ADD COLUMN later INT")
+        assert "GRANT BINLOG MONITOR ON *.*" in raised.value.remedy
+    finally:
+        sql(mariadb, f"DROP USER '{user}'@'127.0.0.1'")

@@ -56,7 +56,7 @@ from cdc_lib.positions import (
     transaction_applied,
 )
 from cdc_lib.row_decoder import FastRows
-from cdc_lib.source import TableRef, TableSchema, connection_settings, query, source_connection
+from cdc_lib.source import TableRef, TableSchema, connection_settings, identity_checked, query, source_connection
 from cdc_lib.transaction import (
     OpenTransaction,
     PreparedXas,
@@ -256,12 +256,17 @@ def _open_stream(
     events: list[type] | None,
     tables: list[TableRef],
     gtid_state: str | None = None,
+    server: ServerIdentity | None = None,
 ) -> BinLogStreamReader:
     """A non-blocking binlog dump from `start` (or from a MariaDB GTID state) to the current end.
 
     `events=None` asks for every event, those the library cannot parse included (closed world).
+    With `server` (the identity the control connection read), every connection the reader opens,
+    reconnects included, must reach that same server (`source.identity_checked`).
     """
+    checked = None if server is None else identity_checked(server, role="binlog", host=f"{source.host}:{source.port}")
     return BinLogStreamReader(
+        pymysql_wrapper=checked,
         connection_settings=connection_settings(source),
         server_id=source.server_id,
         resume_stream=True,
@@ -662,9 +667,10 @@ def read_batch(
     """
     read = _Read(source, cursors, server)
     result = read.result
+    failpoint("before_binlog_stream")
     stream = _open_stream(
         source, read.start, events=None, tables=[cursor.schema.table for cursor in cursors],
-        gtid_state=read.start_state,
+        gtid_state=read.start_state, server=server,
     )
     started = time.monotonic()
     try:
@@ -981,7 +987,7 @@ def _prepares_in(
     """XA PREPAREs in one binlog file (up to `low`), each with the start of its event group."""
     from pymysqlreplication.event import XAPrepareEvent
 
-    stream = _open_stream(source, BinlogPosition(file_name, 4), events=list(events), tables=[table])
+    stream = _open_stream(source, BinlogPosition(file_name, 4), events=list(events), tables=[table], server=low.server)
     found: dict[XaId, BinlogPosition] = {}
     group_start: int | None = None
     try:

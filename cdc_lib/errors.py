@@ -137,3 +137,30 @@ class RowDecodeError(TableError):
 
 class UnreadableEventError(TableError):
     """The binlog holds an event that may change a followed table's rows and that binlake cannot read exactly."""
+
+
+class ServerMismatchError(BinlakeError):
+    """A connection reached another server than the one the control connection read positions from.
+
+    Retryable: after a DNS failover the next run's control connection reaches the new server too, and
+    its positions then belong to it; behind a load balancer the error comes back until the config changes.
+    """
+
+    retryable = True
+
+    def __init__(self, role: str, expected: str, actual: str, *, host: str) -> None:
+        self.role = role
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"the {role} connection to {host} reached another server ({actual}) than the control connection "
+            f"({expected}); its binlog positions would not mean the same thing, so nothing was read or written",
+            remedy="point source.host at one server (the primary or one replica), not at a load balancer or a "
+            "name that resolves to several servers; after a DNS failover, run again",
+        )
+
+
+class WatermarkRaceError(TableError):
+    """A table's schema changed (DDL) each time binlake tried to pin it to a snapshot's low watermark."""
+
+    retryable = True

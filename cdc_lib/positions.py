@@ -9,7 +9,7 @@ GTID set) names the same point on every server that shares the history.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _SEQUENCE = re.compile(r"\.(\d+)$")
@@ -18,13 +18,40 @@ _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """Who wrote a position: `server_id` (unique within a replication topology) and, on MySQL, `server_uuid`."""
+    """Who wrote a position: `server_id` (unique within a replication topology) and, on MySQL, `server_uuid`.
+
+    Equality (what a stored position is compared with) is `server_id` and `server_uuid` only. The other
+    fields are a fingerprint of the server a connection reached, read alongside them and never stored:
+    MariaDB has no server UUID, and two unrelated MariaDB servers often share a `server_id` (1 by
+    default), so `same_server` also compares the host name, port and binlog base name the servers
+    report about themselves when both sides know them.
+    """
 
     server_id: int
     server_uuid: str | None = None
+    hostname: str | None = field(default=None, compare=False)
+    port: int | None = field(default=None, compare=False)
+    binlog_basename: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"server_id {self.server_id}" + (f" (uuid {self.server_uuid})" if self.server_uuid else "")
+
+    def describe(self) -> str:
+        """Every known field, for an error that must tell two servers apart."""
+        parts = [str(self)]
+        if self.hostname is not None or self.port is not None:
+            parts.append(f"@@hostname:@@port {self.hostname}:{self.port}")
+        if self.binlog_basename:
+            parts.append(f"binlog {self.binlog_basename}")
+        return ", ".join(parts)
+
+    def same_server(self, other: ServerIdentity) -> bool:
+        """Whether two connections reached the same server: equal identities and no fingerprint field that differs."""
+        if self != other:
+            return False
+        pairs = ((self.hostname, other.hostname), (self.port, other.port),
+                 (self.binlog_basename, other.binlog_basename))
+        return all(mine == theirs for mine, theirs in pairs if mine is not None and theirs is not None)
 
     def to_json(self) -> dict[str, Any]:
         return {"server_id": self.server_id, "server_uuid": self.server_uuid}

@@ -27,6 +27,7 @@ from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, z
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
 from cdc_lib.table_offsets import reconcile_with_delta
+from cdc_lib.watermarks import consistent_low_watermark
 
 log = logging.getLogger("binlake")
 
@@ -83,7 +84,8 @@ def snapshot_table(
     path = context.table_path(name)
     started = time.monotonic()
     spark = context.spark()
-    low = mysql.current_position(connection)
+    # The low watermark and the schema the table is read with, pinned to each other (cdc_lib/watermarks.py).
+    low, schema = consistent_low_watermark(connection, schema.table)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
     mode = context.config.sink.mode_for(name)
     # A soft-delete or history table stamps the snapshot with the server's clock, the binlog's clock.

@@ -6,12 +6,13 @@ import fnmatch
 import re
 import ssl
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pymysql
+import pymysql.cursors
 from pymysql.constants import CLIENT
 
 from cdc_lib.config import SourceConfig
@@ -19,6 +20,7 @@ from cdc_lib.errors import (
     BinlogPurgedError,
     ConfigError,
     MissingGrantError,
+    ServerMismatchError,
     ServerSettingsError,
     SourceConnectionError,
     TableError,
@@ -375,6 +377,12 @@ def current_position(connection: pymysql.connections.Connection) -> BinlogPositi
     return BinlogPosition(file=file_name, pos=position, gtid=None if gtid is None else str(gtid), server=server)
 
 
+def binlog_end(connection: pymysql.connections.Connection) -> tuple[str, int]:
+    """The binlog file and offset where the next transaction will be written (no GTID state, no identity)."""
+    rows = _binlog_status(connection)
+    return str(rows[0][0]), int(rows[0][1])
+
+
 def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
     """The binlog status row, by the statement this server's flavour and version have.
 
@@ -404,15 +412,60 @@ def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any
 
 
 def server_identity(connection: pymysql.connections.Connection) -> ServerIdentity:
-    """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none)."""
+    """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none), and the
+    fingerprint that tells two servers with the same `server_id` apart (host name, port, binlog base name)."""
     server_id = int(query(connection, "SELECT @@GLOBAL.server_id")[0][0])
-    if server_flavour(connection).mariadb:
-        return ServerIdentity(server_id=server_id, server_uuid=None)
     try:
-        uuid = query(connection, "SELECT @@GLOBAL.server_uuid")[0][0]
-    except pymysql.MySQLError:
-        uuid = None
-    return ServerIdentity(server_id=server_id, server_uuid=None if uuid is None else str(uuid))
+        hostname, port, basename = query(connection, "SELECT @@hostname, @@port, @@GLOBAL.log_bin_basename")[0]
+    except pymysql.MySQLError as exc:
+        if connection_lost(exc):
+            raise
+        hostname = port = basename = None  # a server (or proxy) without these variables: server_id alone
+    uuid: Any = None
+    if not server_flavour(connection).mariadb:
+        try:
+            uuid = query(connection, "SELECT @@GLOBAL.server_uuid")[0][0]
+        except pymysql.MySQLError:
+            uuid = None
+    return ServerIdentity(
+        server_id=server_id,
+        server_uuid=None if uuid is None else str(uuid),
+        hostname=None if hostname is None else str(hostname),
+        port=None if port is None else int(port),
+        binlog_basename=None if basename is None else str(basename),
+    )
+
+
+def identity_checked(
+    expected: ServerIdentity, *, role: str, host: str
+) -> Callable[..., pymysql.connections.Connection]:
+    """A pymysql `connect` that refuses a connection reaching another server than `expected`.
+
+    Handed to the binlog reader as its connection factory, so the check runs on the very connection
+    that then carries the binlog dump, at every connect and every reconnect of it: behind a load
+    balancer or after a DNS failover each TCP connection may land on another server.
+
+    Raises:
+        ServerMismatchError: the new connection reached another server (it is closed first).
+    """
+
+    def connect_checked(**settings: Any) -> pymysql.connections.Connection:
+        connection = pymysql.connections.Connection(**settings)
+        # The reader's control connection returns dicts; `query` reads tuples, so ask with the plain cursor.
+        cursor_class, connection.cursorclass = connection.cursorclass, pymysql.cursors.Cursor
+        try:
+            actual = server_identity(connection)
+        except BaseException:
+            connection.close()
+            raise
+        finally:
+            connection.cursorclass = cursor_class
+        if not actual.same_server(expected):
+            connection.close()
+            raise ServerMismatchError(role, expected.describe(), actual.describe(), host=host)
+        return connection
+
+    return connect_checked
 
 
 def server_gtid(connection: pymysql.connections.Connection) -> str | None:

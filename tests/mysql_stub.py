@@ -105,7 +105,7 @@ class MySQLStub:
         default_factory=lambda: [("binlog.000002", 1_201), ("binlog.000003", 157)]
     )
     #: Result sets for other statements, by the statement's start (e.g. the information_schema queries).
-    extra: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = field(default_factory=dict)
+    extra: dict[str, tuple[list[str], list[tuple[Any, ...]]] | StubError] = field(default_factory=dict)
     #: What VERSION() answers when it differs from the handshake's version (a proxy, a relabelled build).
     reported_version: str | None = None
     #: Statements received, in order (COM_BINLOG_DUMP is recorded as "<COM_BINLOG_DUMP file:pos>").
@@ -303,6 +303,8 @@ class MySQLStub:
         upper = text.upper()
         for start, result in self.extra.items():
             if upper.startswith(" ".join(start.split()).upper()):
+                if isinstance(result, StubError):
+                    raise result
                 return result
         if upper.startswith("SET "):
             return None

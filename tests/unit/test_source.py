@@ -65,6 +65,7 @@ def server(variables: list[tuple[str, str]], grants: list[tuple[str]] = GRANTS, 
         "SHOW BINLOG STATUS": status if status is not None else [("mysql-bin.000003", 157)],
         "SELECT @@GLOBAL.gtid_binlog_pos": [("0-1-5",)],
         "SELECT @@GLOBAL.server_id": [(1,)],
+        "SELECT @@hostname, @@port, @@GLOBAL.log_bin_basename": [("db-1", 3306, "/var/lib/mysql/mysql-bin")],
         "SELECT @@GLOBAL.server_uuid": pymysql.err.OperationalError(1193, "Unknown system variable 'server_uuid'"),
     })
 

@@ -40,7 +40,7 @@ def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -
         chosen = choose_tables(context.configured_tables(connection), tables)
         schemas = [mysql.describe_table(connection, ref) for ref in chosen]
         context.sink.check_writable(context.config.sink.path)
-        state = handle.acquire()
+        state = handle.acquire(heartbeat=True)
         try:
             reconcile_with_delta(context, state, connection)
             handle.save()
@@ -96,6 +96,7 @@ def snapshot_table(
     # The sequence is on record before a Delta commit carries it, so no later batch reuses it.
     handle.save()
     frame = read_table(spark, context.config.source, schema, predicates)
+    handle.check_lease()
     metadata = {
         "pipeline": context.config.pipeline,
         "table": name,

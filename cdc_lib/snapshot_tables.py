@@ -23,6 +23,7 @@ from cdc_lib.faults import failpoint
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
@@ -31,8 +32,13 @@ from cdc_lib.table_offsets import reconcile_with_delta
 log = logging.getLogger("binlake")
 
 
-def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -> list[SnapshotResult]:
-    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease."""
+def snapshot_tables(
+    context: PipelineContext, tables: list[str] | None = None, *, progress: ProgressListener | None = None
+) -> list[SnapshotResult]:
+    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease.
+
+    `progress` hears each table's start and end (one chunk per table, until the chunked engine reports waves).
+    """
     handle = context.handle()
     results = []
     with mysql.source_connection(context.config.source) as connection:
@@ -45,7 +51,7 @@ def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -
             reconcile_with_delta(context, state, connection)
             handle.save()
             for schema in schemas:
-                results.append(snapshot_table(context, handle, connection, schema))
+                results.append(snapshot_table(context, handle, connection, schema, progress=progress))
         finally:
             handle.release()
     return results
@@ -77,11 +83,16 @@ def snapshot_table(
     handle: StateHandle,
     connection: pymysql.connections.Connection,
     schema: TableSchema,
+    *,
+    progress: ProgressListener | None = None,
 ) -> SnapshotResult:
     """Write one table's snapshot commit and record its watermarks; the lease is held by `handle`."""
     name = schema.table.name
     path = context.table_path(name)
     started = time.monotonic()
+    if progress is not None:
+        progress(SnapshotProgress(table=name, chunks_done=0, chunks_total=1, rows_done=0, rows_estimated=0,
+                                  elapsed_seconds=0.0))
     spark = context.spark()
     low = mysql.current_position(connection)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
@@ -145,6 +156,9 @@ def snapshot_table(
     )
     handle.save()
     seconds = time.monotonic() - started
+    if progress is not None:
+        progress(SnapshotProgress(table=name, chunks_done=1, chunks_total=1, rows_done=rows, rows_estimated=0,
+                                  elapsed_seconds=seconds))
     log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates),
              extra=about_table(name))
     # After the commit and the offsets are saved: a catalog that fails now costs a `binlake register`, no data.

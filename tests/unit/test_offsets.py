@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
-from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, utc_now
+from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle
 
 
 def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:

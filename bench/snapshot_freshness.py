@@ -11,7 +11,7 @@ With one pipeline lease held by the snapshot from first row to last, every micro
 so the lag grows with the snapshot's length; with snapshots under a table lease of their own, it should stay at
 the sync interval.
 
-    python -m bench.snapshot_freshness [--big-rows 4000000] [--small-tables 5] [--sync-every 3]
+    python -m bench.snapshot_freshness [--big-rows 12000000] [--small-tables 5] [--sync-every 3]
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def applied_value(path: str) -> int:
 
 def measure(server: LocalMariaDB, work: Path, *, big_rows: int, small_tables: int, sync_every: float
             ) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
     print(f"snapshot freshness: loading {big_rows:,} rows and {small_tables} small tables …", flush=True)
     small = load(server, big_rows=big_rows, small_tables=small_tables)
     big = f"{DATABASE}.big"
@@ -122,9 +123,17 @@ def measure(server: LocalMariaDB, work: Path, *, big_rows: int, small_tables: in
     environment = {**os.environ, "TZ": "UTC"}
     started = time.time()
     snapshot = subprocess.Popen(
-        [sys.executable, "-m", "cdc_lib.cli", "-q", "--config", str(config_path), "snapshot", "--table", big],
+        [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "snapshot", "--table", big,
+         "--progress-every", "5"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment,
     )
+    errors: list[str] = []
+    reading = threading.Thread(target=lambda: errors.extend(snapshot.stderr or []), daemon=True)
+    reading.start()
+    # Its first progress line comes once it holds its lease(s): a micro-batch started before would take the
+    # pipeline lease first and make today's snapshot fail at once, measuring nothing.
+    while snapshot.poll() is None and not any("snapshot progress:" in line for line in errors):
+        time.sleep(0.05)
     samples: list[float] = []
     applied = {table: applied_value(pipeline.table_path(table)) for table in small}
     batches = refused = 0
@@ -145,8 +154,9 @@ def measure(server: LocalMariaDB, work: Path, *, big_rows: int, small_tables: in
     snapshot_seconds = time.time() - started
     writer.stop.set()
     writing.join()
-    _, errors = snapshot.communicate()
-    assert snapshot.returncode == 0, errors[-2000:]
+    snapshot.wait()
+    reading.join()
+    assert snapshot.returncode == 0, "".join(errors)[-2000:]
     return {
         "big_rows": big_rows,
         "small_tables": small_tables,
@@ -182,7 +192,7 @@ def summary(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--big-rows", type=int, default=4_000_000)
+    parser.add_argument("--big-rows", type=int, default=12_000_000)
     parser.add_argument("--small-tables", type=int, default=5)
     parser.add_argument("--sync-every", type=float, default=3.0)
     arguments = parser.parse_args()

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.naming import PipelineNames
-from orchestration.schedules import snapshots_in_flight
 from cdc_lib.catalog import expand_patterns
 from cdc_lib.errors import BinlakeError
+from orchestration.schedules import snapshots_in_flight
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition

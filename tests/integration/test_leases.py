@@ -28,7 +28,7 @@ def _pause_before_delta_commit(monkeypatch: pytest.MonkeyPatch, flag: Path) -> N
     monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(flag))
 
 
-def _snapshotted_table(mariadb, database, make_config):  # type: ignore[no-untyped-def]
+def _snapshotted_table(mariadb, database, make_config):
     table = f"{database}.t"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, v DECIMAL(9,2))",
         f"INSERT INTO {table} VALUES (1, 12.25), (2, 7.5)")

@@ -60,7 +60,7 @@ def test_the_line_gives_chunks_rows_rate_and_eta() -> None:
 
 
 def test_plain_lines_are_rate_limited_per_table_but_start_and_end_always_show() -> None:
-    clock, lines = FakeClock(), []
+    clock, lines = FakeClock(), list[str]()
     listener = ProgressLines(lines.append, interval_seconds=12.5, clock=clock)
     listener(progress(0))
     clock.now += 5

@@ -4,8 +4,8 @@ Starts its own MariaDB (or uses the one `python -m bench` started), snapshots N 
 table in a `binlake snapshot` child process. Meanwhile a writer changes every small table twice a second and this
 process runs a micro-batch (`Pipeline.sync`, its SparkSession kept warm) every few seconds. Sampled every 0.5 s,
 a small table's lag is the age of its oldest change not yet in its Delta table (0 when it has them all; read with
-delta-rs, so no Spark). Printed: the max and median lag of the small tables during the snapshot, and how many
-micro-batches ran or were refused.
+delta-rs, so no Spark). Printed: the max and median lag of the small tables during the snapshot (from the big
+table's first progress line to its last), and how many micro-batches ran or were refused meanwhile.
 
 With one pipeline lease held by the snapshot from first row to last, every micro-batch is refused while it runs,
 so the lag grows with the snapshot's length; with snapshots under a table lease of their own, it should stay at
@@ -121,7 +121,6 @@ def measure(server: LocalMariaDB, work: Path, *, big_rows: int, small_tables: in
     writing.start()
     time.sleep(2)
     environment = {**os.environ, "TZ": "UTC"}
-    started = time.time()
     snapshot = subprocess.Popen(
         [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "snapshot", "--table", big,
          "--progress-every", "5"],
@@ -134,11 +133,14 @@ def measure(server: LocalMariaDB, work: Path, *, big_rows: int, small_tables: in
     # pipeline lease first and make today's snapshot fail at once, measuring nothing.
     while snapshot.poll() is None and not any("snapshot progress:" in line for line in errors):
         time.sleep(0.05)
+    # The window measured: from the table's first progress line to its last ("done in"), not the process's
+    # JVM start and exit around them.
+    started = time.time()
     samples: list[float] = []
     applied = {table: applied_value(pipeline.table_path(table)) for table in small}
     batches = refused = 0
     next_sync = time.time()
-    while snapshot.poll() is None:
+    while snapshot.poll() is None and not any("done in" in line for line in errors):
         now = time.time()
         if now >= next_sync:
             try:

@@ -107,7 +107,7 @@ def snapshot_table(
     # The sequence is on record before a Delta commit carries it, so no later batch reuses it.
     handle.save()
     frame = read_table(spark, context.config.source, schema, predicates)
-    handle.check_lease()
+    handle.check_lease()  # a runner that lost the lease writes no snapshot commit
     metadata = {
         "pipeline": context.config.pipeline,
         "table": name,

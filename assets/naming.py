@@ -25,8 +25,14 @@ LAG_CHECK = "lag"
 RUNWAY_CHECK = "binlog_runway"
 RECONCILIATION_CHECK = "reconciliation"
 PIPELINE_TAG = "binlake/pipeline"
-# Carried by the runs that take the pipeline's lease (micro-batch, snapshot): at most one may be in flight.
+# Carried by the runs that take the pipeline's lease (micro-batch, follow): at most one may be in flight.
 LEASE_TAG = "binlake/lease"
+# Carried by snapshot runs (value: the pipeline). They take a table's lease, not the pipeline's: they run beside
+# the micro-batches, in a pool of their own.
+SNAPSHOT_TAG = "binlake/snapshot"
+# The table a sensor-launched snapshot run loads ("<pipeline>:<db.table>"); a backfill's runs say it with
+# Dagster's partition tags instead (`orchestration.schedules.snapshots_in_flight` reads both).
+SNAPSHOT_TABLE_TAG = "binlake/snapshot_table"
 
 
 def dagster_name(text: str) -> str:
@@ -75,8 +81,16 @@ class PipelineNames:
 
     @property
     def pool(self) -> str:
-        """Concurrency pool shared by everything that takes the pipeline's lease."""
+        """Concurrency pool of what takes the pipeline's lease (micro-batch, follow): limit 1, one binlog reader."""
         return f"binlake_{self.slug}"
+
+    @property
+    def snapshot_pool(self) -> str:
+        """Concurrency pool of the snapshot step: its limit is how many tables of the pipeline load at once.
+
+        Apart from `pool`, so a backfill of a big table never holds back the scheduled micro-batch.
+        """
+        return f"binlake_{self.slug}_snapshot"
 
     @property
     def sync_op(self) -> str:
@@ -137,5 +151,14 @@ class PipelineNames:
 
     @property
     def lease_tags(self) -> dict[str, str]:
-        """Tags of the runs that write: the micro-batch and the snapshots."""
+        """Tags of the runs that take the pipeline's lease: the micro-batch and follow mode."""
         return {PIPELINE_TAG: self.pipeline, LEASE_TAG: self.pipeline}
+
+    @property
+    def snapshot_tags(self) -> dict[str, str]:
+        """Tags of every snapshot run of the pipeline."""
+        return {PIPELINE_TAG: self.pipeline, SNAPSHOT_TAG: self.pipeline}
+
+    def snapshot_table_tags(self, table: str) -> dict[str, str]:
+        """Tags of a snapshot run of one table."""
+        return {**self.snapshot_tags, SNAPSHOT_TABLE_TAG: f"{self.pipeline}:{table}"}

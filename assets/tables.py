@@ -40,12 +40,16 @@ from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_f
 from cdc_lib.config import PipelineConfig
 from cdc_lib.offsets import PipelineState
 from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
+from cdc_lib.progress import SnapshotProgress
+from cdc_lib.progress_display import ProgressLines
 from cdc_lib.snapshot import SnapshotResult
 from cdc_lib.source import TableRef
 from cdc_lib.source import TableSchema as SourceSchema
 from cdc_lib.types import spark_type_ddl
 
 KINDS = {"mysql", "spark", "delta"}
+#: The snapshot's progress in the run log: a line per table at most this often (and at its start and end).
+PROGRESS_LOG_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,20 @@ def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pi
     return metadata
 
 
+def progress_metadata(progress: SnapshotProgress | None) -> dict[str, Any]:
+    """How the snapshot went, as the progress display last saw it: chunks, rows, pace, time, what a resume kept."""
+    if progress is None:
+        return {}
+    return {
+        "chunks": dg.MetadataValue.int(progress.chunks_done),
+        "chunks_total": dg.MetadataValue.int(progress.chunks_total),
+        "chunks_resumed": dg.MetadataValue.int(progress.chunks_resumed),
+        "rows_read": dg.MetadataValue.int(progress.rows_done),
+        "rows_per_second": dg.MetadataValue.float(round(progress.rows_per_second, 1)),
+        "seconds": dg.MetadataValue.float(round(progress.elapsed_seconds, 3)),
+    }
+
+
 # -- builders -------------------------------------------------------------------------------------
 
 
@@ -371,7 +389,8 @@ def _snapshot_asset(
         deps=[names.source_key(table) for table in tables],
         group_name=names.control_group,
         kinds=KINDS,
-        pool=names.pool,
+        # Its own pool, not the micro-batch's: a snapshot takes its table's lease, so the sync runs beside it.
+        pool=names.snapshot_pool,
         retry_policy=TRANSIENT_RETRY,
         required_resource_keys={names.resource_key},
         tags={"binlake/pipeline": config.pipeline},
@@ -386,8 +405,9 @@ def _snapshot_asset(
         chosen = list(context.partition_keys)
         pipeline = binlake.pipeline()
         context.log.info(f"snapshotting {', '.join(chosen)}")
+        progress = ProgressLines(context.log.info, interval_seconds=PROGRESS_LOG_SECONDS)
         with engine_errors(f"snapshot of {', '.join(chosen)}", context.log), jvm_output_to_log_file(context.log):
-            results = pipeline.snapshot(chosen)
+            results = pipeline.snapshot(chosen, progress=progress)
             state = pipeline.read_state()
         metadata: dict[str, Any] = {
             "tables": dg.MetadataValue.text(", ".join(result.table for result in results)),
@@ -396,6 +416,7 @@ def _snapshot_asset(
         }
         if len(results) == 1:
             metadata.update(snapshot_metadata(results[0], state, pipeline))
+            metadata.update(progress_metadata(progress.latest.get(results[0].table)))
         yield dg.MaterializeResult(metadata=metadata)
         # Recorded after the snapshot partitions, so each Delta table reads as up to date with its snapshot.
         for result in results:
@@ -411,7 +432,10 @@ def _snapshot_asset(
                 dg.AssetMaterialization(
                     asset_key=names.table_key(result.table),
                     description=f"snapshot: {result.rows} rows",
-                    metadata=snapshot_metadata(result, state, pipeline),
+                    metadata={
+                        **snapshot_metadata(result, state, pipeline),
+                        **progress_metadata(progress.latest.get(result.table)),
+                    },
                 )
             )
 

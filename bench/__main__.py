@@ -5,6 +5,7 @@ Starts its own MariaDB, generates the workload server-side, then measures:
   sync         binlake sync --until-caught-up rows/s  vs  a bare python-mysql-replication loop
   read path    binlake's binlog reader alone (decode + fold, no Spark) over the same range
   idle         wall time of a `binlake sync` process with no relevant change (and whether Spark started)
+  snapshot-freshness  the lag of small tables while a big one is snapshotted (bench/snapshot_freshness.py)
   keep-up      issue 12's table (bench/keepup*.py): sustainable rate vs MariaDB's apply rate (mixed,
                insert-only), 100 tables vs 1, snapshot of 200k rows, a new Dagster/CLI process's cost to its
                commit, a table with 10,000 commits; printed after the main table
@@ -29,7 +30,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import keepup_report, peer, scenarios  # noqa: E402
+from bench import keepup_report, peer, scenarios, snapshot_freshness  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -271,6 +272,12 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             attempt(results, "freshness", lambda: scenarios.freshness(
                 server, fresh_config, rows_per_second=500, seconds=arguments.freshness_seconds
             ))
+        if "snapshot-freshness" in arguments.only:
+            print("freshness of the other tables during a big snapshot …", flush=True)
+            attempt(results, "snapshot_freshness", lambda: snapshot_freshness.measure(
+                server, work / "snapshot-freshness", big_rows=arguments.snapshot_freshness_rows, small_tables=5,
+                sync_every=3.0,
+            ))
         if set(keepup_report.PARTS) & arguments.only:
             keepup_report.run(server, work, arguments, results, attempt)
         results["runs"] = {
@@ -326,6 +333,9 @@ def report(results: dict[str, Any]) -> str:
             figure = stages[f"{stage}_rows_per_s"]
             lines.append(f"| snapshot stage: {label} | {figure:,.0f} rows/s | mysqldump {dump:,.0f} "
                          f"| {figure / dump:.2f}× |")
+    if "snapshot_freshness" in results:
+        during = snapshot_freshness.summary(results["snapshot_freshness"])
+        lines.append(f"| other tables during a big snapshot | {during} | — | — |")
     for key, failure in results.get("failures", {}).items():
         lines.append(f"| {key} | FAILED: {failure} | — | — |")
     for size, peak in results.get("memory", {}).items():
@@ -363,17 +373,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
-    extras = ",".join(("snapshot-stages", "peer", "merge", "freshness", "memory", *keepup_report.PARTS))
+    extras = ",".join(
+        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", *keepup_report.PARTS)
+    )
     parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
     parser.add_argument("--merge-changes", type=int, default=10_000)
     parser.add_argument("--freshness-seconds", type=float, default=30.0)
+    parser.add_argument("--snapshot-freshness-rows", type=int, default=12_000_000,
+                        help="rows of the big table snapshotted while the small ones change")
     keepup_report.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.rows, arguments.changes = 200_000, 100_000
         arguments.merge_sizes = "10000,100000,1000000"
         arguments.freshness_seconds = 15.0
+        arguments.snapshot_freshness_rows = 1_000_000
         keepup_report.quick(arguments)
     arguments.only = set(arguments.only.split(","))
     arguments.merge_sizes = [int(size) for size in arguments.merge_sizes.split(",")]

@@ -20,6 +20,7 @@ from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
 from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
 from cdc_lib.logs import LOG_FORMATS, Verbosity, configure_logging, log_dir, redact, spark_log_path
+from cdc_lib.progress_display import DEFAULT_INTERVAL_SECONDS, terminal_or_lines
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
 from cdc_lib.report import format_reconciliation, format_status
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
@@ -56,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("validate", help="check server settings, grants, tables and stores")
     snapshot = commands.add_parser("snapshot", help="snapshot tables into Delta (all by default)")
     snapshot.add_argument("--table", action="append", help="db.table; repeat for several")
+    snapshot.add_argument(
+        "--progress-every", type=float, default=DEFAULT_INTERVAL_SECONDS, metavar="SECONDS",
+        help="progress on stderr: a live line on a terminal; elsewhere a line per table at most this often "
+        f"(default {DEFAULT_INTERVAL_SECONDS:g}); -q shows none",
+    )
     sync = commands.add_parser("sync", help="run one micro-batch from the binlog")
     sync.add_argument("--until-caught-up", action="store_true", help="repeat batches until the binlog end")
     sync.add_argument("--json", action="store_true")
@@ -143,7 +149,12 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(f"ok  {line}")
         return 0
     if arguments.command == "snapshot":
-        snapshots = pipeline.snapshot(arguments.table)
+        # Not on a terminal, the lines are binlake log lines: they take --log-format, and -q hides them.
+        progress = None if arguments.quiet else terminal_or_lines(
+            sys.stderr, emit=lambda line: log.info("snapshot progress: %s", line),
+            interval_seconds=arguments.progress_every,
+        )
+        snapshots = pipeline.snapshot(arguments.table, progress=progress)
         for snapshot in snapshots:
             print(
                 f"{snapshot.table}: {snapshot.rows} rows in {snapshot.seconds:.1f}s "

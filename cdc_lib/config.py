@@ -107,7 +107,10 @@ class OffsetsConfig:
     uri: str
     endpoint_url: str | None = None
     region: str | None = None
-    lease_seconds: int = 600
+    #: How long a runner's hold on the pipeline lasts without renewal. A live runner's heartbeat renews it every
+    #: third of this, so it bounds only how long a runner that died on another machine (or in another container)
+    #: blocks the next one, and how long an unanswering offset store is ridden out (80 % of it) before a run stops.
+    lease_seconds: int = 120
     path_style_access: bool | None = None
     #: Taken from the sink when the offsets share its bucket; otherwise the standard AWS chain applies.
     credentials: S3Credentials | None = field(default=None, repr=False)

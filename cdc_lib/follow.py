@@ -5,7 +5,7 @@ Data flow of one follow run:
     take the lease, reconcile the offsets with the Delta logs     (as `binlake sync` does)
     loop, until `stop` is set or the time budget is spent:
         ask the server where its binlog ends
-        nothing new since the last catch-up → renew the lease when due, wait `poll_seconds`
+        nothing new since the last catch-up → check the lease (its heartbeat renews it), wait `poll_seconds`
                                                (no binlog read, no Spark: idle stays cheap)
         else → micro-batches (`cdc_lib.sync.run_batch`, the batch code of `binlake sync`) up to that
                end, each reported to `on_batch`
@@ -215,7 +215,7 @@ class _Follower:
         handle = self.context.handle()
         with mysql.source_connection(self.context.config.source) as connection:
             mysql.check_server_settings(connection, append_inserts=self.context.config.batch.append_inserts)
-            state = handle.acquire()
+            state = handle.acquire(heartbeat=True)
             try:
                 reconcile_with_delta(self.context, state, connection)
                 caught_up_at: BinlogPosition | None = None
@@ -223,7 +223,7 @@ class _Follower:
                 while not self.should_stop():
                     server_end = mysql.current_position(connection)
                     if server_end == caught_up_at:
-                        handle.renew_if_due()
+                        handle.check_lease()  # a lost lease ends the session (retried: transient)
                         self.wait(self.poll_seconds)
                         continue
                     caught_up_at = self.catch_up(handle, connection, server_end)

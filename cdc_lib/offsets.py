@@ -8,11 +8,13 @@ rename), so two runners can never both move the offsets.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import fcntl
 import json
 import os
 import socket
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from typing import Any
 
 from cdc_lib.config import OffsetsConfig
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.heartbeat import Heartbeat, LeaseLostError
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.s3 import S3Credentials, S3Settings, describe_s3_failure, s3_client, split_s3_uri
 from cdc_lib.s3 import s3_error_code as _s3_code
@@ -84,27 +87,113 @@ class TableState:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ProcessIdentity:
+    """What tells this process apart from every other one that may share its hostname and PID number.
+
+    Containers often share both (the hostname of the pod or of a `--network host` container; PIDs that
+    restart at 1 in each PID namespace), so a hostname + PID proves nothing. The kernel's boot id names one
+    boot of one machine; the PID namespace (its inode in /proc/self/ns/pid) names the set of processes a PID
+    is unique in; the start time (clock ticks since boot, /proc/<pid>/stat) tells a process from a later one
+    that reused its PID. All three are Linux facts; elsewhere they are None and nothing is concluded from them.
+    """
+
+    boot_id: str | None
+    pid_namespace: str | None
+    started_ticks: int | None
+
+    @classmethod
+    def of_process(cls, pid: int) -> ProcessIdentity:
+        return cls(boot_id=_boot_id(), pid_namespace=_pid_namespace(), started_ticks=_start_ticks(pid))
+
+    @property
+    def complete(self) -> bool:
+        return None not in (self.boot_id, self.pid_namespace, self.started_ticks)
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _boot_id() -> str | None:
+    return _read_text("/proc/sys/kernel/random/boot_id")
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat); None if no such process."""
+    text = _read_text(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: count fields after its closing one.
+    fields = text[text.rindex(")") + 2:].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 @dataclass
 class Lease:
+    """Who holds a pipeline, until when.
+
+    `owner` is the holder's identity: a random id drawn by each `StateHandle`, so two runners never
+    mistake each other for themselves, whatever hosts, containers or PIDs they share. `host` and `pid`
+    are for people reading messages; the process identity (boot id, PID namespace, start time) is what
+    lets `holder_is_dead` conclude anything.
+    """
+
     owner: str
     host: str
     pid: int
     expires_at: str
+    boot_id: str | None = None
+    pid_namespace: str | None = None
+    started_ticks: int | None = None
+
+    @classmethod
+    def for_this_process(cls, owner: str, *, seconds: float) -> Lease:
+        me = ProcessIdentity.of_process(os.getpid())
+        return cls(
+            owner=owner, host=socket.gethostname(), pid=os.getpid(),
+            expires_at=(utc_now() + dt.timedelta(seconds=seconds)).isoformat(),
+            boot_id=me.boot_id, pid_namespace=me.pid_namespace, started_ticks=me.started_ticks,
+        )
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Lease:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
 
     def expired(self, now: dt.datetime) -> bool:
         return dt.datetime.fromisoformat(self.expires_at) <= now
 
+    def describe(self) -> str:
+        """The holder, for messages: its runner id first (the identity), then where it ran."""
+        return f"runner {self.owner[:12]} (pid {self.pid} on host {self.host})"
+
     def holder_is_dead(self) -> bool:
-        """True when the holder was a process on this host that no longer runs."""
-        if self.host != socket.gethostname():
+        """True only when the holder surely no longer runs: a process of this very kernel boot and PID namespace
+        whose PID is gone or now belongs to a process started at another time.
+
+        Anything less certain (another machine or container, a lease written without the process identity,
+        a system without /proc) is False: the lease then runs out on its own (`offsets.lease_seconds`).
+        """
+        if self.boot_id is None or self.pid_namespace is None or self.started_ticks is None:
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
+        me = ProcessIdentity.of_process(os.getpid())
+        if not me.complete or (me.boot_id, me.pid_namespace) != (self.boot_id, self.pid_namespace):
             return False
-        return False
+        return _start_ticks(self.pid) != self.started_ticks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,7 +281,7 @@ class PipelineState:
             pipeline=data["pipeline"],
             batch_seq=int(data.get("batch_seq", 0)),
             tables={name: TableState.from_json(value) for name, value in data.get("tables", {}).items()},
-            lease=Lease(**lease) if lease else None,
+            lease=Lease.from_json(lease) if lease else None,
             server_id=data.get("server_id"),
             server_uuid=data.get("server_uuid"),
             recent_batches=[BatchRecord.from_json(record) for record in data.get("recent_batches", [])],
@@ -421,8 +510,12 @@ def open_offset_store(config: OffsetsConfig) -> OffsetStore:
 class StateHandle:
     """The state of one pipeline held by this runner under a lease.
 
-    `acquire` fails fast when another live runner holds the lease; every later
-    `save` is conditional on the token of the previous one.
+    `acquire` fails fast when another live runner holds the lease; every later `save` is conditional on the
+    token of the previous one. With a heartbeat (`acquire(heartbeat=True)`) a daemon thread keeps the lease
+    alive however long a batch or a snapshot runs: it rewrites the last *saved* document with a new expiry
+    (never the state the work is changing, which may be half updated), under the lock every save takes, so
+    the two never interleave and share one compare-and-swap token. Before each Delta commit the work calls
+    `check_lease()`, which raises `LeaseLostError` once the lease is lost or may be.
     """
 
     def __init__(self, store: OffsetStore, pipeline: str, *, lease_seconds: int) -> None:
@@ -432,37 +525,77 @@ class StateHandle:
         self.owner = uuid.uuid4().hex
         self.token: str | None = None
         self.state = PipelineState(pipeline=pipeline)
+        self.heartbeat: Heartbeat | None = None
+        self._lock = threading.Lock()
+        #: A copy of the document as last written: what a renewal writes again, with a new expiry.
+        self._saved: PipelineState | None = None
 
-    def acquire(self) -> PipelineState:
+    def acquire(self, *, heartbeat: bool = False) -> PipelineState:
+        """Take the lease (and with `heartbeat`, keep renewing it until `release`)."""
         state, token = self.store.read(self.pipeline)
         state = state or PipelineState(pipeline=self.pipeline)
         now = utc_now()
         lease = state.lease
         if lease is not None and lease.owner != self.owner and not lease.expired(now) and not lease.holder_is_dead():
             raise ConcurrentRunError(
-                f"pipeline '{self.pipeline}' is held by runner pid {lease.pid} on {lease.host} "
-                f"until {lease.expires_at}",
-                remedy="wait for that run to finish (one runner per pipeline); "
-                "if it died on another host, retry after the lease expires",
+                f"pipeline '{self.pipeline}' is held by {lease.describe()} until {lease.expires_at}",
+                remedy="wait for that run to finish (one runner per pipeline); a runner that died is taken over "
+                "once its lease expires (offsets.lease_seconds; a live runner's heartbeat keeps renewing it)",
             )
         self.state, self.token = state, token
         self.save()
+        if heartbeat:
+            self.heartbeat = Heartbeat(self.renew, lease_seconds=self.lease_seconds, what=f"pipeline {self.pipeline}")
+            self.heartbeat.start()
         return self.state
 
     def save(self) -> None:
-        self.state.lease = Lease(
-            owner=self.owner,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            expires_at=(utc_now() + dt.timedelta(seconds=self.lease_seconds)).isoformat(),
-        )
-        self.token = self.store.write(self.state, self.token)
+        with self._lock:
+            self.state.lease = Lease.for_this_process(self.owner, seconds=self.lease_seconds)
+            self.token = self.store.write(self.state, self.token)
+            self._saved = copy.deepcopy(self.state)
+        if self.heartbeat is not None:
+            self.heartbeat.mark_renewed()
+
+    def renew(self) -> None:
+        """Extend the lease: the last saved document written again with a new expiry (the heartbeat's step).
+
+        Raises:
+            ConcurrentRunError: another runner wrote the document since: the lease is lost.
+        """
+        with self._lock:
+            saved = self._saved
+            if saved is None:
+                raise ConcurrentRunError(
+                    f"pipeline '{self.pipeline}' was never acquired by this runner", remedy="call acquire() first"
+                )
+            lease = Lease.for_this_process(self.owner, seconds=self.lease_seconds)
+            saved.lease = lease
+            self.token = self.store.write(saved, self.token)
+            self.state.lease = copy.copy(lease)
+
+    def check_lease(self) -> None:
+        """Raise LeaseLostError unless this runner surely still holds the lease; call it before each Delta commit.
+
+        With a heartbeat this is its check (a refused renewal, or none for most of a lease); without one,
+        the lease of the last save must not have run out.
+        """
+        if self.heartbeat is not None:
+            self.heartbeat.check()
+            return
+        lease = self.state.lease
+        left = 0.0 if lease is None else (dt.datetime.fromisoformat(lease.expires_at) - utc_now()).total_seconds()
+        if left <= self.lease_seconds * 0.2:
+            raise LeaseLostError(
+                f"the lease of pipeline '{self.pipeline}' runs out in {left:.0f}s and was not renewed; "
+                "another runner may take it, so nothing more is written",
+                remedy="retry the run; raise offsets.lease_seconds if single steps take longer than it",
+            )
 
     def renew_if_due(self) -> bool:
         """Save (and so extend the lease) when less than half of it is left; True if it saved.
 
-        A long-lived runner (follow mode) calls this between batches, so that idle stretches without a
-        batch's save never let the lease run out under it.
+        For a long-lived runner without a heartbeat; with one, the heartbeat renews on its own.
         """
         lease = self.state.lease
         if lease is not None and lease.owner == self.owner:
@@ -473,8 +606,12 @@ class StateHandle:
         return True
 
     def release(self) -> None:
-        self.state.lease = None
-        try:
-            self.token = self.store.write(self.state, self.token)
-        except ConcurrentRunError:
-            pass
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            self.heartbeat = None
+        with self._lock:
+            self.state.lease = None
+            try:
+                self.token = self.store.write(self.state, self.token)
+            except ConcurrentRunError:
+                pass  # another runner holds the document now: it is theirs, and so is the lease

@@ -23,6 +23,7 @@ from cdc_lib.faults import failpoint
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
@@ -32,8 +33,13 @@ from cdc_lib.watermarks import consistent_low_watermark
 log = logging.getLogger("binlake")
 
 
-def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -> list[SnapshotResult]:
-    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease."""
+def snapshot_tables(
+    context: PipelineContext, tables: list[str] | None = None, *, progress: ProgressListener | None = None
+) -> list[SnapshotResult]:
+    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease.
+
+    `progress` hears each table's start and end (one chunk per table, until the chunked engine reports waves).
+    """
     handle = context.handle()
     results = []
     with mysql.source_connection(context.config.source) as connection:
@@ -41,12 +47,12 @@ def snapshot_tables(context: PipelineContext, tables: list[str] | None = None) -
         chosen = choose_tables(context.configured_tables(connection), tables)
         schemas = [mysql.describe_table(connection, ref) for ref in chosen]
         context.sink.check_writable(context.config.sink.path)
-        state = handle.acquire()
+        state = handle.acquire(heartbeat=True)
         try:
             reconcile_with_delta(context, state, connection)
             handle.save()
             for schema in schemas:
-                results.append(snapshot_table(context, handle, connection, schema))
+                results.append(snapshot_table(context, handle, connection, schema, progress=progress))
         finally:
             handle.release()
     return results
@@ -78,11 +84,16 @@ def snapshot_table(
     handle: StateHandle,
     connection: pymysql.connections.Connection,
     schema: TableSchema,
+    *,
+    progress: ProgressListener | None = None,
 ) -> SnapshotResult:
     """Write one table's snapshot commit and record its watermarks; the lease is held by `handle`."""
     name = schema.table.name
     path = context.table_path(name)
     started = time.monotonic()
+    if progress is not None:
+        progress(SnapshotProgress(table=name, chunks_done=0, chunks_total=1, rows_done=0, rows_estimated=0,
+                                  elapsed_seconds=0.0))
     spark = context.spark()
     # The low watermark and the schema the table is read with, pinned to each other (cdc_lib/watermarks.py).
     low, schema = consistent_low_watermark(connection, schema.table)
@@ -98,6 +109,7 @@ def snapshot_table(
     # The sequence is on record before a Delta commit carries it, so no later batch reuses it.
     handle.save()
     frame = read_table(spark, context.config.source, schema, predicates)
+    handle.check_lease()  # a runner that lost the lease writes no snapshot commit
     metadata = {
         "pipeline": context.config.pipeline,
         "table": name,
@@ -146,6 +158,9 @@ def snapshot_table(
     )
     handle.save()
     seconds = time.monotonic() - started
+    if progress is not None:
+        progress(SnapshotProgress(table=name, chunks_done=1, chunks_total=1, rows_done=rows, rows_estimated=0,
+                                  elapsed_seconds=seconds))
     log.info("snapshot %s: %d rows in %.1fs (%d partitions)", name, rows, seconds, len(predicates),
              extra=about_table(name))
     # After the commit and the offsets are saved: a catalog that fails now costs a `binlake register`, no data.

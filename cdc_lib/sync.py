@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -87,7 +88,8 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
     results: list[SyncResult] = []
     with mysql.source_connection(context.config.source) as connection:
         mysql.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
-        state = handle.acquire()
+        # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
+        state = handle.acquire(heartbeat=True)
         read_ahead: ReadAhead | None = None
         try:
             reconcile_with_delta(context, state, connection)
@@ -162,7 +164,10 @@ def run_batch(
         handle.save()
     now = utc_now().isoformat()
     spark_used = bool(relevant)
-    outcomes = _write_tables(context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now)
+    outcomes = _write_tables(
+        context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
+        check_lease=handle.check_lease,
+    )
     table_results = []
     first_error: BaseException | None = None
     for cursor in cursors:
@@ -171,6 +176,8 @@ def run_batch(
             first_error = first_error or written
             continue
         state.tables[cursor.name] = written.state
+        if cursor.name in read.schema_changes:
+            handle.check_lease()  # taking a table past an ALTER may commit to Delta
         settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
         state.tables[cursor.name] = settled.state
         spark_used = spark_used or settled.spark_used
@@ -279,6 +286,7 @@ def _write_tables(
     seq: int | None,
     server_end: BinlogPosition,
     now: str,
+    check_lease: Callable[[], None],
 ) -> dict[str, _Written | BaseException]:
     """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
     (each its own idempotent commit, in a Spark session of its own), the others only moving their offsets."""
@@ -287,7 +295,7 @@ def _write_tables(
     def write(spark: SparkSession | None, cursor: TableCursor) -> _Written:
         return _write_table(
             context, spark, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
-            seq=seq, server_end=server_end, now=now,
+            seq=seq, server_end=server_end, now=now, check_lease=check_lease,
         )
 
     outcomes: dict[str, _Written | BaseException] = {}
@@ -313,6 +321,7 @@ def _write_table(
     seq: int | None,
     server_end: BinlogPosition,
     now: str,
+    check_lease: Callable[[], None],
 ) -> _Written:
     name = cursor.name
     failure = read.table_errors.get(name)
@@ -324,6 +333,8 @@ def _write_table(
         changes.drop_after(held)
     if changes is not None and seq is not None and spark is not None:
         failpoint("before_delta_commit")
+        # A runner that lost its lease stops here (LeaseLostError): the new holder reconciles from the Delta log.
+        check_lease()
         try:
             version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, metadata={
                 "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,

@@ -45,7 +45,7 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
     snapshot = dg.define_asset_job(
         names.snapshot_job,
         selection=dg.AssetSelection.assets(assets.snapshot),
-        tags=names.lease_tags,
+        tags=names.snapshot_tags,
         description=f"Snapshot the chosen tables of pipeline `{names.pipeline}` (one partition per table); "
         "launch a backfill over the partitions to (re-)load several.",
     )

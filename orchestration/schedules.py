@@ -21,10 +21,44 @@ IN_FLIGHT = [
 ]
 
 
+# Dagster's own run tags for the partitions a run materializes (one partition, or a single-run backfill's range).
+PARTITION_TAG = "dagster/partition"
+PARTITION_RANGE_START_TAG = "dagster/asset_partition_range_start"
+PARTITION_RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
 def run_in_flight(instance: dg.DagsterInstance, pipeline: str) -> str | None:
-    """Id of an unfinished run that takes this pipeline's lease (micro-batch or snapshot), if any."""
+    """Id of an unfinished run that takes this pipeline's lease (micro-batch or follow), if any.
+
+    Snapshots are not among them: they take their table's lease and run beside the micro-batches.
+    """
     records = instance.get_run_records(filters=dg.RunsFilter(tags={LEASE_TAG: pipeline}, statuses=IN_FLIGHT), limit=1)
     return records[0].dagster_run.run_id if records else None
+
+
+def snapshots_in_flight(instance: dg.DagsterInstance, names: PipelineNames, tables: list[str]) -> dict[str, str]:
+    """The tables an unfinished snapshot run of the pipeline loads, each with that run's id.
+
+    Any run that selects the snapshot asset counts, whoever launched it (a sensor, the snapshot job, a backfill
+    from the asset's page): its tables come from Dagster's partition tags, in the partitions' order (`tables`).
+    """
+    loading: dict[str, str] = {}
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+        run = record.dagster_run
+        if not run.asset_selection or names.snapshot_key not in run.asset_selection:
+            continue
+        tags = run.tags
+        if PARTITION_TAG in tags:
+            chosen = [tags[PARTITION_TAG]]
+        elif PARTITION_RANGE_START_TAG in tags and tags.get(PARTITION_RANGE_END_TAG) in tables and \
+                tags[PARTITION_RANGE_START_TAG] in tables:
+            first, last = tables.index(tags[PARTITION_RANGE_START_TAG]), tables.index(tags[PARTITION_RANGE_END_TAG])
+            chosen = tables[first:last + 1]
+        else:
+            chosen = list(tables)  # no partition named: assume the worst, every table
+        for table in chosen:
+            loading.setdefault(table, run.run_id)
+    return loading
 
 
 def _checked_cron(cron: str, variable: str) -> str:
@@ -41,7 +75,8 @@ def _checked_cron(cron: str, variable: str) -> str:
 def build_sync_schedule(
     *, names: PipelineNames, job: UnresolvedAssetJobDefinition, cron: str, timezone: str
 ) -> dg.ScheduleDefinition:
-    """One micro-batch per tick; a tick is skipped while another run of the pipeline is still going."""
+    """One micro-batch per tick; a tick is skipped while a micro-batch or follow run of the pipeline is going
+    (a snapshot of a table runs beside it)."""
 
     @dg.schedule(
         name=names.sync_schedule,
@@ -101,7 +136,7 @@ def build_follow_schedule(*, names: PipelineNames, job: dg.JobDefinition, timezo
 def _launch_unless_running(
     context: dg.ScheduleEvaluationContext, names: PipelineNames
 ) -> dg.RunRequest | dg.SkipReason:
-    """One run per tick, skipped while any run of the pipeline (micro-batch, follow, snapshot) is in flight."""
+    """One run per tick, skipped while a micro-batch or follow run of the pipeline is in flight (not a snapshot)."""
     running = run_in_flight(context.instance, names.pipeline)
     if running:
         return dg.SkipReason(f"run {running} of pipeline {names.pipeline} is still in progress")

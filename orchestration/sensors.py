@@ -27,6 +27,7 @@ import dagster as dg
 from assets.naming import PipelineNames
 from cdc_lib.catalog import expand_patterns
 from cdc_lib.errors import BinlakeError
+from orchestration.schedules import snapshots_in_flight
 
 if TYPE_CHECKING:
     from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
@@ -90,9 +91,13 @@ def build_missing_snapshot_sensor(
             return dg.SensorResult(skip_reason=f"cannot read the pipeline's offsets: {error}", cursor=context.cursor)
         requests: list[dg.RunRequest] = []
         notes: list[str] = []
+        loading = snapshots_in_flight(context.instance, names, tables)
         for table in tables:
             if table in state.tables:
                 cursor.pending.pop(table, None)
+                continue
+            if table in loading and table not in cursor.pending:
+                notes.append(f"{table}: being snapshotted by run {loading[table][:8]}")
                 continue
             if table in cursor.pending:
                 run_key = cursor.pending[table]
@@ -108,7 +113,8 @@ def build_missing_snapshot_sensor(
             context.log.info(f"{table} has no snapshot: requesting {run_key}")
             requests.append(
                 dg.RunRequest(
-                    run_key=run_key, partition_key=table, tags={**names.lease_tags, REASON_TAG: "missing-snapshot"}
+                    run_key=run_key, partition_key=table,
+                    tags={**names.snapshot_table_tags(table), REASON_TAG: "missing-snapshot"},
                 )
             )
         if has_patterns:
@@ -164,19 +170,23 @@ def build_table_error_sensor(
                 skip_reason=f"{len(stopped)} table(s) stopped — {listing}. auto_resnapshot is off: launch a "
                 f"backfill of job {names.snapshot_job} over {', '.join(stopped)} (or set BINLAKE_AUTO_RESNAPSHOT=1)."
             )
+        loading = snapshots_in_flight(context.instance, names, tables)
         requests = [
             dg.RunRequest(
                 run_key=f"resnapshot:{name}:{table_state.snapshot_at}",
                 partition_key=name,
-                tags={**names.lease_tags, REASON_TAG: "table-error"},
+                tags={**names.snapshot_table_tags(name), REASON_TAG: "table-error"},
             )
             for name, table_state in stopped.items()
-            if name in tables
+            if name in tables and name not in loading  # one snapshot of a table at a time
         ]
         orphans = [name for name in stopped if name not in tables]
         if not requests:
+            busy = [name for name in stopped if name in loading]
             return dg.SensorResult(
-                skip_reason=f"{listing}. Not configured any more, so not re-snapshotted: {', '.join(orphans)}"
+                skip_reason=f"{listing}."
+                + (f" Not configured any more, so not re-snapshotted: {', '.join(orphans)}." if orphans else "")
+                + (f" Being snapshotted already: {', '.join(busy)}." if busy else "")
             )
         return dg.SensorResult(run_requests=requests)
 

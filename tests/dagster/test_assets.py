@@ -68,6 +68,14 @@ def test_snapshot_partitions_load_exactly_the_chosen_tables(shop: Shop, instance
     assert [column.name for column in schema.columns] == ["id", "email", "name", "created_at", "avatar"]
     assert schema.columns[0].type == "int" and "primary key" in schema.columns[0].constraints.other
     assert loaded[shop.names.snapshot_key]["rows"] == 20
+    # The snapshot's progress, as the run log showed it, is in both materializations' metadata.
+    for metadata in (table_metadata, loaded[shop.names.snapshot_key]):
+        assert (metadata["chunks"], metadata["chunks_total"], metadata["chunks_resumed"]) == (1, 1, 0)
+        assert metadata["rows_read"] == 20 and metadata["seconds"] > 0
+        assert metadata["rows_per_second"] == pytest.approx(20 / metadata["seconds"], abs=0.06)
+    logged = [event.message for event in instance.all_logs(result.run_id) if "chunks" in (event.message or "")]
+    assert any(f"{customers}: chunks 0/1 (0%)" in line for line in logged), logged
+    assert any(f"{customers}: chunks 1/1 (100%), 20 rows" in line and "done in" in line for line in logged), logged
 
     # A backfill over two partitions runs as one run (single-run backfill policy): one Spark session, one lease.
     defs = shop.definitions()

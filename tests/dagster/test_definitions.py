@@ -59,7 +59,9 @@ def test_definitions_load_every_table_asset_check_job_schedule_and_sensor(tmp_pa
     # One binlog read serves every table: they all come from one subsettable step.
     sync = repository.assets_defs_by_key[names.table_key(TABLES[0])]
     assert sync.can_subset and set(sync.keys) == {names.table_key(table) for table in TABLES}
-    assert sync.op.pool == repository.assets_defs_by_key[names.snapshot_key].op.pool == "binlake_shop"
+    # The micro-batch has the pipeline's pool; snapshots a pool of their own, so a backfill never holds it back.
+    assert sync.op.pool == "binlake_shop"
+    assert repository.assets_defs_by_key[names.snapshot_key].op.pool == "binlake_shop_snapshot"
 
     assert set(repository.job_names) >= {"binlake_shop_sync", "binlake_shop_snapshot", "binlake_shop_reconcile"}
     schedule = repository.get_schedule_def("binlake_shop_sync_schedule")
@@ -80,6 +82,8 @@ def test_sync_job_runs_the_cheap_checks_but_not_reconciliation(tmp_path: Path) -
     assert {check.name for check in checks} == {"consistency", "lag", "binlog_runway"}
     assert len(checks) == 3 * len(TABLES)
     assert job.tags["binlake/pipeline"] == job.tags["binlake/lease"] == "shop"
+    snapshot = defs.resolve_job_def("binlake_shop_snapshot")
+    assert snapshot.tags == {"binlake/pipeline": "shop", "binlake/snapshot": "shop"}, "no pipeline lease tag"
     reconcile = defs.resolve_job_def("binlake_shop_reconcile")
     assert {check.name for check in reconcile.asset_layer.asset_graph.asset_check_keys} == {"reconciliation"}
 

@@ -30,7 +30,10 @@ def test_missing_snapshots_are_requested_once(shop: Shop, instance: dg.DagsterIn
     first = tick(defs, name, instance, shop)
     assert [request.partition_key for request in first.run_requests] == shop.tables
     assert [request.run_key for request in first.run_requests] == [f"snapshot:{table}:1" for table in shop.tables]
-    assert all(request.tags["binlake/lease"] == shop.config.pipeline for request in first.run_requests)
+    assert [request.tags["binlake/snapshot_table"] for request in first.run_requests] == [
+        f"{shop.config.pipeline}:{table}" for table in shop.tables
+    ]
+    assert not any("binlake/lease" in request.tags for request in first.run_requests), "no pipeline lease"
 
     # The next tick, with the cursor the first one left, asks for nothing new.
     second = tick(defs, name, instance, shop, first.cursor)
@@ -111,12 +114,39 @@ def test_sync_schedule_skips_while_a_run_of_the_pipeline_is_in_flight(
     unblocked = schedule.evaluate_tick(context)
     assert unblocked.run_requests is not None and len(unblocked.run_requests) == 1
 
-    running = instance.create_run_for_job(
+    # Nor does a snapshot: it takes its table's lease, and the micro-batch runs beside it.
+    instance.create_run_for_job(
         job_def=defs.resolve_job_def(shop.names.snapshot_job), status=dg.DagsterRunStatus.STARTED,
+        tags={**shop.names.snapshot_tags, "dagster/partition": shop.tables[0]},
+    )
+    beside = schedule.evaluate_tick(context)
+    assert beside.run_requests is not None and len(beside.run_requests) == 1
+
+    running = instance.create_run_for_job(
+        job_def=defs.resolve_job_def(shop.names.sync_job), status=dg.DagsterRunStatus.STARTED,
         tags=shop.names.lease_tags,
     )
     busy = schedule.evaluate_tick(context)
     assert not busy.run_requests and busy.skip_message is not None and running.run_id in busy.skip_message
+
+
+def test_a_table_being_snapshotted_is_not_requested_again(shop: Shop, instance: dg.DagsterInstance) -> None:
+    defs = shop.definitions()
+    customers, orders, order_lines = shop.tables
+    # A backfill over two partitions (one run, the range in Dagster's tags) is loading orders and order_lines.
+    backfill = instance.create_run_for_job(
+        job_def=defs.resolve_job_def(shop.names.snapshot_job), status=dg.DagsterRunStatus.STARTED,
+        tags={**shop.names.snapshot_tags, "dagster/asset_partition_range_start": orders,
+              "dagster/asset_partition_range_end": order_lines},
+        asset_selection=frozenset({shop.names.snapshot_key}),
+    )
+    first = tick(defs, shop.names.missing_snapshot_sensor, instance, shop)
+    assert [request.partition_key for request in first.run_requests] == [customers]
+    waiting = tick(defs, shop.names.missing_snapshot_sensor, instance, shop, first.cursor)
+    assert f"{orders}: being snapshotted by run {backfill.run_id[:8]}" in (waiting.skip_message or "")
+    instance.report_run_canceled(backfill)
+    second = tick(defs, shop.names.missing_snapshot_sensor, instance, shop, waiting.cursor)
+    assert [request.partition_key for request in second.run_requests] == [orders, order_lines]
 
 
 def test_snapshot_cursor_round_trips_and_survives_garbage() -> None:

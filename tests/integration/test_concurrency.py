@@ -38,7 +38,7 @@ def test_second_concurrent_sync_fails_with_clear_error(mariadb, database, make_c
         pytest.fail("the first sync never took the lease")
     second = run_cli(config_path, "sync")
     assert second.returncode == ConcurrentRunError.exit_code
-    assert f"held by runner pid {first.pid}" in second.stderr
+    assert f"(pid {first.pid} on host" in second.stderr
     assert "one runner per pipeline" in second.stderr
     _, first_err = first.communicate(timeout=300)
     assert first.returncode == 0, first_err[-2000:]

@@ -1,10 +1,11 @@
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
-from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, utc_now
+from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle
 
 
 def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:
@@ -31,12 +32,51 @@ def test_second_runner_fails_fast_while_lease_is_held(tmp_path: Path) -> None:
 def test_lease_of_dead_local_process_is_taken_over(tmp_path: Path) -> None:
     store = LocalOffsetStore(tmp_path)
     state = PipelineState(pipeline="p")
-    import socket
-
-    state.lease = Lease(owner="x", host=socket.gethostname(), pid=2**22 + 12345, expires_at=utc_now().isoformat())
-    state.lease.expires_at = "2999-01-01T00:00:00+00:00"
+    # A process of this boot and PID namespace that has exited: its PID no longer answers.
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    dead = Lease.for_this_process("x", seconds=3600)
+    dead.pid, dead.started_ticks = exited.pid, 123
+    assert dead.holder_is_dead()
+    state.lease = dead
     store.write(state, None)
     StateHandle(store, "p", lease_seconds=60).acquire()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"pid_namespace": "pid:[4026531999]"},  # another container on this kernel: its PID says nothing here
+        {"boot_id": "3f1c2a9e-0000-4000-8000-000000000007"},  # another machine (or boot) with the same hostname
+        {"boot_id": None, "pid_namespace": None, "started_ticks": None},  # written by an older binlake
+    ],
+)
+def test_a_holder_that_may_run_elsewhere_is_never_called_dead(tmp_path: Path, change: dict[str, object]) -> None:
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    lease = Lease.for_this_process("x", seconds=3600)
+    lease.pid = exited.pid
+    for name, value in change.items():
+        setattr(lease, name, value)
+    assert not lease.holder_is_dead()
+    store = LocalOffsetStore(tmp_path)
+    store.write(PipelineState(pipeline="p", lease=lease), None)
+    with pytest.raises(ConcurrentRunError, match=r"runner x \(pid \d+ on host"):
+        StateHandle(store, "p", lease_seconds=60).acquire()
+
+
+def test_a_live_holder_and_a_reused_pid() -> None:
+    mine = Lease.for_this_process("x", seconds=60)
+    assert mine.started_ticks is not None and not mine.holder_is_dead()
+    mine.started_ticks += 1  # the PID now belongs to a process started at another time
+    assert mine.holder_is_dead()
+
+
+def test_lease_documents_round_trip_and_tolerate_unknown_fields() -> None:
+    lease = Lease.for_this_process("a1b2", seconds=42)
+    document = PipelineState(pipeline="p", lease=lease).to_json()
+    document["lease"]["written_by_a_newer_binlake"] = 1
+    assert PipelineState.from_json(document).lease == lease
 
 
 def test_unwritable_store_is_reported(tmp_path: Path) -> None:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from cdc_lib import delta_log
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
+from cdc_lib.faults import failpoint
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
-from cdc_lib.spill import SpilledChanges, SpillError, arrow_type, folds_of
+from cdc_lib.spill import ParquetParts, SpilledChanges, SpillError, arrow_type, folds_of
 from cdc_lib.types import spark_type_ddl
 
 if TYPE_CHECKING:
@@ -352,10 +353,12 @@ class StagedChanges:
         self.names = [*schema.column_names, *(name for name, _ in extra_columns), OPERATION_COLUMN]
         self.types = [arrow_type(spark_type_ddl(column)) for column in schema.columns]
         self.types += [arrow_type(ddl) for _, ddl in extra_columns] + [pa.string()]
+        self.arrow_schema = pa.schema(list(zip(self.names, self.types, strict=True)))
         staging_root = spark.conf.get(STAGING_PATH_CONF, None)
         self.folder: Path | None = None
         self.in_plan: list[tuple[Any, ...]] | None = None
         self.parts = 0
+        self.spilled = spilled
         if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
             if spilled:
                 raise SpillError(
@@ -370,12 +373,14 @@ class StagedChanges:
         if staging_root is not None:
             Path(staging_root).mkdir(parents=True, exist_ok=True)
         self.folder = Path(tempfile.mkdtemp(prefix="binlake-batch-", dir=staging_root))
+        self.files = ParquetParts(self.folder, "changes", self.arrow_schema)
 
     def __enter__(self) -> StagedChanges:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.folder is not None:
+            self.files.close()
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def add(self, records: list[tuple[Any, ...]]) -> None:
@@ -383,21 +388,23 @@ class StagedChanges:
             self.in_plan.extend(records)
             return
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        assert self.folder is not None
         columns = list(zip(*records, strict=True)) if records else [() for _ in self.names]
         table = pa.Table.from_arrays(
-            [pa.array(values, type=kind) for values, kind in zip(columns, self.types, strict=True)], names=self.names
+            [pa.array(values, type=kind) for values, kind in zip(columns, self.types, strict=True)],
+            schema=self.arrow_schema,
         )
-        pq.write_table(table, self.folder / f"changes-{self.parts:05d}.parquet")
+        self.files.write(table)  # one row group per part, in a few files
         self.parts += 1
 
     def frame(self) -> DataFrame:
+        if self.spilled:
+            failpoint("spilled_apply")  # every part staged from the spill, the Delta commit not yet made
         if self.in_plan is not None:
             return self.spark.createDataFrame(self.in_plan, schema=self.struct)
         if self.parts == 0:
             self.add([])
+        self.files.close()
         return self.spark.read.schema(self.struct).parquet(str(self.folder))
 
 

@@ -150,7 +150,7 @@ class ChangeLog:
         )
         self.next_seq = 0
         self.buffer: list[tuple[Any, ...]] = []
-        self.writers: dict[int, Any] = {}
+        self.writers: dict[int, ParquetParts] = {}
         self.truncates: list[int] = []
         self.commits: list[_Commit] = []
         self.records = 0
@@ -193,7 +193,6 @@ class ChangeLog:
     def _flush(self) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         if not self.buffer:
             return
@@ -211,9 +210,10 @@ class ChangeLog:
                 continue
             writer = self.writers.get(bucket)
             if writer is None:
-                writer = self.writers[bucket] = pq.ParquetWriter(self.folder / f"bucket-{bucket:02d}.parquet",
-                                                                 self.arrow_schema)
-            writer.write_table(part)
+                writer = self.writers[bucket] = ParquetParts(self.folder, f"bucket-{bucket:02d}", self.arrow_schema)
+            writer.write(part)
+        del table, part, buckets
+        _release_arrow_memory()
 
     def close(self) -> None:
         """Write what is buffered and close the files (before the apply reads them)."""
@@ -238,25 +238,25 @@ class ChangeLog:
         )
         lookup = _CommitLookup([low for low, _, _ in ranges], ranges)
         truncates = [(*place, seq) for seq in self.truncates if (place := lookup.place_of(seq)) is not None]
-        files = sorted(self.folder.glob("bucket-*.parquet"))
-        if not files:
+        if not self.writers:
             if truncates:
                 yield self._replay([], truncates)
             return
-        for path in files:
-            yield from self._folds_of(path, 1, lookup, truncates)
+        for writer in self.writers.values():
+            yield from self._folds_of(writer.paths, 1, lookup, truncates)
 
-    def _folds_of(self, path: Path, level: int, lookup: _CommitLookup,
+    def _folds_of(self, paths: list[Path], level: int, lookup: _CommitLookup,
                   truncates: list[tuple[int, int, int]]) -> Iterator[TableChanges]:
         import pyarrow.parquet as pq
 
-        if pq.ParquetFile(path).metadata.num_rows > self.limit and level < _MAX_LEVEL:
-            parts = self._split(path, level)
+        if sum(pq.ParquetFile(path).metadata.num_rows for path in paths) > self.limit and level < _MAX_LEVEL:
+            parts = self._split(paths, level)
             for part in parts:
-                yield from self._folds_of(part, level + 1, lookup, truncates)
-                part.unlink()
+                yield from self._folds_of(part.paths, level + 1, lookup, truncates)
+                for path in part.paths:
+                    path.unlink()
             return
-        table = pq.read_table(path)
+        table = pq.read_table(paths[0]) if len(paths) == 1 else _concatenated(paths)
         entries: list[tuple[int, int, int, int, Row]] = []
         data = [table.column(name).to_pylist() for name in self.names]
         for index, (seq, kind) in enumerate(zip(table.column(_SEQ).to_pylist(), table.column(_KIND).to_pylist(),
@@ -265,30 +265,34 @@ class ChangeLog:
             if place is not None:
                 entries.append((*place, seq, kind, tuple(column[index] for column in data)))
         del table, data
+        _release_arrow_memory()
         yield self._replay(entries, truncates)
 
-    def _split(self, path: Path, level: int) -> list[Path]:
-        """Split a bucket file by the next bits of the key hash, streaming it batch by batch."""
+    def _split(self, paths: list[Path], level: int) -> list[ParquetParts]:
+        """Split a bucket's files by the next bits of the key hash, streaming them batch by batch."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        writers: dict[int, Any] = {}
-        stem = path.stem
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=max(1024, self.limit)):
-            table = pa.Table.from_batches([batch], schema=self.arrow_schema)
-            buckets = pc.bit_wise_and(pc.shift_right(table.column(_HASH), _BITS * level), FANOUT - 1)
-            for bucket in range(FANOUT):
-                part = table.filter(pc.equal(buckets, bucket))
-                if part.num_rows:
-                    writer = writers.get(bucket)
-                    if writer is None:
-                        writer = writers[bucket] = pq.ParquetWriter(
-                            path.with_name(f"{stem}-{bucket:02d}.parquet"), self.arrow_schema)
-                    writer.write_table(part)
+        writers: dict[int, ParquetParts] = {}
+        stem = paths[0].stem.split(".")[0]
+        for path in paths:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=max(1024, self.limit)):
+                table = pa.Table.from_batches([batch], schema=self.arrow_schema)
+                buckets = pc.bit_wise_and(pc.shift_right(table.column(_HASH), _BITS * level), FANOUT - 1)
+                for bucket in range(FANOUT):
+                    part = table.filter(pc.equal(buckets, bucket))
+                    if part.num_rows:
+                        writer = writers.get(bucket)
+                        if writer is None:
+                            writer = writers[bucket] = ParquetParts(path.parent, f"{stem}-{bucket:02d}",
+                                                                     self.arrow_schema)
+                        writer.write(part)
+                del table, buckets
+                _release_arrow_memory()
         for writer in writers.values():
             writer.close()
-        return [path.with_name(f"{stem}-{bucket:02d}.parquet") for bucket in sorted(writers)]
+        return [writers[bucket] for bucket in sorted(writers)]
 
     def _replay(self, entries: list[tuple[int, int, int, int, Row]],
                 truncates: list[tuple[int, int, int]]) -> TableChanges:
@@ -322,6 +326,56 @@ def _apply(fold: TableChanges, kind: int, row: Row) -> None:
         fold.key_arrived(row)
     else:
         fold.truncate()
+
+
+class ParquetParts:
+    """Parquet files under `folder` named `<stem>.NNNN.parquet`, appended a row group at a time.
+
+    A Parquet writer keeps every row group's metadata until it closes, which would grow with the transaction;
+    so a file is closed after `_ROW_GROUPS_PER_FILE` row groups and the bucket goes on in the next one, and no
+    column statistics are written (the replay reads whole files, it never skips row groups).
+    """
+
+    def __init__(self, folder: Path, stem: str, schema: Any) -> None:
+        self.folder, self.stem, self.schema = folder, stem, schema
+        self.paths: list[Path] = []
+        self.writer: Any = None
+        self.row_groups = 0
+
+    def write(self, table: Any) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None or self.row_groups >= _ROW_GROUPS_PER_FILE:
+            self.close()
+            path = self.folder / f"{self.stem}.{len(self.paths):04d}.parquet"
+            self.writer = pq.ParquetWriter(path, self.schema, write_statistics=False)
+            self.paths.append(path)
+            self.row_groups = 0
+        self.writer.write_table(table)
+        self.row_groups += 1
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+_ROW_GROUPS_PER_FILE = 64
+
+
+def _concatenated(paths: list[Path]) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pa.concat_tables([pq.read_table(path) for path in paths])
+
+
+def _release_arrow_memory() -> None:
+    """Hand Arrow's freed buffers back to the system: its allocator (mimalloc) otherwise keeps them, and the
+    process's peak memory would grow with the transaction even though what is alive does not."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 @dataclass(frozen=True)
@@ -466,6 +520,6 @@ def folds_of(changes: TableChanges) -> Iterator[TableChanges]:
 
 
 __all__ = [
-    "ChangeLog", "SpillError", "SpillSegment", "SpilledChanges", "arrow_type", "default_spill_root",
+    "ChangeLog", "ParquetParts", "SpillError", "SpillSegment", "SpilledChanges", "arrow_type", "default_spill_root",
     "folds_of", "remove_orphans", "spill_folder",
 ]

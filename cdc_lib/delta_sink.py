@@ -192,6 +192,8 @@ def merge_changes(
     tail = existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     through_before = _applied_through(last)
     if applied_through is not None:

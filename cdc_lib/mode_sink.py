@@ -69,6 +69,8 @@ def merge_mode_changes(
     tail = delta_sink.existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     table = schema.table.name
     if last is not None and mode_of_commit(last.metadata) != mode:

@@ -379,7 +379,7 @@ def main() -> None:
     parser.add_argument("--huge-rows", default="50000,200000",
                         help="huge transaction: sizes of the one-DELETE transaction, both paths")
     parser.add_argument("--huge", action="store_true",
-                        help="huge transaction: also 5,000,000 rows on the spilled path (~10 min)")
+                        help="huge transaction: also 5,000,000 rows on the spilled path (a few minutes)")
     keepup_report.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.quick:

@@ -8,8 +8,8 @@ peak RSS (VmHWM, the JVM excluded: Spark runs in a child process) grew during th
   spill   batch.max_buffered_changes 20,000 (`--bound`): the table spills to Parquet (docs/performance.md)
 
 Today's path is measured only at sizes it can hold (`--today-rows`); the spilled one also at 5,000,000 rows
-with `--huge` (about ten minutes: the binlog reader decodes ~13,000 rows/s). The slope (MB per 100,000 rows)
-is printed for both.
+with `--huge` (84 s of sync for 5M rows on 2 loaded cores, plus loading and the snapshot). The slope (MB per
+100,000 rows) is printed for both.
 
     PYTHONPATH=$PWD python -m bench.huge_transaction [--rows 50000,200000] [--huge]
 
@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--measure", nargs="+", metavar="CONFIG", help="measure these pipelines' syncs (internal)")
     parser.add_argument("--rows", default="50000,200000", help="table sizes, comma-separated")
     parser.add_argument("--today-rows", type=int, default=400_000, help="largest size today's path is run at")
-    parser.add_argument("--huge", action="store_true", help="also 5,000,000 rows (spilled path only; ~10 min)")
+    parser.add_argument("--huge", action="store_true", help="also 5,000,000 rows (spilled path only; a few minutes)")
     parser.add_argument("--bound", type=int, default=SPILL_BOUND, help="the spilled path's max_buffered_changes")
     arguments = parser.parse_args()
     if arguments.measure:

@@ -30,7 +30,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import keepup_report, peer, scenarios, snapshot_freshness  # noqa: E402
+from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -280,6 +280,12 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             ))
         if set(keepup_report.PARTS) & arguments.only:
             keepup_report.run(server, work, arguments, results, attempt)
+        if "huge-transaction" in arguments.only:
+            print("huge transaction …", flush=True)
+            sizes = [int(size) for size in arguments.huge_rows.split(",")]
+            attempt(results, "huge_transaction", lambda: huge_transaction.run_on(
+                server, work / "huge", rows=sizes, today_rows=max(sizes), huge=arguments.huge,
+            ))
         results["runs"] = {
             "mysqldump_s": dump_runs, "snapshot_s": snap_runs, "sync_s": sync_runs, "bare_reader_s": bare_runs,
             "read_path_s": read_runs,
@@ -374,7 +380,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
     extras = ",".join(
-        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", *keepup_report.PARTS)
+        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", *keepup_report.PARTS,
+         "huge-transaction")
     )
     parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
@@ -382,6 +389,10 @@ def main() -> None:
     parser.add_argument("--freshness-seconds", type=float, default=30.0)
     parser.add_argument("--snapshot-freshness-rows", type=int, default=12_000_000,
                         help="rows of the big table snapshotted while the small ones change")
+    parser.add_argument("--huge-rows", default="50000,200000",
+                        help="huge transaction: sizes of the one-DELETE transaction, both paths")
+    parser.add_argument("--huge", action="store_true",
+                        help="huge transaction: also 5,000,000 rows on the spilled path (a few minutes)")
     keepup_report.add_arguments(parser)
     arguments = parser.parse_args()
     if arguments.quick:
@@ -390,12 +401,15 @@ def main() -> None:
         arguments.freshness_seconds = 15.0
         arguments.snapshot_freshness_rows = 1_000_000
         keepup_report.quick(arguments)
+        arguments.huge_rows = "20000,80000"
     arguments.only = set(arguments.only.split(","))
     arguments.merge_sizes = [int(size) for size in arguments.merge_sizes.split(",")]
     results = run(arguments)
     text = report(results)
     if set(keepup_report.PARTS) & arguments.only:
         text += "\n\nKeeping up with a busy primary (issue 12):\n\n" + keepup_report.report(results)
+    if results.get("huge_transaction"):
+        text += "\n\n" + huge_transaction.report(results["huge_transaction"])
     print(text)
     if not arguments.no_results_file:
         write_results(text, results)

@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -57,6 +58,7 @@ from cdc_lib.positions import (
 )
 from cdc_lib.row_decoder import FastRows
 from cdc_lib.source import TableRef, TableSchema, connection_settings, identity_checked, query, source_connection
+from cdc_lib.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
 from cdc_lib.transaction import (
     OpenTransaction,
     PreparedXas,
@@ -353,8 +355,11 @@ class _Read:
     XA ROLLBACK statement itself. A batch ends only at one of them.
     """
 
-    def __init__(self, source: SourceConfig, cursors: list[TableCursor], server: ServerIdentity | None) -> None:
+    def __init__(self, source: SourceConfig, cursors: list[TableCursor], server: ServerIdentity | None,
+                 spill: _SpillPlan | None = None) -> None:
         self.source = source
+        self.spill = spill or _SpillPlan()
+        self.logs: dict[str, ChangeLog] = {}
         self.start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
         self.by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
         self.by_name = {cursor.name: cursor for cursor in cursors}
@@ -399,11 +404,45 @@ class _Read:
 
     def open(self) -> OpenTransaction:
         if self.transaction is None:
-            self.transaction = OpenTransaction(self.boundary, self._key_positions, mode_of=self.modes.__getitem__)
+            self.transaction = OpenTransaction(self.boundary, self._key_positions, mode_of=self.modes.__getitem__,
+                                               spill_fold=self._spill_segment)
         return self.transaction
 
     def _key_positions(self, name: str) -> tuple[int, ...]:
         return self.decoders[name].key_positions
+
+    # -- spilling (cdc_lib.spill) -------------------------------------------------------------
+
+    def _log_of(self, name: str) -> ChangeLog:
+        change_log = self.logs.get(name)
+        if change_log is None:
+            change_log = self.logs[name] = ChangeLog(
+                spill_folder(self.spill.root, name), self.by_name[name].schema, mode=self.modes[name],
+                key_positions=self.decoders[name].key_positions, limit=self.spill.limit,
+            )
+        return change_log
+
+    def _spill_segment(self, name: str) -> TableChanges | None:
+        if name not in self.spill.tables:
+            return None
+        return SpillSegment(self.decoders[name].key_positions, log=self._log_of(name))
+
+    def _batch_fold(self, name: str) -> TableChanges:
+        if name in self.spill.tables:
+            return SpilledChanges(self.decoders[name].key_positions, log=self._log_of(name))
+        return batch_changes(self.modes[name], self.decoders[name].key_positions)
+
+    def check_buffered(self, name: str, transaction: OpenTransaction) -> None:
+        """Past `batch.max_buffered_changes` row images of one table in memory, the read restarts spilling it."""
+        if name in self.spill.tables:
+            return
+        folded = self.result.changes.get(name)
+        if transaction.buffered(name) + (folded.buffered if folded is not None else 0) > self.spill.limit:
+            raise _SpillNeeded(name)
+
+    def discard_spills(self) -> None:
+        for change_log in self.logs.values():
+            change_log.remove()
 
     def applies_to(self, name: str) -> bool:
         transaction = self.transaction
@@ -461,7 +500,7 @@ class _Read:
                 continue
             folded = result.changes.get(name)
             if folded is None:
-                folded = result.changes[name] = batch_changes(self.modes[name], self.decoders[name].key_positions)
+                folded = result.changes[name] = self._batch_fold(name)
             folded.merge_from(table_changes, stamp)
         for name, statement in self.altered.items():
             if not result.stopped(name):
@@ -505,6 +544,8 @@ class _Read:
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone
             self.stop(name, _decode_error(name, event, exc, self.boundary))
             transaction.discard_table(name)
+        else:
+            self.check_buffered(name, transaction)
 
     def compressed_rows(self, stream: BinLogStreamReader, event: Any) -> None:
         raw = raw_event(event, checksum=_private(stream, "use_checksum"))
@@ -651,6 +692,21 @@ class _Read:
                     result.held[name] = held
 
 
+@dataclass(frozen=True)
+class _SpillPlan:
+    """Which tables a read spills to Parquet (cdc_lib.spill), past how many row images, and where."""
+
+    tables: frozenset[str] = frozenset()
+    limit: int = BatchConfig.max_buffered_changes
+    root: Path = field(default_factory=default_spill_root)
+
+
+class _SpillNeeded(Exception):  # noqa: N818 - a signal to read_batch, never raised out of it
+    def __init__(self, table: str) -> None:
+        super().__init__(table)
+        self.table = table
+
+
 def read_batch(
     source: SourceConfig,
     cursors: list[TableCursor],
@@ -664,8 +720,31 @@ def read_batch(
     server, the read starts from the earliest GTID state of the tables (MariaDB) and each
     transaction goes to the tables whose GTID state does not contain it yet; the positions it
     reports are offsets on `server`, once the first transaction fixed where the read stands.
+
+    When a table's changes outgrow `batch.max_buffered_changes` row images, the read starts again from
+    its start with that table spilled to Parquet (cdc_lib.spill): re-reading at most that many changes
+    buys a log that starts with the batch, so nothing held in memory has to be converted.
     """
-    read = _Read(source, cursors, server)
+    root = Path(batch.spill_path) if batch.spill_path else default_spill_root()
+    spilled: frozenset[str] = frozenset()
+    while True:
+        plan = _SpillPlan(spilled, batch.max_buffered_changes, root)
+        try:
+            return _read_once(source, cursors, batch, server, plan)
+        except _SpillNeeded as needed:
+            log.info("%s: more than %d changes in one batch; reading the batch again with them spilled to %s",
+                     needed.table, batch.max_buffered_changes, root)
+            spilled = spilled | {needed.table}
+
+
+def _read_once(
+    source: SourceConfig,
+    cursors: list[TableCursor],
+    batch: BatchConfig,
+    server: ServerIdentity | None,
+    plan: _SpillPlan,
+) -> BatchRead:
+    read = _Read(source, cursors, server, plan)
     result = read.result
     failpoint("before_binlog_stream")
     stream = _open_stream(
@@ -751,7 +830,11 @@ def read_batch(
                 if tail.file == read.current_file and tail > result.end:
                     result.end = tail
     except pymysql.MySQLError as exc:
+        read.discard_spills()
         raise mysql_error(exc, source, ReadingBinlog(read.start, read.start_state)) from None
+    except BaseException:
+        read.discard_spills()
+        raise
     finally:
         stream.close()
     read.finish()

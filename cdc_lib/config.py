@@ -138,6 +138,11 @@ class BatchConfig:
     apply_threads: int | None = None
     #: Append the rows of keys a batch inserts, without MERGE, once a mirror table is consistent.
     append_inserts: bool = True
+    #: Row images of one table a batch holds in Python before that table's changes spill to Parquet
+    #: (cdc_lib.spill; docs/performance.md "Huge transactions"). Also the size of each spilled replay step.
+    max_buffered_changes: int = 200_000
+    #: The local folder spilled changes go to; None: `binlake-spill` under the system's temporary folder.
+    spill_path: str | None = None
 
     def threads_for(self, tables: int) -> int:
         """Writer threads for a batch that changes `tables` tables: never more threads than tables."""
@@ -401,7 +406,14 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         staging_path=_local_or_uri(staging_path, base_dir) if staging_path is not None else None,
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
-    _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds", "apply_threads", "append_inserts"})
+    _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds", "apply_threads", "append_inserts",
+                                          "max_buffered_changes", "spill_path"})
+    spill_path = _optional_string(batch_doc, "spill_path", "batch.")
+    if spill_path is not None and "://" in spill_path:
+        raise ConfigError(
+            "batch.spill_path", f"'{spill_path}' is a URI; spilled changes go to a local folder of the driver",
+            remedy="name a local folder with room for the largest transaction's rows (or leave the key out)",
+        )
     batch = BatchConfig(
         max_events=_integer(
             batch_doc, "max_events", "batch.", default=_default(BatchConfig, "max_events"), low=1, high=100_000_000
@@ -415,6 +427,11 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             if batch_doc.get("apply_threads") is not None else None
         ),
         append_inserts=_boolean(batch_doc, "append_inserts", "batch.") is not False,
+        max_buffered_changes=_integer(
+            batch_doc, "max_buffered_changes", "batch.", default=_default(BatchConfig, "max_buffered_changes"),
+            low=100, high=1_000_000_000,
+        ),
+        spill_path=_local_or_uri(spill_path, base_dir) if spill_path is not None else None,
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions"})

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 from cdc_lib import delta_log
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
+from cdc_lib.faults import failpoint
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
+from cdc_lib.spill import ParquetParts, SpilledChanges, SpillError, arrow_type, folds_of
 from cdc_lib.types import spark_type_ddl
 
 if TYPE_CHECKING:
@@ -190,6 +192,8 @@ def merge_changes(
     tail = existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     through_before = _applied_through(last)
     if applied_through is not None:
@@ -198,18 +202,36 @@ def merge_changes(
         append_from is not None and not changes.truncated and through_before is not None
         and _reached(append_from, through_before)
     )
-    if exact:
-        appended, rest = changes.split_new()
-        if not rest.rows:
-            return _append(spark, path, schema, appended, application, txn_version, metadata, storage)
-        # One MERGE still, so the batch stays one commit: new keys join nothing and are inserted; only the
-        # others can be in the table, so only they bound the files the MERGE reads.
-        pruned_by = rest
-        changes = TableChanges(rest.key_positions, rows=dict(rest.rows))
-        for row in appended:
-            changes.rows[tuple(row[index] for index in changes.key_positions)] = ("upsert", row)
-    else:
-        pruned_by = changes
+    # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.spill), each staged as
+    # it comes, so a spilled batch never sits in Python whole.
+    bounds = KeyBounds(schema)  # of the keys that may be in the table: only they bound the MERGE's file pruning
+    rest_rows = 0
+    truncated = changes.truncated
+    try:
+        with StagedChanges(spark, schema, spilled=isinstance(changes, SpilledChanges)) as staged:
+            for part in folds_of(changes):
+                truncated = truncated or part.truncated
+                if exact:
+                    # New keys join nothing: they are inserted; only the other keys can be in the table.
+                    _, rest = part.split_new()
+                    rest_rows += len(rest.rows)
+                    bounds.add(rest.rows)
+                else:
+                    bounds.add(part.rows)
+                staged.add(_mirror_records(schema, part))
+            source = staged.frame()
+            if exact and rest_rows == 0:
+                return _append(spark, path, schema, source, application, txn_version, metadata, storage)
+            key_filter = None if truncated else bounds.filter()
+            return _merge(spark, path, schema, source, key_filter, truncated, application, txn_version, metadata,
+                          storage)
+    finally:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()
+
+
+def _mirror_records(schema: TableSchema, changes: TableChanges) -> list[tuple[Any, ...]]:
+    """A mirror fold as staged rows: upserts with their row, deletes as the key in an otherwise empty row."""
     width = len(schema.columns)
     key_positions = [schema.column_names.index(key) for key in schema.primary_key]
     records: list[tuple[Any, ...]] = [(*row, "u") for row in changes.upserts()]
@@ -218,8 +240,7 @@ def merge_changes(
         for position, value in zip(key_positions, key, strict=True):
             placeholder[position] = value
         records.append((*placeholder, "d"))
-    with _staged_source(spark, schema, records) as source:
-        return _merge(spark, path, schema, pruned_by, source, application, txn_version, metadata, storage)
+    return records
 
 
 def _applied_through(commit: BinlakeCommit | None) -> BinlogPosition | None:
@@ -253,17 +274,19 @@ def _append(
     spark: SparkSession,
     path: str,
     schema: TableSchema,
-    rows: list[tuple[Any, ...]],
+    source: DataFrame,
     application: str,
     txn_version: int,
     metadata: dict[str, Any],
     storage: SinkStorage,
 ) -> int:
-    """Append rows whose keys the table cannot hold, in one idempotent commit (no join, no file rewritten)."""
-    with _staged_source(spark, schema, [(*row, "u") for row in rows]) as source:
-        frame = source.select(*(f"`{name}`" for name in schema.column_names))
-        with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge", "path": "append"}):
-            frame.write.format("delta").mode("append").save(path)
+    """Append the staged upserts, whose keys the table cannot hold, in one idempotent commit (no join, no file
+    rewritten). A staged delete is of a key born and gone within the batch: absent before and after."""
+    from pyspark.sql import functions as F
+
+    frame = source.where(F.col(OPERATION_COLUMN) == "u").select(*(f"`{name}`" for name in schema.column_names))
+    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge", "path": "append"}):
+        frame.write.format("delta").mode("append").save(path)
     return _version_of(path, application, txn_version, storage)
 
 
@@ -283,8 +306,9 @@ def _merge(
     spark: SparkSession,
     path: str,
     schema: TableSchema,
-    changes: TableChanges,
     source: DataFrame,
+    key_filter: str | None,
+    truncated: bool,
     application: str,
     txn_version: int,
     metadata: dict[str, Any],
@@ -293,8 +317,7 @@ def _merge(
     from delta.tables import DeltaTable
 
     condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
-    key_filter = _key_range_filter(schema, changes)
-    if key_filter and not changes.truncated:
+    if key_filter and not truncated:
         condition = f"{condition} AND {key_filter}"
     columns: dict[str, str | Column] = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
     builder = (
@@ -305,30 +328,86 @@ def _merge(
         .whenMatchedUpdate(set=columns)
         .whenNotMatchedInsert(condition=f"s.{OPERATION_COLUMN} = 'u'", values=columns)
     )
-    if changes.truncated:
+    if truncated:
         builder = builder.whenNotMatchedBySourceDelete()
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}):
         builder.execute()
     return _version_of(path, application, txn_version, storage)
 
 
-_ARROW_TYPES = {
-    "tinyint": "int8", "smallint": "int16", "int": "int32", "bigint": "int64", "float": "float32",
-    "double": "float64", "string": "string", "binary": "binary", "date": "date32", "boolean": "bool_",
-}
+class StagedChanges:
+    """A batch's change records as a DataFrame, added in parts.
 
+    The records go through Parquet files written by Arrow (one per part), several times faster than pickling
+    rows through py4j, when executors can read the driver's files: on local Spark, or on a cluster with a
+    shared `spark.staging_path`. Otherwise the rows travel inside the query plan, which needs them all in
+    Python at once: refused for a spilled batch (`SpillError`), whose point is not to.
 
-def _arrow_type(ddl: str) -> Any:
-    import pyarrow as pa
+    Each record is the row's columns, then `extra_columns` ((name, Spark type) …), then the operation.
+    """
 
-    if ddl in _ARROW_TYPES:
-        return getattr(pa, _ARROW_TYPES[ddl])()
-    if ddl == "timestamp":
-        return pa.timestamp("us", tz="UTC")
-    if ddl == "timestamp_ntz":
-        return pa.timestamp("us")
-    precision, scale = ddl.removeprefix("decimal(").rstrip(")").split(",")
-    return pa.decimal128(int(precision), int(scale))
+    def __init__(self, spark: SparkSession, schema: TableSchema, extra_columns: tuple[tuple[str, str], ...] = (),
+                 *, spilled: bool = False) -> None:
+        import pyarrow as pa
+
+        self.spark = spark
+        self.struct = spark_schema(schema, with_operation=True, extra_columns=extra_columns)
+        self.names = [*schema.column_names, *(name for name, _ in extra_columns), OPERATION_COLUMN]
+        self.types = [arrow_type(spark_type_ddl(column)) for column in schema.columns]
+        self.types += [arrow_type(ddl) for _, ddl in extra_columns] + [pa.string()]
+        self.arrow_schema = pa.schema(list(zip(self.names, self.types, strict=True)))
+        staging_root = spark.conf.get(STAGING_PATH_CONF, None)
+        self.folder: Path | None = None
+        self.in_plan: list[tuple[Any, ...]] | None = None
+        self.parts = 0
+        self.spilled = spilled
+        if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
+            if spilled:
+                raise SpillError(
+                    "a batch spilled to local Parquet (batch.max_buffered_changes), and the Spark cluster's "
+                    "executors cannot read the driver's files",
+                    remedy="set spark.staging_path to a folder shared by the driver and every worker, or raise "
+                    "batch.max_buffered_changes (and the driver's memory)",
+                    table=schema.table.name,
+                )
+            self.in_plan = []
+            return
+        if staging_root is not None:
+            Path(staging_root).mkdir(parents=True, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="binlake-batch-", dir=staging_root))
+        self.files = ParquetParts(self.folder, "changes", self.arrow_schema)
+
+    def __enter__(self) -> StagedChanges:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.folder is not None:
+            self.files.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def add(self, records: list[tuple[Any, ...]]) -> None:
+        if self.in_plan is not None:
+            self.in_plan.extend(records)
+            return
+        import pyarrow as pa
+
+        columns = list(zip(*records, strict=True)) if records else [() for _ in self.names]
+        table = pa.Table.from_arrays(
+            [pa.array(values, type=kind) for values, kind in zip(columns, self.types, strict=True)],
+            schema=self.arrow_schema,
+        )
+        self.files.write(table)  # one row group per part, in a few files
+        self.parts += 1
+
+    def frame(self) -> DataFrame:
+        if self.spilled:
+            failpoint("spilled_apply")  # every part staged from the spill, the Delta commit not yet made
+        if self.in_plan is not None:
+            return self.spark.createDataFrame(self.in_plan, schema=self.struct)
+        if self.parts == 0:
+            self.add([])
+        self.files.close()
+        return self.spark.read.schema(self.struct).parquet(str(self.folder))
 
 
 @contextmanager
@@ -338,39 +417,27 @@ def _staged_source(
     records: list[tuple[Any, ...]],
     extra_columns: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[DataFrame]:
-    """The batch as a DataFrame. It goes through a Parquet file written by Arrow, several times faster than
-    pickling rows through py4j, when executors can read the driver's files: on local Spark, or on a cluster
-    with a shared `spark.staging_path`. Otherwise the rows travel inside the query plan.
-
-    Each record is the row's columns, then `extra_columns` ((name, Spark type) …), then the operation."""
-    struct = spark_schema(schema, with_operation=True, extra_columns=extra_columns)
-    staging_root = spark.conf.get(STAGING_PATH_CONF, None)
-    if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
-        yield spark.createDataFrame(records, schema=struct)
-        return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    types = [_arrow_type(spark_type_ddl(column)) for column in schema.columns]
-    types += [_arrow_type(ddl) for _, ddl in extra_columns] + [pa.string()]
-    names = [*schema.column_names, *(name for name, _ in extra_columns), OPERATION_COLUMN]
-    columns = list(zip(*records, strict=True)) if records else [() for _ in names]
-    table = pa.Table.from_arrays(
-        [pa.array(values, type=kind) for values, kind in zip(columns, types, strict=True)], names=names
-    )
-    if staging_root is not None:
-        Path(staging_root).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="binlake-batch-", dir=staging_root))
-    try:
-        pq.write_table(table, staging / "changes.parquet")
-        yield spark.read.schema(struct).parquet(str(staging))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    """The records as a DataFrame, in one part (see `StagedChanges`)."""
+    with StagedChanges(spark, schema, extra_columns) as staged:
+        staged.add(records)
+        yield staged.frame()
 
 
-def _key_range_filter(schema: TableSchema, changes: TableChanges) -> str | None:
-    """A predicate on the target's leading key column that lets Delta skip files outside the batch."""
-    return key_range_filter(schema, changes.rows)
+class KeyBounds:
+    """The smallest and largest leading key value of the keys added, for `key_range_filter` (integer keys)."""
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.schema = schema
+        self.ends: list[tuple[Any, ...]] = []
+
+    def add(self, keys: Iterable[tuple[Any, ...]]) -> None:
+        values = [key[0] for key in keys]
+        if values:
+            self.ends = [(value,) for value in (*(end[0] for end in self.ends), min(values), max(values))]
+            self.ends = [min(self.ends), max(self.ends)]
+
+    def filter(self) -> str | None:
+        return key_range_filter(self.schema, self.ends)
 
 
 def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> str | None:

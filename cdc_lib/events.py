@@ -70,11 +70,26 @@ class TableChanges:
         self.rows[key] = ("upsert", row)
 
     def update(self, before: Row, after: Row) -> None:
-        self.updated += 1
         old_key, new_key = self._key(before), self._key(after)
         if old_key != new_key:
-            self.rows[old_key] = ("delete", None)
+            self.key_left(before)
+            self.key_arrived(after)
+            return
+        self.updated += 1
         self.rows[new_key] = ("upsert", after)
+
+    def key_left(self, before: Row) -> None:
+        """The first half of an UPDATE that changes the key: the row leaves its old key (counted by the second).
+
+        `update` is these two halves; they exist apart so that a spilled fold (cdc_lib.spill), which keeps
+        each key's changes together, can replay a key change one key at a time.
+        """
+        self.rows[self._key(before)] = ("delete", None)
+
+    def key_arrived(self, after: Row) -> None:
+        """The second half of an UPDATE that changes the key: the row arrives at its new key."""
+        self.updated += 1
+        self.rows[self._key(after)] = ("upsert", after)
 
     def delete(self, row: Row) -> None:
         self.deleted += 1
@@ -111,6 +126,11 @@ class TableChanges:
 
     def written_rows(self) -> int:
         """Rows this batch writes to the table (net keys for a mirror)."""
+        return len(self.rows)
+
+    @property
+    def buffered(self) -> int:
+        """Row images this fold holds in memory, what `batch.max_buffered_changes` bounds (cdc_lib.spill)."""
         return len(self.rows)
 
     def empty_like(self) -> TableChanges:
@@ -156,13 +176,20 @@ class RowImages(TableChanges):
         self._upsert(self._key(row), row)
 
     def update(self, before: Row, after: Row) -> None:
-        self.updated += 1
         old_key, new_key = self._key(before), self._key(after)
         if old_key == new_key:
+            self.updated += 1
             self.rows[new_key] = ("upsert", after)
             return
-        self._delete(old_key, before)
-        self._upsert(new_key, after)
+        self.key_left(before)
+        self.key_arrived(after)
+
+    def key_left(self, before: Row) -> None:
+        self._delete(self._key(before), before)
+
+    def key_arrived(self, after: Row) -> None:
+        self.updated += 1
+        self._upsert(self._key(after), after)
 
     def delete(self, row: Row) -> None:
         self.deleted += 1
@@ -304,6 +331,12 @@ class HistoryChanges(TableChanges):
 
     def written_rows(self) -> int:
         return sum(len(chain) for chain in self.versions.values())
+
+    @property
+    def buffered(self) -> int:
+        # Keys, not versions: counting versions would walk every chain on each check. A key changed by many
+        # transactions of one batch holds more; the batch's `max_events` bounds that case.
+        return len(self.versions)
 
     def empty_like(self) -> HistoryChanges:
         return HistoryChanges(self.key_positions)

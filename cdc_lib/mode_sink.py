@@ -16,6 +16,7 @@ already in that mode is a MERGE that keeps what the mode keeps (docs/table-modes
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from cdc_lib import delta_sink
 from cdc_lib.events import HistoryChanges, SoftDeleteChanges, TableChanges
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
+from cdc_lib.spill import SpilledChanges, folds_of
 from cdc_lib.table_modes import (
     DELETED_AT,
     IS_CURRENT,
@@ -67,6 +69,8 @@ def merge_mode_changes(
     tail = delta_sink.existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     table = schema.table.name
     if last is not None and mode_of_commit(last.metadata) != mode:
@@ -79,12 +83,18 @@ def merge_mode_changes(
     commit = delta_sink._IdempotentCommit(
         spark, application, txn_version, {**metadata, "mode": mode, "kind": "merge"}
     )
-    if isinstance(changes, SoftDeleteChanges):
-        _merge_soft_delete(spark, path, schema, changes, commit)
-    elif isinstance(changes, HistoryChanges):
-        _merge_history(spark, path, schema, changes, commit, txn_version)
-    else:
-        raise TypeError(f"{type(changes).__name__} is no soft-delete or history fold")
+    spilled = isinstance(changes, SpilledChanges)
+    try:
+        with delta_sink.StagedChanges(spark, schema, METADATA_COLUMNS[mode], spilled=spilled) as staged:
+            if mode == "soft_delete":
+                _merge_soft_delete(spark, path, schema, folds_of(changes), staged, commit)
+            elif mode == "history":
+                _merge_history(spark, path, schema, folds_of(changes), staged, commit, txn_version)
+            else:
+                raise TypeError(f"{mode} is no soft-delete or history mode")
+    finally:
+        if isinstance(changes, SpilledChanges):
+            changes.remove()
     return delta_sink._version_of(path, application, txn_version, storage)
 
 
@@ -110,32 +120,40 @@ def _timestamp_sql(moment: dt.datetime) -> str:
 
 
 def _merge_soft_delete(
-    spark: SparkSession, path: str, schema: TableSchema, changes: SoftDeleteChanges,
-    commit: delta_sink._IdempotentCommit,
+    spark: SparkSession, path: str, schema: TableSchema, parts: Iterable[TableChanges],
+    staged: delta_sink.StagedChanges, commit: delta_sink._IdempotentCommit,
 ) -> None:
+    """`parts`: the batch's fold in parts with disjoint keys (cdc_lib.spill.folds_of), staged one by one."""
     from delta.tables import DeltaTable
 
-    records: list[tuple[Any, ...]] = [(*row, None, "u") for row in changes.upserts()]
-    records += [(*row, deleted_at, "d") for row, deleted_at in changes.deletes()]
+    bounds = delta_sink.KeyBounds(schema)
+    truncated_at: dt.datetime | None = None
+    for changes in parts:
+        if not isinstance(changes, SoftDeleteChanges):
+            raise TypeError(f"{type(changes).__name__} is no soft-delete fold")
+        records: list[tuple[Any, ...]] = [(*row, None, "u") for row in changes.upserts()]
+        records += [(*row, deleted_at, "d") for row, deleted_at in changes.deletes()]
+        staged.add(records)
+        bounds.add(changes.rows)
+        truncated_at = truncated_at or changes.truncated_at
     condition = _key_condition(schema)
-    key_filter = delta_sink.key_range_filter(schema, changes.rows)
-    if key_filter and not changes.truncated:
+    key_filter = bounds.filter()
+    if key_filter and truncated_at is None:
         condition = f"{condition} AND {key_filter}"
     columns: dict[str, str | Column] = {f"`{name}`": f"s.`{name}`" for name in schema.column_names}
     columns[f"`{DELETED_AT}`"] = f"s.`{DELETED_AT}`"
-    with delta_sink._staged_source(spark, schema, records, METADATA_COLUMNS["soft_delete"]) as source:
-        builder = (
-            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), condition)
-            .whenMatchedUpdate(set=columns)
-            .whenNotMatchedInsert(values=columns)
+    builder = (
+        DeltaTable.forPath(spark, path).alias("t").merge(staged.frame().alias("s"), condition)
+        .whenMatchedUpdate(set=columns)
+        .whenNotMatchedInsert(values=columns)
+    )
+    if truncated_at is not None:
+        # Rows the batch does not name were live until the first TRUNCATE.
+        builder = builder.whenNotMatchedBySourceUpdate(
+            condition=f"t.`{DELETED_AT}` IS NULL", set={f"`{DELETED_AT}`": _timestamp_sql(truncated_at)}
         )
-        if changes.truncated_at is not None:
-            # Rows the batch does not name were live until the first TRUNCATE.
-            builder = builder.whenNotMatchedBySourceUpdate(
-                condition=f"t.`{DELETED_AT}` IS NULL", set={f"`{DELETED_AT}`": _timestamp_sql(changes.truncated_at)}
-            )
-        with commit:
-            builder.execute()
+    with commit:
+        builder.execute()
 
 
 def _current_versions(
@@ -187,46 +205,56 @@ def _current_versions(
 
 
 def _merge_history(
-    spark: SparkSession, path: str, schema: TableSchema, changes: HistoryChanges,
-    commit: delta_sink._IdempotentCommit, txn_version: int,
+    spark: SparkSession, path: str, schema: TableSchema, parts: Iterable[TableChanges],
+    staged: delta_sink.StagedChanges, commit: delta_sink._IdempotentCommit, txn_version: int,
 ) -> None:
+    """`parts`: the batch's fold in parts with disjoint keys (cdc_lib.spill.folds_of), each resolved against
+    Delta's current versions of its keys and staged before the next is read."""
     from delta.tables import DeltaTable
 
-    keys = list(changes.versions)
-    current = _current_versions(spark, path, schema, changes, keys)
-    records: list[tuple[Any, ...]] = []
-    for key in keys:
-        plan = resolve_versions(changes.versions[key], current.get(key), batch_seq=txn_version)
-        if plan.close_at is not None:
-            records.append((*_key_placeholder(schema, key), None, plan.close_at, None, None, "c"))
-        for version in plan.versions:
-            records.append(
-                (*version.row, version.valid_from, version.valid_to, version.is_current, version.sequence, "i")
-            )
+    bounds = delta_sink.KeyBounds(schema)
+    first_truncation: dt.datetime | None = None
+    for changes in parts:
+        if not isinstance(changes, HistoryChanges):
+            raise TypeError(f"{type(changes).__name__} is no history fold")
+        keys = list(changes.versions)
+        current = _current_versions(spark, path, schema, changes, keys)
+        records: list[tuple[Any, ...]] = []
+        for key in keys:
+            plan = resolve_versions(changes.versions[key], current.get(key), batch_seq=txn_version)
+            if plan.close_at is not None:
+                records.append((*_key_placeholder(schema, key), None, plan.close_at, None, None, "c"))
+            for version in plan.versions:
+                records.append(
+                    (*version.row, version.valid_from, version.valid_to, version.is_current, version.sequence, "i")
+                )
+        staged.add(records)
+        bounds.add(keys)
+        if changes.truncations and first_truncation is None:
+            first_truncation = changes.truncations[0].time
     condition = f"t.`{IS_CURRENT}` AND s.`{_OP}` = 'c' AND {_key_condition(schema)}"
-    key_filter = delta_sink.key_range_filter(schema, keys)
-    if key_filter and not changes.truncations:
+    key_filter = bounds.filter()
+    if key_filter and first_truncation is None:
         condition = f"{condition} AND {key_filter}"
     values: dict[str, str | Column] = {
         f"`{name}`": f"s.`{name}`" for name in [*schema.column_names, VALID_FROM, VALID_TO, IS_CURRENT, SEQUENCE]
     }
-    with delta_sink._staged_source(spark, schema, records, METADATA_COLUMNS["history"]) as source:
-        builder = (
-            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), condition)
-            .whenMatchedUpdate(set={f"`{VALID_TO}`": f"s.`{VALID_TO}`", f"`{IS_CURRENT}`": "false"})
-            .whenNotMatchedInsert(condition=f"s.`{_OP}` = 'i'", values=values)
+    builder = (
+        DeltaTable.forPath(spark, path).alias("t").merge(staged.frame().alias("s"), condition)
+        .whenMatchedUpdate(set={f"`{VALID_TO}`": f"s.`{VALID_TO}`", f"`{IS_CURRENT}`": "false"})
+        .whenNotMatchedInsert(condition=f"s.`{_OP}` = 'i'", values=values)
+    )
+    if first_truncation is not None:
+        # Current versions of keys the batch does not name end at the first TRUNCATE.
+        builder = builder.whenNotMatchedBySourceUpdate(
+            condition=f"t.`{IS_CURRENT}`",
+            set={
+                f"`{VALID_TO}`": f"greatest(t.`{VALID_FROM}`, {_timestamp_sql(first_truncation)})",
+                f"`{IS_CURRENT}`": "false",
+            },
         )
-        if changes.truncations:
-            # Current versions of keys the batch does not name end at the first TRUNCATE.
-            builder = builder.whenNotMatchedBySourceUpdate(
-                condition=f"t.`{IS_CURRENT}`",
-                set={
-                    f"`{VALID_TO}`": f"greatest(t.`{VALID_FROM}`, {_timestamp_sql(changes.truncations[0].time)})",
-                    f"`{IS_CURRENT}`": "false",
-                },
-            )
-        with commit:
-            builder.execute()
+    with commit:
+        builder.execute()
 
 
 # -- snapshots -----------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema_changes import apply_schema_change
 from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.spill import SpilledChanges
 from cdc_lib.table_failures import table_write_failure
 from cdc_lib.table_offsets import moves_forward, reached, reconcile_with_delta
 
@@ -328,7 +329,9 @@ def _write_table(
     end = read.end_for(name)
     written = table_state
     held = read.held.get(name)
-    if isinstance(changes, HistoryChanges) and held is not None:
+    if held is not None and (isinstance(changes, HistoryChanges) or (
+        isinstance(changes, SpilledChanges) and cursor.mode == "history"
+    )):
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
     if changes is not None and seq is not None and spark is not None:

@@ -100,6 +100,8 @@ class OpenTransaction:
     xa: XaId | None = None
     segments: list[Segment] = field(default_factory=lambda: [Segment(None)])
     mode_of: Callable[[str], str] = field(default=lambda _table: "mirror")
+    #: The fold of a table the read spills (cdc_lib.spill.SpillSegment), None for one folded in memory.
+    spill_fold: Callable[[str], TableChanges | None] = field(default=lambda _table: None)
 
     # -- rows ------------------------------------------------------------------------------
 
@@ -108,8 +110,13 @@ class OpenTransaction:
         current = self.segments[-1].changes
         changes = current.get(table)
         if changes is None:
-            changes = current[table] = transaction_changes(self.mode_of(table), self.key_positions(table))
+            changes = self.spill_fold(table) or transaction_changes(self.mode_of(table), self.key_positions(table))
+            current[table] = changes
         return changes
+
+    def buffered(self, table: str) -> int:
+        """Row images of `table` this transaction holds in memory (cdc_lib.spill)."""
+        return sum(segment.changes[table].buffered for segment in self.segments if table in segment.changes)
 
     def discard_table(self, table: str) -> None:
         """Forget every change of `table` in this transaction (the table stopped)."""

@@ -49,6 +49,16 @@ def test_apply_threads_default_to_the_cores_and_never_exceed_the_changed_tables(
     assert not parse_config(with_key("batch.append_inserts", False)).batch.append_inserts
 
 
+def test_spill_bound_and_folder(tmp_path: Path) -> None:
+    batch = parse_config(VALID).batch
+    assert (batch.max_buffered_changes, batch.spill_path) == (200_000, None)
+    path = tmp_path / "binlake.yaml"
+    path.write_text("pipeline: shop\nsource: {host: h, user: u, password: p, server_id: 5, tables: [a.b]}\n"
+                    "sink: {path: /lake}\nbatch: {max_buffered_changes: 1250, spill_path: scratch/spill}\n")
+    loaded = load_config(path).batch
+    assert (loaded.max_buffered_changes, loaded.spill_path) == (1250, str(tmp_path / "scratch" / "spill"))
+
+
 def test_deletion_vectors_are_off_unless_the_pipeline_or_a_table_turns_them_on() -> None:
     assert not parse_config(VALID).sink.deletion_vectors_for("shop.orders")
     overrides = {"shop.orders": {"deletion_vectors": True}, "inventory.items": {"deletion_vectors": None}}
@@ -210,6 +220,8 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("batch.apply_threads", 0, "batch.apply_threads", "between 1 and 256"),
         ("batch.apply_threads", "all", "batch.apply_threads", "must be an integer"),
         ("batch.append_inserts", "maybe", "batch.append_inserts", "must be true or false"),
+        ("batch.max_buffered_changes", 99, "batch.max_buffered_changes", "between 100 and"),
+        ("batch.spill_path", "s3://bucket/spill", "batch.spill_path", "is a URI"),
         ("snapshot", 5, "snapshot", "must be a mapping"),
         ("snapshot.rows_per_partition", 0, "snapshot.rows_per_partition", "between 1 and"),
         ("snapshot.rows_per_partition", "many", "snapshot.rows_per_partition", "must be an integer"),

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("validate", help="check server settings, grants, tables and stores")
     snapshot = commands.add_parser("snapshot", help="snapshot tables into Delta (all by default)")
     snapshot.add_argument("--table", action="append", help="db.table; repeat for several")
+    snapshot.add_argument(
+        "--restart", action="store_true", help="start an unfinished snapshot over instead of resuming it"
+    )
     sync = commands.add_parser("sync", help="run one micro-batch from the binlog")
     sync.add_argument("--until-caught-up", action="store_true", help="repeat batches until the binlog end")
     sync.add_argument("--json", action="store_true")
@@ -143,11 +146,12 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(f"ok  {line}")
         return 0
     if arguments.command == "snapshot":
-        snapshots = pipeline.snapshot(arguments.table)
+        snapshots = pipeline.snapshot(arguments.table, restart=arguments.restart)
         for snapshot in snapshots:
             print(
                 f"{snapshot.table}: {snapshot.rows} rows in {snapshot.seconds:.1f}s "
-                f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} partitions), "
+                f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} chunks"
+                + (f", {snapshot.chunks_resumed} resumed" if snapshot.chunks_resumed else "") + "), "
                 f"Delta version {snapshot.delta_version}, low {snapshot.low_watermark}, high {snapshot.high_watermark}"
                 + (f", registered as {snapshot.registered_as}" if snapshot.registered_as else "")
             )
@@ -175,6 +179,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                     )
             for name, reason in result.skipped_tables.items():
                 print(f"  {name}: skipped — {reason}")
+            for name, reason in result.snapshots_in_flight.items():
+                print(f"  {name}: waits — {reason}")
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":

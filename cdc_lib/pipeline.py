@@ -22,6 +22,7 @@ from cdc_lib.errors import BinlakeError
 from cdc_lib.history import plan_resume
 from cdc_lib.offsets import OffsetStore, PipelineState, TableState, open_offset_store
 from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.progress import ProgressListener
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 from cdc_lib.sink_storage import SinkStorage, sink_storage
 from cdc_lib.snapshot import SnapshotResult
@@ -102,9 +103,12 @@ class Pipeline:
         checked.append(f"sink writable: {self.config.sink.path}")
         return checked
 
-    def snapshot(self, tables: list[str] | None = None) -> list[SnapshotResult]:
-        """Snapshot the chosen tables (all configured ones by default) into Delta."""
-        return snapshot_tables(self.context, tables)
+    def snapshot(
+        self, tables: list[str] | None = None, *, progress: ProgressListener | None = None, restart: bool = False
+    ) -> list[SnapshotResult]:
+        """Snapshot the chosen tables (all configured ones by default) into Delta; an unfinished snapshot of a
+        table resumes where it stopped, unless `restart`."""
+        return snapshot_tables(self.context, tables, progress=progress, restart=restart)
 
     def sync(self, *, until_caught_up: bool = False) -> list[SyncResult]:
         """Run one micro-batch (or batches until the binlog end seen at start is reached)."""

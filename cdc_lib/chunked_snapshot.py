@@ -219,6 +219,7 @@ def _run_wave(
         document.finished_at = utc_now().isoformat()
     handle.save()
     heartbeat.mark_renewed()
+    failpoint("after_snapshot_wave_recorded")
     log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d", name, number, first,
              end - 1, len(document.plan), rows, version, extra=about_table(name))
 

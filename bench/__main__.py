@@ -29,7 +29,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import keepup_report, peer, scenarios  # noqa: E402
+from bench import keepup_report, peer, scenarios, snapshot_resume  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -271,6 +271,15 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             attempt(results, "freshness", lambda: scenarios.freshness(
                 server, fresh_config, rows_per_second=500, seconds=arguments.freshness_seconds
             ))
+        if "snapshot-resume" in arguments.only:
+            print("snapshot killed at 50 % and resumed …", flush=True)
+
+            def resume_figures() -> dict[str, Any]:
+                snapshot_resume.load(server, arguments.rows)
+                return snapshot_resume.measure(server, work, rows=arguments.rows,
+                                               rows_per_chunk=max(10_000, arguments.rows // 20), chunks_per_wave=2)
+
+            attempt(results, "snapshot_resume", resume_figures)
         if set(keepup_report.PARTS) & arguments.only:
             keepup_report.run(server, work, arguments, results, attempt)
         results["runs"] = {
@@ -326,6 +335,11 @@ def report(results: dict[str, Any]) -> str:
             figure = stages[f"{stage}_rows_per_s"]
             lines.append(f"| snapshot stage: {label} | {figure:,.0f} rows/s | mysqldump {dump:,.0f} "
                          f"| {figure / dump:.2f}× |")
+    if "snapshot_resume" in results:
+        resume = results["snapshot_resume"]
+        lines.append(f"| snapshot killed at 50 %, resume to the end s | {resume['resume_s']:.1f} (re-read "
+                     f"{resume['reread_chunks']} chunks) | uninterrupted {resume['uninterrupted_s']:.1f} "
+                     f"| {resume['resume_vs_uninterrupted']:.2f}× |")
     for key, failure in results.get("failures", {}).items():
         lines.append(f"| {key} | FAILED: {failure} | — | — |")
     for size, peak in results.get("memory", {}).items():
@@ -363,7 +377,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200k rows, 100k changes")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
-    extras = ",".join(("snapshot-stages", "peer", "merge", "freshness", "memory", *keepup_report.PARTS))
+    extras = ",".join(("snapshot-stages", "peer", "merge", "freshness", "memory", "snapshot-resume",
+                       *keepup_report.PARTS))
     parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")
     parser.add_argument("--merge-changes", type=int, default=10_000)

@@ -1,4 +1,4 @@
-"""Chunked, resumable snapshots: resume after SIGKILL, key walks, concurrent writes, the sync alongside, the table lease."""
+"""Chunked, resumable snapshots: resume after SIGKILL, key walks, concurrent writes, the sync alongside, the lease."""
 
 from __future__ import annotations
 

@@ -205,6 +205,13 @@ def documents_in_flight(store: OffsetStore, pipeline: str) -> dict[str, Snapshot
     return found
 
 
+def snapshot_begun(context: PipelineContext, table: str) -> bool:
+    """Whether a snapshot of `table` is in flight now (one read of its document; the sync asks right before it
+    MERGEs a changed table, so a snapshot that began after the batch's listing is not written over)."""
+    document, _ = read_document(context.store, context.config.pipeline, table)
+    return document is not None and document.status != "abandoned"
+
+
 def delete_document(store: OffsetStore, pipeline: str, table: str) -> None:
     store.delete_document(pipeline, document_name(table))
 
@@ -395,6 +402,7 @@ def _settle_orphan(
 
 __all__ = [
     "SnapshotInProgressError", "adopt_committed_waves", "install", "settle_snapshots", "snapshot_application",
+    "snapshot_begun",
     "DocumentHandle", "SnapshotDocument", "TableLease", "Wave", "delete_document", "document_name",
     "documents_in_flight", "read_document",
 ]

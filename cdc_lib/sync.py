@@ -36,7 +36,7 @@ from cdc_lib.parallel_apply import apply_all
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema_changes import apply_schema_change
-from cdc_lib.snapshot_documents import settle_snapshots
+from cdc_lib.snapshot_documents import settle_snapshots, snapshot_begun
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_failures import table_write_failure
 from cdc_lib.table_offsets import moves_forward, reached, reconcile_with_delta
@@ -332,6 +332,11 @@ def _write_table(
     if isinstance(changes, HistoryChanges) and held is not None:
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
+    if changes is not None and seq is not None and spark is not None and snapshot_begun(context, name):
+        # A snapshot of the table began after this batch listed the snapshots: its first wave may already have
+        # replaced the table. Nothing is written and the offset stays; the snapshot's install replaces the state.
+        log.warning("%s: a snapshot began during the batch; the table waits for it", name, extra=about_table(name))
+        return _Written(state=table_state, changes=None, failure=None)
     if changes is not None and seq is not None and spark is not None:
         failpoint("before_delta_commit")
         try:

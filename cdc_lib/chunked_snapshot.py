@@ -116,8 +116,9 @@ def run_chunked_snapshot(
             remedy="let the other runner finish it; its work so far is kept", table=name,
         ) from None
     finally:
-        if document.status != "complete":
-            handle.release()
+        # Complete or not, the table lease is given up: a complete snapshot waits for its install, which any
+        # holder of the pipeline lease does; an unfinished one for a resume.
+        handle.release()
     return ChunkedOutcome(document=document, seconds=time.monotonic() - started, chunks_resumed=resumed)
 
 

@@ -268,3 +268,24 @@ def test_a_lost_table_lease_stops_before_the_next_wave_commit(mariadb, database,
     raw, _ = store.read_document(config.pipeline, document_name(table))
     assert raw is not None and raw["lease"]["owner"] == "taker" and len(raw["waves"]) == 1
 
+
+
+def test_snapshot_documents_on_s3_are_compare_and_swap_and_listed_in_one_call(s3_endpoint: str,
+                                                                               s3_bucket: str) -> None:
+    from cdc_lib.errors import ConcurrentRunError
+    from cdc_lib.offsets import S3OffsetStore
+
+    store = S3OffsetStore(f"s3://{s3_bucket}/offsets", endpoint_url=s3_endpoint)
+    assert store.list_documents("p", "snapshots") == []
+    token = store.write_document("p", "snapshots/db.a.json", {"table": "db.a", "chunks": 17}, None)
+    with pytest.raises(ConcurrentRunError):
+        store.write_document("p", "snapshots/db.a.json", {"table": "db.a", "chunks": 3}, None)
+    store.write_document("p", "snapshots/db.b.json", {"table": "db.b"}, None)
+    store.write_document("p", "snapshots-done/db.c.json", {"table": "db.c"}, None)
+    newer = store.write_document("p", "snapshots/db.a.json", {"table": "db.a", "chunks": 18}, token)
+    with pytest.raises(ConcurrentRunError):
+        store.write_document("p", "snapshots/db.a.json", {"table": "db.a", "chunks": 2}, token)
+    assert store.read_document("p", "snapshots/db.a.json") == ({"table": "db.a", "chunks": 18}, newer)
+    assert store.list_documents("p", "snapshots") == ["snapshots/db.a.json", "snapshots/db.b.json"]
+    store.delete_document("p", "snapshots/db.b.json")
+    assert store.list_documents("p", "snapshots") == ["snapshots/db.a.json"]

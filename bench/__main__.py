@@ -30,7 +30,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness  # noqa: E402
+from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness, snapshot_resume  # noqa: E402
 from cdc_lib.config import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline import Pipeline  # noqa: E402
@@ -278,6 +278,15 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 server, work / "snapshot-freshness", big_rows=arguments.snapshot_freshness_rows, small_tables=5,
                 sync_every=3.0,
             ))
+        if "snapshot-resume" in arguments.only:
+            print("snapshot killed at 50 % and resumed …", flush=True)
+
+            def resume_figures() -> dict[str, Any]:
+                snapshot_resume.load(server, arguments.rows)
+                return snapshot_resume.measure(server, work, rows=arguments.rows,
+                                               rows_per_chunk=max(10_000, arguments.rows // 20), chunks_per_wave=2)
+
+            attempt(results, "snapshot_resume", resume_figures)
         if set(keepup_report.PARTS) & arguments.only:
             keepup_report.run(server, work, arguments, results, attempt)
         if "huge-transaction" in arguments.only:
@@ -342,6 +351,11 @@ def report(results: dict[str, Any]) -> str:
     if "snapshot_freshness" in results:
         during = snapshot_freshness.summary(results["snapshot_freshness"])
         lines.append(f"| other tables during a big snapshot | {during} | — | — |")
+    if "snapshot_resume" in results:
+        resume = results["snapshot_resume"]
+        lines.append(f"| snapshot killed at 50 %, resume to the end s | {resume['resume_s']:.1f} (re-read "
+                     f"{resume['reread_chunks']} chunks) | uninterrupted {resume['uninterrupted_s']:.1f} "
+                     f"| {resume['resume_vs_uninterrupted']:.2f}× |")
     for key, failure in results.get("failures", {}).items():
         lines.append(f"| {key} | FAILED: {failure} | — | — |")
     for size, peak in results.get("memory", {}).items():
@@ -380,8 +394,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
     extras = ",".join(
-        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", *keepup_report.PARTS,
-         "huge-transaction")
+        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", "snapshot-resume",
+         *keepup_report.PARTS, "huge-transaction")
     )
     parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
     parser.add_argument("--merge-sizes", default="100000,1000000,10000000")

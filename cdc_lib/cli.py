@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="progress on stderr: a live line on a terminal; elsewhere a line per table at most this often "
         f"(default {DEFAULT_INTERVAL_SECONDS:g}); -q shows none",
     )
+    snapshot.add_argument(
+        "--restart", action="store_true", help="start an unfinished snapshot over instead of resuming it"
+    )
     sync = commands.add_parser("sync", help="run one micro-batch from the binlog")
     sync.add_argument("--until-caught-up", action="store_true", help="repeat batches until the binlog end")
     sync.add_argument("--json", action="store_true")
@@ -154,11 +157,12 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             sys.stderr, emit=lambda line: log.info("snapshot progress: %s", line),
             interval_seconds=arguments.progress_every,
         )
-        snapshots = pipeline.snapshot(arguments.table, progress=progress)
+        snapshots = pipeline.snapshot(arguments.table, progress=progress, restart=arguments.restart)
         for snapshot in snapshots:
             print(
                 f"{snapshot.table}: {snapshot.rows} rows in {snapshot.seconds:.1f}s "
-                f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} partitions), "
+                f"({snapshot.rows_per_second:,.0f} rows/s, {snapshot.partitions} chunks"
+                + (f", {snapshot.chunks_resumed} resumed" if snapshot.chunks_resumed else "") + "), "
                 f"Delta version {snapshot.delta_version}, low {snapshot.low_watermark}, high {snapshot.high_watermark}"
                 + (f", registered as {snapshot.registered_as}" if snapshot.registered_as else "")
             )
@@ -186,6 +190,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                     )
             for name, reason in result.skipped_tables.items():
                 print(f"  {name}: skipped — {reason}")
+            for name, reason in result.snapshots_in_flight.items():
+                print(f"  {name}: waits — {reason}")
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":

@@ -126,8 +126,25 @@ class SparkConfig:
 
 @dataclass(frozen=True)
 class SnapshotConfig:
+    """How a table is read (docs/snapshots.md): in chunks of the primary key, several chunks per Spark job."""
+
+    #: Rows per JDBC partition of a one-shot read (a column back-fill), and per chunk unless `rows_per_chunk`.
     rows_per_partition: int = 500_000
+    #: At most this many partitions of a one-shot read, and chunks in one wave of a chunked snapshot.
     max_partitions: int = 8
+    #: Rows per chunk of a snapshot: the unit of resume. None: `rows_per_partition`.
+    rows_per_chunk: int | None = None
+    #: Chunks read by one Spark job (one task each) and written in one Delta commit. None: Spark's default
+    #: parallelism, at most `max_partitions`.
+    chunks_per_wave: int | None = None
+
+    def chunk_rows(self) -> int:
+        return self.rows_per_chunk if self.rows_per_chunk is not None else self.rows_per_partition
+
+    def wave_chunks(self, default_parallelism: int) -> int:
+        if self.chunks_per_wave is not None:
+            return self.chunks_per_wave
+        return max(1, min(default_parallelism, self.max_partitions))
 
 
 @dataclass(frozen=True)
@@ -434,7 +451,9 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         spill_path=_local_or_uri(spill_path, base_dir) if spill_path is not None else None,
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
-    _reject_unknown(snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions"})
+    _reject_unknown(
+        snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions", "rows_per_chunk", "chunks_per_wave"}
+    )
     snapshot = SnapshotConfig(
         rows_per_partition=_integer(
             snapshot_doc, "rows_per_partition", "snapshot.", default=_default(SnapshotConfig, "rows_per_partition"),
@@ -443,6 +462,14 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         max_partitions=_integer(
             snapshot_doc, "max_partitions", "snapshot.", default=_default(SnapshotConfig, "max_partitions"), low=1,
             high=10_000,
+        ),
+        rows_per_chunk=(
+            _integer(snapshot_doc, "rows_per_chunk", "snapshot.", low=1, high=10**9)
+            if snapshot_doc.get("rows_per_chunk") is not None else None
+        ),
+        chunks_per_wave=(
+            _integer(snapshot_doc, "chunks_per_wave", "snapshot.", low=1, high=10_000)
+            if snapshot_doc.get("chunks_per_wave") is not None else None
         ),
     )
     return PipelineConfig(

@@ -126,6 +126,24 @@ def write_snapshot(
     return version
 
 
+def append_snapshot_wave(
+    spark: SparkSession,
+    frame: DataFrame,
+    path: str,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    storage: SinkStorage | None = None,
+) -> int:
+    """Append a later wave of a chunked snapshot in one idempotent commit (a replay of the same `txn_version`
+    writes nothing); return its version. The first wave is a `write_snapshot`."""
+    storage = storage or storage_for(path)
+    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
+        frame.write.format("delta").mode("append").save(path)
+    return _version_of(path, application, txn_version, storage)
+
+
 _DELETION_VECTORS = "delta.enableDeletionVectors"
 _CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 

@@ -6,6 +6,9 @@
   on arrival and waits until the test deletes it (at most `BINLAKE_FAILPOINT_PAUSE_SECONDS`, 120 by
   default); without a file it sleeps `BINLAKE_FAILPOINT_PAUSE_SECONDS` (default 5).
 
+With `BINLAKE_FAILPOINT_AT=<n>` either acts only at the n-th arrival at the named failpoint (a snapshot's
+n-th wave, say); the earlier arrivals pass.
+
 Nothing happens unless one of these variables names the failpoint.
 
 An engine module, not a development helper: the failpoints are compiled into the commit path (snapshot,
@@ -24,9 +27,19 @@ KILL_VARIABLE = "BINLAKE_FAILPOINT"
 PAUSE_VARIABLE = "BINLAKE_FAILPOINT_PAUSE"
 PAUSE_FILE_VARIABLE = "BINLAKE_FAILPOINT_PAUSE_FILE"
 PAUSE_SECONDS_VARIABLE = "BINLAKE_FAILPOINT_PAUSE_SECONDS"
+AT_VARIABLE = "BINLAKE_FAILPOINT_AT"
+
+_arrivals: dict[str, int] = {}
 
 
 def failpoint(name: str) -> None:
+    named = name in (os.environ.get(KILL_VARIABLE), os.environ.get(PAUSE_VARIABLE))
+    if not named:
+        return
+    _arrivals[name] = _arrivals.get(name, 0) + 1
+    wanted = os.environ.get(AT_VARIABLE)
+    if wanted is not None and _arrivals[name] != int(wanted):
+        return
     if os.environ.get(KILL_VARIABLE) == name:
         os.kill(os.getpid(), signal.SIGKILL)
     if os.environ.get(PAUSE_VARIABLE) == name:

@@ -73,9 +73,14 @@ def merge_mode_changes(
             changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     table = schema.table.name
-    if last is not None and mode_of_commit(last.metadata) != mode:
+    # A chunked snapshot's waves carry their own app id: with no commit of the table's own yet, the columns tell.
+    written_in = (
+        mode_of_commit(last.metadata) if last is not None
+        else _mode_by_columns(spark.read.format("delta").load(path).columns)
+    )
+    if written_in != mode:
         raise TableModeError(
-            f"the Delta table was written in {mode_of_commit(last.metadata)} mode and the config says {mode}",
+            f"the Delta table was written in {written_in} mode and the config says {mode}",
             remedy=f"re-snapshot the table to start it in {mode} mode (binlake snapshot --table {table}), "
             "or set its sink mode back",
             table=table,

@@ -307,13 +307,31 @@ class OffsetStore(ABC):
     def describe(self) -> str:
         """Where the store lives, for messages."""
 
+    # Named documents beside the state (e.g. `snapshots/<table>.json`), written compare-and-swap like it.
+
+    @abstractmethod
+    def read_document(self, pipeline: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The JSON document `name` (a relative path such as `snapshots/db.t.json`) and its write token."""
+
+    @abstractmethod
+    def write_document(self, pipeline: str, name: str, document: dict[str, Any], token: str | None) -> str:
+        """Write `document` if the stored one still carries `token` (None: only if absent); return the new token.
+
+        Raises:
+            ConcurrentRunError: another writer changed (or created) the document since `token`.
+        """
+
+    @abstractmethod
+    def list_documents(self, pipeline: str, folder: str) -> list[str]:
+        """The names of the documents in `folder` (e.g. `snapshots`), one listing call, no document read."""
+
+    @abstractmethod
+    def delete_document(self, pipeline: str, name: str) -> None:
+        """Remove the document `name` (nothing happens when it is absent)."""
+
     def check_writable(self, pipeline: str) -> None:
         """Raise OffsetStoreError unless the store can be read (and written)."""
         self.read(pipeline)
-
-
-def _encode(state: PipelineState) -> bytes:
-    return json.dumps(state.to_json(), indent=1, sort_keys=True).encode()
 
 
 class LocalOffsetStore(OffsetStore):
@@ -340,7 +358,14 @@ class LocalOffsetStore(OffsetStore):
         return folder
 
     def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
-        path = self._folder(pipeline) / STATE_FILE
+        document, token = self.read_document(pipeline, STATE_FILE)
+        return (None, None) if document is None else (PipelineState.from_json(document), token)
+
+    def write(self, state: PipelineState, token: str | None) -> str:
+        return self.write_document(state.pipeline, STATE_FILE, state.to_json(), token)
+
+    def read_document(self, pipeline: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
+        path = self._folder(pipeline) / name
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -350,11 +375,13 @@ class LocalOffsetStore(OffsetStore):
                 f"cannot read {path} ({exc.strerror})", remedy="check the permissions of offsets.uri"
             ) from None
         document = json.loads(raw)
-        return PipelineState.from_json(document), str(document.get("_revision", 0))
+        return document, str(document.get("_revision", 0))
 
-    def write(self, state: PipelineState, token: str | None) -> str:
-        folder = self._ensure_folder(state.pipeline)
+    def write_document(self, pipeline: str, name: str, document: dict[str, Any], token: str | None) -> str:
+        folder = self._ensure_folder(pipeline)
+        target = folder / name
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             lock_handle = open(folder / ".lock", "a+")
         except OSError as exc:
             raise OffsetStoreError(
@@ -362,28 +389,43 @@ class LocalOffsetStore(OffsetStore):
             ) from None
         with lock_handle:
             fcntl.flock(lock_handle, fcntl.LOCK_EX)
-            _, current = self.read(state.pipeline)
+            _, current = self.read_document(pipeline, name)
             if current != token:
                 raise ConcurrentRunError(
-                    f"offset store {folder} was changed by another runner (revision {current}, expected {token})",
-                    remedy="only one binlake runner per pipeline may run; wait for the other to finish and retry",
+                    f"{target} was changed by another runner (revision {current}, expected {token})",
+                    remedy="only one binlake runner per pipeline (or per snapshotted table) may run; wait for the "
+                    "other to finish and retry",
                 )
             revision = str(int(current or 0) + 1)
-            document = state.to_json()
-            document["_revision"] = int(revision)
-            partial = folder / f".{STATE_FILE}.{uuid.uuid4().hex}"
+            document = {**document, "_revision": int(revision)}
+            partial = target.parent / f".{target.name}.{uuid.uuid4().hex}"
             try:
                 with open(partial, "wb") as handle:
                     handle.write(json.dumps(document, indent=1, sort_keys=True).encode())
                     handle.flush()
                     os.fsync(handle.fileno())
-                os.replace(partial, folder / STATE_FILE)
+                os.replace(partial, target)
             except OSError as exc:
                 partial.unlink(missing_ok=True)
                 raise OffsetStoreError(
-                    f"cannot write {folder / STATE_FILE} ({exc.strerror})", remedy="make offsets.uri writable"
+                    f"cannot write {target} ({exc.strerror})", remedy="make offsets.uri writable"
                 ) from None
             return revision
+
+    def list_documents(self, pipeline: str, folder: str) -> list[str]:
+        try:
+            names = os.listdir(self._folder(pipeline) / folder)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise OffsetStoreError(
+                f"cannot list {self._folder(pipeline) / folder} ({exc.strerror})",
+                remedy="check the permissions of offsets.uri",
+            ) from None
+        return sorted(f"{folder}/{name}" for name in names if name.endswith(".json") and not name.startswith("."))
+
+    def delete_document(self, pipeline: str, name: str) -> None:
+        (self._folder(pipeline) / name).unlink(missing_ok=True)
 
     def check_writable(self, pipeline: str) -> None:
         folder = self._ensure_folder(pipeline)
@@ -421,8 +463,8 @@ class S3OffsetStore(OffsetStore):
     def describe(self) -> str:
         return self.uri
 
-    def _key(self, pipeline: str) -> str:
-        return "/".join(part for part in (self.prefix, pipeline, STATE_FILE) if part)
+    def _key(self, pipeline: str, name: str = STATE_FILE) -> str:
+        return "/".join(part for part in (self.prefix, pipeline, name) if part)
 
     def _store_error(self, action: str, exc: Exception) -> OffsetStoreError:
         code = _s3_code(exc)
@@ -438,41 +480,69 @@ class S3OffsetStore(OffsetStore):
         )
 
     def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
+        document, token = self.read_document(pipeline, STATE_FILE)
+        return (None, None) if document is None else (PipelineState.from_json(document), token)
+
+    def write(self, state: PipelineState, token: str | None) -> str:
+        return self.write_document(state.pipeline, STATE_FILE, state.to_json(), token)
+
+    def read_document(self, pipeline: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(pipeline))
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(pipeline, name))
         except ClientError as exc:
             if _s3_code(exc) in ("NoSuchKey", "404"):
                 return None, None
             raise self._store_error("read", exc) from None
         except BotoCoreError as exc:
             raise self._store_error("read", exc) from None
-        document = json.loads(response["Body"].read())
-        return PipelineState.from_json(document), str(response["ETag"])
+        return json.loads(response["Body"].read()), str(response["ETag"])
 
-    def write(self, state: PipelineState, token: str | None) -> str:
+    def write_document(self, pipeline: str, name: str, document: dict[str, Any], token: str | None) -> str:
         from botocore.exceptions import BotoCoreError, ClientError
 
         condition = {"IfMatch": token} if token else {"IfNoneMatch": "*"}
         try:
             response = self.client.put_object(
                 Bucket=self.bucket,
-                Key=self._key(state.pipeline),
-                Body=_encode(state),
+                Key=self._key(pipeline, name),
+                Body=json.dumps(document, indent=1, sort_keys=True).encode(),
                 ContentType="application/json",
                 **condition,
             )
         except ClientError as exc:
             if _s3_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
                 raise ConcurrentRunError(
-                    f"offset store {self.uri} was changed by another runner (conditional PUT refused)",
-                    remedy="only one binlake runner per pipeline may run; wait for the other to finish and retry",
+                    f"{self.uri} ({pipeline}/{name}) was changed by another runner (conditional PUT refused)",
+                    remedy="only one binlake runner per pipeline (or per snapshotted table) may run; wait for the "
+                    "other to finish and retry",
                 ) from None
             raise self._store_error("write", exc) from None
         except BotoCoreError as exc:
             raise self._store_error("write", exc) from None
         return str(response["ETag"])
+
+    def list_documents(self, pipeline: str, folder: str) -> list[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = self._key(pipeline, folder) + "/"
+        names: list[str] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                names += [item["Key"][len(prefix):] for item in page.get("Contents", [])]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._store_error("list", exc) from None
+        return sorted(f"{folder}/{name}" for name in names if name.endswith(".json") and "/" not in name)
+
+    def delete_document(self, pipeline: str, name: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(pipeline, name))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._store_error("write", exc) from None
 
     def check_writable(self, pipeline: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -104,10 +104,11 @@ class Pipeline:
         return checked
 
     def snapshot(
-        self, tables: list[str] | None = None, *, progress: ProgressListener | None = None
+        self, tables: list[str] | None = None, *, progress: ProgressListener | None = None, restart: bool = False
     ) -> list[SnapshotResult]:
-        """Snapshot the chosen tables (all configured ones by default) into Delta; `progress` hears how far each is."""
-        return snapshot_tables(self.context, tables, progress=progress)
+        """Snapshot the chosen tables (all configured ones by default) into Delta; an unfinished snapshot of a
+        table resumes where it stopped, unless `restart`."""
+        return snapshot_tables(self.context, tables, progress=progress, restart=restart)
 
     def sync(self, *, until_caught_up: bool = False) -> list[SyncResult]:
         """Run one micro-batch (or batches until the binlog end seen at start is reached)."""

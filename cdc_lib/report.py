@@ -28,7 +28,9 @@ def format_status(statuses: Sequence[Any]) -> str:
                 catch_up_text(getattr(status, "catch_up", None)),
                 "-" if status.delta_version is None else str(status.delta_version),
                 _runway_text(status),
-                status.error or "",
+                status.error or (
+                    f"snapshot {status.snapshot_in_flight}" if getattr(status, "snapshot_in_flight", None) else ""
+                ),
             )
         )
     widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]

@@ -44,9 +44,40 @@ def jdbc_properties(source: SourceConfig) -> dict[str, str]:
     }
 
 
-def _tuple(columns: tuple[str, ...]) -> str:
-    quoted = ", ".join(quote_identifier(column) for column in columns)
-    return f"({quoted})" if len(columns) > 1 else quoted
+def key_alias(index: int) -> str:
+    """The name a primary-key column is read under, raw, beside its converted value (see `read_table`)."""
+    return f"_binlake_key_{index}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkPlan:
+    """A table split on its primary key: WHERE clauses over `key_alias` columns, in key order, covering every
+    key exactly once (the first and last open-ended)."""
+
+    predicates: list[str]
+    #: The row count the plan was sized from (InnoDB's estimate for a large table).
+    rows_estimated: int
+    #: "integer" (cut arithmetically between MIN and MAX), "walk" (boundaries found on the key index) or "one".
+    method: str
+
+
+def plan_snapshot_chunks(
+    connection: pymysql.connections.Connection, schema: TableSchema, *, rows_per_chunk: int
+) -> ChunkPlan:
+    """Split the table into chunks of about `rows_per_chunk` rows.
+
+    A one-column integer key is cut arithmetically between MIN and MAX (two index lookups); any other key by
+    walking its index `rows_per_chunk` keys at a time (`_walked_boundaries`): one pass over the index, never an
+    OFFSET scan from the start. MySQL compares the boundaries, in the key columns' own types and collations.
+    """
+    rows = row_count(connection, schema.table)
+    if rows <= rows_per_chunk:
+        return ChunkPlan(predicates=["1=1"], rows_estimated=rows, method="one")
+    if _integer_key(schema):
+        cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=math.ceil(rows / rows_per_chunk))
+        return ChunkPlan(predicates=_integer_predicates(cuts), rows_estimated=rows, method="integer")
+    bounds = _walked_boundaries(connection, schema, step=rows_per_chunk)
+    return ChunkPlan(predicates=_walked_predicates(schema, bounds), rows_estimated=rows, method="walk")
 
 
 def partition_predicates(
@@ -56,12 +87,8 @@ def partition_predicates(
     *,
     default_parallelism: int,
 ) -> tuple[list[str], int]:
-    """WHERE clauses that split the table into primary-key ranges of similar size, and the (estimated) row count.
-
-    A one-column integer key is split arithmetically between its MIN and MAX (`cdc_lib.key_ranges`, two
-    index lookups); other keys by the key found at each boundary's offset, which costs a scan of the index up to it.
-    """
-    table = table_sql(schema.table)
+    """WHERE clauses that split the table into primary-key ranges of similar size for one parallel read, and the
+    (estimated) row count. Split as `plan_chunks` splits, into at most `max_partitions` ranges."""
     rows = row_count(connection, schema.table)
     wanted = math.ceil(rows / settings.rows_per_partition) if rows else 1
     if rows >= LARGE_TABLE_ROWS:
@@ -71,17 +98,18 @@ def partition_predicates(
         return ["1=1"], rows
     if _integer_key(schema):
         cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=partitions)
-        boundaries = [str(cut) for cut in cuts]
-    else:
-        boundaries = _offset_boundaries(connection, schema, table, partitions, rows)
-    key = _tuple(schema.primary_key)
-    predicates = []
-    lower: str | None = None
-    for boundary in boundaries:
-        predicates.append(f"{key} < {boundary}" if lower is None else f"{key} >= {lower} AND {key} < {boundary}")
-        lower = boundary
-    predicates.append(f"{key} >= {lower}" if lower is not None else "1=1")
-    return predicates, rows
+        return _integer_predicates(cuts), rows
+    bounds = _walked_boundaries(connection, schema, step=math.ceil(rows / partitions), most=partitions - 1)
+    return _walked_predicates(schema, bounds), rows
+
+
+def keyed_table_sql(schema: TableSchema) -> str:
+    """The table with its key also under `key_alias` names: what the chunk predicates are written against."""
+    keys = ", ".join(
+        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index))}"
+        for index, column in enumerate(schema.primary_key)
+    )
+    return f"(SELECT *, {keys} FROM {table_sql(schema.table)}) AS binlake_keyed"
 
 
 def _integer_key(schema: TableSchema) -> bool:
@@ -91,22 +119,68 @@ def _integer_key(schema: TableSchema) -> bool:
     return is_integer(column)
 
 
-def _offset_boundaries(
-    connection: pymysql.connections.Connection, schema: TableSchema, table: str, partitions: int, rows: int
-) -> list[str]:
-    columns = ", ".join(quote_identifier(c) for c in schema.primary_key)
-    boundaries: list[str] = []
-    for index in range(1, partitions):
+def _integer_predicates(cuts: list[int]) -> list[str]:
+    # Range i holds the keys from cut i-1 (inclusive) to cut i (exclusive).
+    key = quote_identifier(key_alias(0))
+    predicates = []
+    lower: int | None = None
+    for cut in cuts:
+        predicates.append(f"{key} < {cut}" if lower is None else f"{key} >= {lower} AND {key} < {cut}")
+        lower = cut
+    predicates.append(f"{key} >= {lower}" if lower is not None else "1=1")
+    return predicates
+
+
+def compare_key(columns: list[str], literals: list[str], operator: str) -> str:
+    """`(columns) <operator> (literals)` in key order, spelled out column by column (`>` or `<=`).
+
+    `(a, b) > (1, 'x')` becomes `a > 1 OR (a = 1 AND b > 'x')`: the form MySQL's range optimizer reads as
+    index ranges on every version, where a row constructor comparison may fall back to a scan.
+    """
+    strict = {">": ">", "<=": "<"}[operator]
+    terms = []
+    for index, (column, literal) in enumerate(zip(columns, literals, strict=True)):
+        equal = [f"{c} = {v}" for c, v in zip(columns[:index], literals[:index], strict=True)]
+        last = operator if index == len(columns) - 1 else strict
+        terms.append(" AND ".join([*equal, f"{column} {last} {literal}"]))
+    return terms[0] if len(terms) == 1 else " OR ".join(f"({term})" for term in terms)
+
+
+def _walked_boundaries(
+    connection: pymysql.connections.Connection, schema: TableSchema, *, step: int, most: int | None = None
+) -> list[list[str]]:
+    """Inclusive upper bounds (SQL literals per key column) of consecutive runs of `step` keys, found by walking
+    the key index: each query reads the next `step` keys after the previous bound and keeps the last one."""
+    table = table_sql(schema.table)
+    quoted = [quote_identifier(column) for column in schema.primary_key]
+    columns = ", ".join(quoted)
+    descending = ", ".join(f"{column} DESC" for column in quoted)
+    bounds: list[list[str]] = []
+    while most is None or len(bounds) < most:
+        where = "" if not bounds else f"WHERE {compare_key(quoted, bounds[-1], '>')}"
         found = query(
-            connection, f"SELECT {columns} FROM {table} ORDER BY {columns} LIMIT 1 OFFSET {rows * index // partitions}"
+            connection,
+            f"SELECT {columns}, COUNT(*) OVER () FROM "
+            f"(SELECT {columns} FROM {table} {where} ORDER BY {columns} LIMIT {int(step)}) AS binlake_walk "
+            f"ORDER BY {descending} LIMIT 1",
         )
-        if not found:
-            break
-        literal = ", ".join(connection.escape(value) for value in found[0])
-        boundary = f"({literal})" if len(schema.primary_key) > 1 else literal
-        if boundary not in boundaries:
-            boundaries.append(boundary)
-    return boundaries
+        if not found or int(found[0][-1]) < step:
+            return bounds
+        bounds.append([connection.escape(value) for value in found[0][:-1]])
+    return bounds
+
+
+def _walked_predicates(schema: TableSchema, bounds: list[list[str]]) -> list[str]:
+    # Chunk i holds the keys after bound i-1 up to bound i (inclusive); the last, those after the last bound.
+    keys = [quote_identifier(key_alias(index)) for index in range(len(schema.primary_key))]
+    predicates = []
+    lower: list[str] | None = None
+    for bound in bounds:
+        upper = compare_key(keys, bound, "<=")
+        predicates.append(upper if lower is None else f"({compare_key(keys, lower, '>')}) AND ({upper})")
+        lower = bound
+    predicates.append(compare_key(keys, lower, ">") if lower is not None else "1=1")
+    return predicates
 
 
 #: Brackets the column name in the error a snapshot raises on a zero date, to find it in Spark's exception.
@@ -129,6 +203,13 @@ def read_table(
     from pyspark.sql import functions as F
 
     expressions = ", ".join(jdbc_select_expression(column) for column in schema.columns)
+    # The key is read raw too, under its own names: the predicates compare it in its own type and collation,
+    # not as the converted value (an ENUM as text would sort differently from its index).
+    keys = ", ".join(
+        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index))}"
+        for index, column in enumerate(schema.primary_key)
+    )
+    expressions = f"{expressions}, {keys}" if keys else expressions
     table = table_sql(schema.table)
     subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
@@ -165,6 +246,13 @@ class SnapshotResult:
     #: The catalog name the table got (catalog.enabled), and why it got none when registration failed.
     registered_as: str | None = None
     catalog_error: str | None = None
+    #: A chunked snapshot: its chunks, those an earlier run had finished, and every chunk any run read (the
+    #: re-read after a crash is `chunks_read - chunks`).
+    chunks: int = 1
+    chunks_resumed: int = 0
+    chunks_read: int = 1
+    #: In the pipeline state now; False: the running sync installs it at its next batch.
+    installed: bool = True
 
     @property
     def rows_per_second(self) -> float:

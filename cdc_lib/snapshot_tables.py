@@ -1,8 +1,13 @@
 """Snapshotting tables into Delta and recording each one's watermarks as its offset.
 
-Per table: low watermark (adjusted back before any prepared XA branch) → parallel JDBC read
-(`cdc_lib.snapshot`) → one Delta commit carrying the batch sequence as its SetTransaction version
-→ high watermark → the table's offset starts at the low watermark and the table counts as
+A mirror table is snapshotted in chunks under its own table lease (`cdc_lib.chunked_snapshot`), while the
+sync goes on with the other tables; its result is installed into the pipeline state by whoever holds the
+pipeline lease (this run, when it can take it at once; else the next sync batch). docs/snapshots.md.
+
+A soft-delete or history table is snapshotted in one shot under the pipeline lease (`snapshot_table`): low
+watermark (adjusted back before any prepared XA branch) → parallel JDBC read (`cdc_lib.snapshot`) → one
+Delta commit carrying the batch sequence as its SetTransaction version (its rows' history is ordered by
+that sequence) → high watermark → the table's offset starts at the low watermark and the table counts as
 consistent once its offset passes the high one.
 """
 
@@ -18,13 +23,15 @@ from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.catalog_registration import register_after_snapshot
-from cdc_lib.errors import TableError
+from cdc_lib.chunked_snapshot import ChunkedOutcome, run_chunked_snapshot
+from cdc_lib.errors import ConcurrentRunError, TableError
 from cdc_lib.faults import failpoint
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
+from cdc_lib.snapshot_documents import SnapshotDocument, settle_snapshots
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
 from cdc_lib.table_offsets import reconcile_with_delta
@@ -34,28 +41,83 @@ log = logging.getLogger("binlake")
 
 
 def snapshot_tables(
-    context: PipelineContext, tables: list[str] | None = None, *, progress: ProgressListener | None = None
+    context: PipelineContext,
+    tables: list[str] | None = None,
+    *,
+    progress: ProgressListener | None = None,
+    restart: bool = False,
 ) -> list[SnapshotResult]:
-    """Snapshot the chosen tables (all configured ones by default) into Delta, under the pipeline's lease.
+    """Snapshot the chosen tables (all configured ones by default) into Delta.
 
-    `progress` hears each table's start and end (one chunk per table, until the chunked engine reports waves).
+    An unfinished snapshot of a table is resumed at its first unfinished chunk (a complete one not yet
+    installed is installed), unless `restart` starts it over.
+
+    Args:
+        progress: called after each table's plan and after each wave (`cdc_lib.progress`).
+        restart: drop an unfinished snapshot of the table and start a new one.
     """
-    handle = context.handle()
     results = []
     with mysql.source_connection(context.config.source) as connection:
         mysql.check_server_settings(connection)
         chosen = choose_tables(context.configured_tables(connection), tables)
-        schemas = [mysql.describe_table(connection, ref) for ref in chosen]
+        schemas = [mysql.describe_table(connection, ref) for ref in chosen]  # refuses a table without a key
         context.sink.check_writable(context.config.sink.path)
-        state = handle.acquire(heartbeat=True)
-        try:
-            reconcile_with_delta(context, state, connection)
-            handle.save()
-            for schema in schemas:
-                results.append(snapshot_table(context, handle, connection, schema, progress=progress))
-        finally:
-            handle.release()
-    return results
+        mirror = [schema for schema in schemas if context.config.sink.mode_for(schema.table.name) == "mirror"]
+        for schema in mirror:
+            outcome = run_chunked_snapshot(context, connection, schema.table, progress=progress, restart=restart)
+            results.append(_finish(context, connection, outcome))
+        moded = [schema for schema in schemas if schema not in mirror]
+        if moded:
+            handle = context.handle()
+            state = handle.acquire(heartbeat=True)
+            try:
+                reconcile_with_delta(context, state, connection)
+                handle.save()
+                for schema in moded:
+                    results.append(snapshot_table(context, handle, connection, schema, progress=progress))
+            finally:
+                handle.release()
+    order = [schema.table.name for schema in schemas]
+    return sorted(results, key=lambda result: order.index(result.table))
+
+
+def _finish(
+    context: PipelineContext, connection: pymysql.connections.Connection, outcome: ChunkedOutcome
+) -> SnapshotResult:
+    """Register a complete chunked snapshot and install it now if the pipeline lease is free at once."""
+    document = outcome.document
+    name = document.table
+    installed = try_install(context, connection, document)
+    registration, catalog_error = register_after_snapshot(context, name)
+    log.info("snapshot %s: %d rows in %.1fs (%d chunks, %d resumed)%s", name, document.rows_done, outcome.seconds,
+             len(document.plan), outcome.chunks_resumed, "" if installed else "; installed by the next sync",
+             extra=about_table(name))
+    return SnapshotResult(
+        table=name, rows=document.rows_done, seconds=outcome.seconds, partitions=len(document.plan),
+        delta_version=document.waves[-1].delta_version, low_watermark=str(document.low),
+        high_watermark=str(document.high), registered_as=registration.name if registration else None,
+        catalog_error=catalog_error, chunks=len(document.plan), chunks_resumed=outcome.chunks_resumed,
+        chunks_read=document.chunks_read, installed=installed,
+    )
+
+
+def try_install(
+    context: PipelineContext, connection: pymysql.connections.Connection, document: SnapshotDocument
+) -> bool:
+    """Install a complete snapshot into the pipeline state when the pipeline lease can be taken at once; else the
+    next sync batch does (a follow loop may hold the lease for an hour: never wait for it)."""
+    handle = context.handle()
+    try:
+        state = handle.acquire()
+    except ConcurrentRunError:
+        log.info("snapshot of %s is complete; the running sync installs it at its next batch", document.table)
+        return False
+    try:
+        reconcile_with_delta(context, state, connection)
+        settle_snapshots(context, handle, connection)
+    finally:
+        handle.release()
+    return True
 
 
 def _server_time(connection: pymysql.connections.Connection) -> dt.datetime:
@@ -87,7 +149,10 @@ def snapshot_table(
     *,
     progress: ProgressListener | None = None,
 ) -> SnapshotResult:
-    """Write one table's snapshot commit and record its watermarks; the lease is held by `handle`."""
+    """Write one table's snapshot commit and record its watermarks; the lease is held by `handle`.
+
+    `progress` hears the table's start and end (one chunk: this path reads the table in one wave).
+    """
     name = schema.table.name
     path = context.table_path(name)
     started = time.monotonic()
@@ -172,4 +237,4 @@ def snapshot_table(
     )
 
 
-__all__ = ["choose_tables", "snapshot_table", "snapshot_tables"]
+__all__ = ["choose_tables", "snapshot_table", "snapshot_tables", "try_install"]

@@ -14,6 +14,7 @@ from cdc_lib.offsets import PipelineState, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, TableRunway, table_runways
+from cdc_lib.snapshot_documents import documents_in_flight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,8 @@ class TableStatus:
     catch_up: dict[str, Any] | None = None
     #: binlake applies the binlog no faster than the source writes it: the lag will not shrink.
     catch_up_warning: bool = False
+    #: A snapshot of the table in flight ("running 3/10 chunks, 1,500 rows"); the sync waits for it.
+    snapshot_in_flight: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -82,19 +85,24 @@ def table_statuses(
     applied, lower_bound = apply_rate(state.recent_batches)
     rates = _Rates(apply=applied, apply_is_lower_bound=lower_bound,
                    source=source_rate(state.recent_batches, logs, now=now))
+    snapshots = {
+        name: f"{document.status} {document.chunks_done}/{len(document.plan)} chunks, {document.rows_done:,} rows"
+        for name, document in documents_in_flight(context.store, context.config.pipeline).items()
+        if document.status != "abandoned"
+    }
     statuses = []
     for name in sorted(set(configured) | set(state.tables)):
         table_state = state.tables.get(name)
         if table_state is None:
-            statuses.append(replace(TableStatus.not_snapshotted(name), mode=context.config.sink.mode_for(name)))
+            statuses.append(replace(TableStatus.not_snapshotted(name), mode=context.config.sink.mode_for(name),
+                                    snapshot_in_flight=snapshots.get(name)))
             continue
-        statuses.append(
-            _table_status(
-                name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
-                runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
-                mode=context.config.sink.mode_for(name), rates=rates,
-            )
+        status = _table_status(
+            name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
+            runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
+            mode=context.config.sink.mode_for(name), rates=rates,
         )
+        statuses.append(replace(status, snapshot_in_flight=snapshots.get(name)))
     return statuses
 
 

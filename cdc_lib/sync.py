@@ -37,6 +37,7 @@ from cdc_lib.parallel_apply import apply_all
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema_changes import apply_schema_change
+from cdc_lib.snapshot_documents import settle_snapshots, snapshot_begun
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spill import SpilledChanges
 from cdc_lib.table_failures import table_write_failure
@@ -75,6 +76,8 @@ class SyncResult:
     spark_started: bool
     tables: list[TableBatchResult] = field(default_factory=list)
     skipped_tables: dict[str, str] = field(default_factory=dict)
+    #: Tables left alone this batch because a snapshot of theirs is in flight (not an error; docs/snapshots.md).
+    snapshots_in_flight: dict[str, str] = field(default_factory=dict)
     end_position: BinlogPosition | None = None
     schema_changes: list[str] = field(default_factory=list)
 
@@ -131,10 +134,15 @@ def run_batch(
     logs = mysql.binary_logs(connection)
     # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
     server_end = mysql.current_position(connection)
+    # Complete snapshots are installed first; a table whose snapshot is in flight waits (its Delta table is
+    # being rewritten under another app id): one listing of the offset store when none is.
+    in_flight = settle_snapshots(context, handle, connection)
     plans = _resume_plans(state, server_end, logs)
     skipped: dict[str, str] = {}
     cursors = []
     for name, table_state in sorted(state.tables.items()):
+        if name in in_flight:
+            continue
         if not table_state.error:
             table_state = _resumed(connection, name, table_state, plans[name], logs)
             state.tables[name] = table_state
@@ -154,6 +162,7 @@ def run_batch(
         return SyncResult(
             batch_seq=None, start="-", end="-", events_read=0, row_changes=0, transactions=0, seconds=0.0,
             reached_end=True, spark_started=False, tables=[], skipped_tables=skipped,
+            snapshots_in_flight=in_flight,
         )
     read = _read(context, cursors, server_end, read_ahead)
     relevant = read.relevant_changes()
@@ -204,6 +213,7 @@ def run_batch(
         spark_started=spark_used,
         tables=table_results,
         skipped_tables=skipped,
+        snapshots_in_flight=in_flight,
         end_position=read.end,
         schema_changes=sorted(read.schema_changes),
     )
@@ -334,6 +344,11 @@ def _write_table(
     )):
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
+    if changes is not None and seq is not None and spark is not None and snapshot_begun(context, name):
+        # A snapshot of the table began after this batch listed the snapshots: its first wave may already have
+        # replaced the table. Nothing is written and the offset stays; the snapshot's install replaces the state.
+        log.warning("%s: a snapshot began during the batch; the table waits for it", name, extra=about_table(name))
+        return _Written(state=table_state, changes=None, failure=None)
     if changes is not None and seq is not None and spark is not None:
         failpoint("before_delta_commit")
         # A runner that lost its lease stops here (LeaseLostError): the new holder reconciles from the Delta log.

@@ -174,6 +174,7 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
                                                   if config.offsets.endpoint_url else {})},
         "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
         "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds)},
+        "snapshot": {key: value for key, value in config.snapshot.__dict__.items() if value is not None},
     }
     path.write_text(yaml.safe_dump(document))
     return path

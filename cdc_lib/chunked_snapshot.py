@@ -1,0 +1,232 @@
+"""A mirror table's snapshot in chunks of its primary key, written wave by wave, resumable (docs/snapshots.md).
+
+Data flow: first low watermark + schema → plan (chunk predicates, `cdc_lib.snapshot.plan_snapshot_chunks`)
+→ the snapshot document (`cdc_lib.snapshot_documents`) taken with the table lease → per wave: low watermark,
+one Spark JDBC job over up to `snapshot.chunks_per_wave` chunks (one task each), one idempotent Delta commit
+(the first overwrites, the others append; SetTransaction = the snapshot's app id + wave number), high
+watermark, the document saved → complete → installed into the pipeline state by whoever holds the pipeline
+lease (this run when it can take it at once, else the next sync batch).
+
+The pipeline lease is not held while chunks are read: the sync goes on with every other table meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import pymysql
+
+from cdc_lib import delta_sink
+from cdc_lib import source as mysql
+from cdc_lib.binlog import before_prepared_xa
+from cdc_lib.errors import ConcurrentRunError
+from cdc_lib.faults import failpoint
+from cdc_lib.heartbeat import Heartbeat, LeaseLostError
+from cdc_lib.logs import about_table
+from cdc_lib.offsets import utc_now
+from cdc_lib.pipeline_context import PipelineContext
+from cdc_lib.progress import ProgressListener, SnapshotProgress
+from cdc_lib.snapshot import plan_snapshot_chunks, read_table, zero_date_in
+from cdc_lib.snapshot_documents import (
+    DocumentHandle,
+    SnapshotDocument,
+    SnapshotInProgressError,
+    Wave,
+    adopt_committed_waves,
+    read_document,
+    snapshot_application,
+)
+from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.watermarks import consistent_low_watermark
+
+log = logging.getLogger("binlake")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkedOutcome:
+    document: SnapshotDocument
+    seconds: float
+    chunks_resumed: int
+
+
+def run_chunked_snapshot(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    ref: TableRef,
+    *,
+    progress: ProgressListener | None = None,
+    restart: bool = False,
+) -> ChunkedOutcome:
+    """Snapshot (or resume, or finish) one mirror table under its table lease; return its complete document.
+
+    Raises:
+        SnapshotInProgressError: another live runner holds the table's lease.
+        LeaseLostError: the lease was lost while the snapshot ran; nothing more was written.
+    """
+    name = ref.name
+    started = time.monotonic()
+    store, pipeline = context.store, context.config.pipeline
+    handle = DocumentHandle(store, pipeline, lease_seconds=context.config.offsets.lease_seconds)
+    existing, token = read_document(store, pipeline, name)
+    now = utc_now()
+    if existing is not None and existing.status != "abandoned" and existing.lease is not None \
+            and not existing.lease.free_for(handle.owner, now):
+        lease = existing.lease
+        raise SnapshotInProgressError(
+            f"table {name} is being snapshotted by runner {lease.owner[:8]} (pid {lease.pid} on {lease.host}) "
+            f"until {lease.expires_at}",
+            remedy="wait for that snapshot to finish; if its runner died on another host, retry after the lease "
+            "expires (the snapshot resumes where it stopped)",
+            table=name,
+        )
+    document = _resumable(connection, ref, existing, restart=restart)
+    if document is not None:
+        handle.take(document, token)
+        if adopt_committed_waves(context, connection, document):
+            handle.save()
+        resumed = document.chunks_done
+        log.info("snapshot of %s resumed at chunk %d/%d (snapshot %s)", name, resumed, len(document.plan),
+                 document.snapshot_id, extra=about_table(name))
+    else:
+        document = _new_document(context, connection, ref)
+        handle.take(document, token)
+        resumed = 0
+    try:
+        with Heartbeat(handle.renew, lease_seconds=context.config.offsets.lease_seconds,
+                       what=f"the snapshot of {name}") as heartbeat:
+            _report(progress, document, started, resumed)
+            while document.status == "running":
+                _run_wave(context, connection, handle, heartbeat, document)
+                _report(progress, document, started, resumed)
+    except ConcurrentRunError as exc:
+        raise LeaseLostError(
+            f"the lease of the snapshot of {name} was taken over ({exc.cause}); nothing more is written",
+            remedy="let the other runner finish it; its work so far is kept", table=name,
+        ) from None
+    finally:
+        # Complete or not, the table lease is given up: a complete snapshot waits for its install, which any
+        # holder of the pipeline lease does; an unfinished one for a resume.
+        handle.release()
+    return ChunkedOutcome(document=document, seconds=time.monotonic() - started, chunks_resumed=resumed)
+
+
+def _resumable(
+    connection: pymysql.connections.Connection, ref: TableRef, existing: SnapshotDocument | None, *, restart: bool
+) -> SnapshotDocument | None:
+    """The unfinished (or complete, not installed) snapshot to go on with; None to start a new one."""
+    if existing is None or existing.status == "abandoned":
+        return None
+    if restart:
+        log.warning("snapshot of %s: starting over (--restart); snapshot %s at %d/%d chunks is dropped",
+                    ref.name, existing.snapshot_id, existing.chunks_done, len(existing.plan))
+        return None
+    if existing.status == "complete":
+        return existing
+    current = mysql.describe_table(connection, ref)
+    if current.to_json() != existing.schema:
+        log.warning("snapshot of %s: the table's schema changed since snapshot %s began (%d/%d chunks done): "
+                    "STARTING OVER", ref.name, existing.snapshot_id, existing.chunks_done, len(existing.plan))
+        return None
+    return existing
+
+
+def _new_document(
+    context: PipelineContext, connection: pymysql.connections.Connection, ref: TableRef
+) -> SnapshotDocument:
+    # The first low watermark and the schema the table is read with, pinned to each other.
+    low, schema = consistent_low_watermark(connection, ref)
+    low = before_prepared_xa(context.config.source, connection, low, schema.table)
+    plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=context.config.snapshot.chunk_rows())
+    document = SnapshotDocument(
+        table=ref.name, snapshot_id=uuid.uuid4().hex[:12], status="running", low=low, schema=schema.to_json(),
+        plan=plan.predicates, plan_method=plan.method, rows_estimated=plan.rows_estimated, mode="mirror",
+        started_at=utc_now().isoformat(),
+    )
+    log.info("snapshot %s of %s: %d chunks (%s), about %d rows, from %s", document.snapshot_id, ref.name,
+             len(plan.predicates), plan.method, plan.rows_estimated, low, extra=about_table(ref.name))
+    return document
+
+
+def _run_wave(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    handle: DocumentHandle,
+    heartbeat: Heartbeat,
+    document: SnapshotDocument,
+) -> None:
+    """Read the next wave's chunks in one Spark job and write them in one idempotent Delta commit."""
+    name = document.table
+    spark = context.spark()
+    per_wave = context.config.snapshot.wave_chunks(spark.sparkContext.defaultParallelism)
+    first = document.chunks_done
+    end = min(first + per_wave, len(document.plan))
+    number = len(document.waves) + 1
+    # Counted before the read: a run killed during it has still read these chunks (the re-read bound).
+    document.chunks_read += end - first
+    handle.save()
+    heartbeat.mark_renewed()
+    low = mysql.current_position(connection)
+    schema = TableSchema.from_json(TableRef.parse(name), document.schema)
+    frame = read_table(spark, context.config.source, schema, document.plan[first:end])
+    application = snapshot_application(context, name, document.snapshot_id)
+    metadata = {
+        "pipeline": context.config.pipeline, "table": name, "snapshot_id": document.snapshot_id, "wave": number,
+        "first_chunk": first, "end_chunk": end, "chunks": len(document.plan), "wave_low": low.to_json(),
+        "snapshot_low": document.low.to_json(), "end": document.low.to_json(), "schema": document.schema,
+        # Readers of the Delta log: the table is not yet the source at any position (docs/snapshots.md).
+        "consistent": False,
+    }
+    path = context.table_path(name)
+    failpoint("before_snapshot_wave_commit")
+    heartbeat.beat()  # renew now, so a takeover since the last beat is seen before the commit
+    heartbeat.check()
+    try:
+        if number == 1:
+            version = delta_sink.write_snapshot(
+                spark, frame, path, application=application, txn_version=number, metadata=metadata,
+                storage=context.sink, deletion_vectors=context.config.sink.deletion_vectors_for(name),
+                change_data_feed=context.config.sink.change_data_feed_for(name),
+            )
+        else:
+            version = delta_sink.append_snapshot_wave(
+                spark, frame, path, application=application, txn_version=number, metadata=metadata,
+                storage=context.sink,
+            )
+    except Exception as exc:
+        zero_date = zero_date_in(exc, name)
+        if zero_date is None:
+            raise
+        raise zero_date from None
+    failpoint("after_snapshot_wave_commit")
+    if end >= len(document.plan):
+        failpoint("after_snapshot_commit")  # the snapshot's last commit, before anything records it
+    high = mysql.current_position(connection)
+    rows = delta_sink.written_rows(path, version, storage=context.sink)
+    document.waves.append(Wave(number=number, first_chunk=first, end_chunk=end, rows=rows, low=low, high=high,
+                               delta_version=version))
+    if end >= len(document.plan):
+        document.status = "complete"
+        document.finished_at = utc_now().isoformat()
+    handle.save()
+    heartbeat.mark_renewed()
+    failpoint("after_snapshot_wave_recorded")
+    log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d", name, number, first,
+             end - 1, len(document.plan), rows, version, extra=about_table(name))
+
+
+def _report(
+    progress: ProgressListener | None, document: SnapshotDocument, started: float, resumed: int
+) -> None:
+    if progress is None:
+        return
+    resumed_rows = sum(wave.rows for wave in document.waves if wave.end_chunk <= resumed)
+    progress(SnapshotProgress(
+        table=document.table, chunks_done=document.chunks_done, chunks_total=len(document.plan),
+        rows_done=document.rows_done, rows_estimated=document.rows_estimated,
+        elapsed_seconds=time.monotonic() - started, chunks_resumed=resumed, rows_resumed=resumed_rows,
+    ))
+
+__all__ = ["ChunkedOutcome", "run_chunked_snapshot"]

@@ -76,8 +76,7 @@ def run_chunked_snapshot(
             and not existing.lease.free_for(handle.owner, now):
         lease = existing.lease
         raise SnapshotInProgressError(
-            f"table {name} is being snapshotted by runner {lease.owner[:8]} (pid {lease.pid} on {lease.host}) "
-            f"until {lease.expires_at}",
+            f"table {name} is being snapshotted by {lease.describe()} until {lease.expires_at}",
             remedy="wait for that snapshot to finish; if its runner died on another host, retry after the lease "
             "expires (the snapshot resumes where it stopped)",
             table=name,

@@ -19,7 +19,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cdc_lib.config import OffsetsConfig
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
@@ -161,7 +161,7 @@ class Lease:
     started_ticks: int | None = None
 
     @classmethod
-    def for_this_process(cls, owner: str, *, seconds: float) -> Lease:
+    def for_this_process(cls, owner: str, *, seconds: float) -> Self:
         me = ProcessIdentity.of_process(os.getpid())
         return cls(
             owner=owner, host=socket.gethostname(), pid=os.getpid(),
@@ -170,7 +170,7 @@ class Lease:
         )
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Lease:
+    def from_json(cls, data: dict[str, Any]) -> Self:
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         return cls(**known)
 

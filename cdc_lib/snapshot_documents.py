@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ import pymysql
 from cdc_lib import delta_log
 from cdc_lib import source as mysql
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError
-from cdc_lib.offsets import OffsetStore, PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 
@@ -62,30 +60,10 @@ def table_of(name: str) -> str:
     return name.removeprefix(f"{SNAPSHOTS_FOLDER}/").removesuffix(".json")
 
 
-@dataclass(frozen=True)
-class TableLease:
-    """Who snapshots the table, until when. `owner` is random per runner: hosts and PIDs repeat across containers."""
-
-    owner: str
-    host: str
-    pid: int
-    expires_at: str
-
-    def expired(self, now: dt.datetime) -> bool:
-        return dt.datetime.fromisoformat(self.expires_at) <= now
-
-    def holder_is_dead(self) -> bool:
-        """True when the holder was a process on this host that no longer runs (a container sharing the host
-        name and PID space with ours would still show as alive: then only expiry frees the lease)."""
-        if self.host != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+@dataclass
+class TableLease(Lease):
+    """Who snapshots the table, until when: the pipeline lease's identity (a random owner id per runner, and the
+    process identity that alone lets `holder_is_dead` conclude anything: hosts and PIDs repeat across containers)."""
 
     def free_for(self, owner: str, now: dt.datetime) -> bool:
         return self.owner == owner or self.expired(now) or self.holder_is_dead()
@@ -183,7 +161,7 @@ class SnapshotDocument:
             low=BinlogPosition.from_json(data["low"]), schema=data["schema"], plan=list(data["plan"]),
             plan_method=data.get("plan_method", "?"), rows_estimated=int(data.get("rows_estimated", 0)),
             mode=data.get("mode", "mirror"), started_at=data["started_at"],
-            lease=TableLease(**lease) if lease else None,
+            lease=TableLease.from_json(lease) if lease else None,
             waves=[Wave.from_json(wave) for wave in data.get("waves", [])],
             finished_at=data.get("finished_at"), chunks_read=int(data.get("chunks_read", 0)),
         )
@@ -245,10 +223,7 @@ class DocumentHandle:
 
     def _write(self) -> None:
         assert self.document is not None
-        self.document.lease = TableLease(
-            owner=self.owner, host=socket.gethostname(), pid=os.getpid(),
-            expires_at=(utc_now() + dt.timedelta(seconds=self.lease_seconds)).isoformat(),
-        )
+        self.document.lease = TableLease.for_this_process(self.owner, seconds=self.lease_seconds)
         self.token = self.store.write_document(
             self.pipeline, document_name(self.document.table), self.document.to_json(), self.token
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import socket
@@ -72,7 +73,12 @@ def test_a_lease_is_free_for_its_owner_when_expired_or_when_its_process_died() -
     assert elsewhere.free_for("r1", now) and not elsewhere.free_for("r2", now)
     assert elsewhere.free_for("r2", now + dt.timedelta(minutes=8))
     here_alive = TableLease(owner="r1", host=socket.gethostname(), pid=os.getpid(), expires_at=later)
-    assert not here_alive.free_for("r2", now)
+    assert not here_alive.free_for("r2", now)  # same host and PID, but no process identity: only expiry frees it
+    this_process = TableLease.for_this_process("r1", seconds=420)
+    assert not this_process.free_for("r2", now)
+    assert this_process.started_ticks is not None
+    restarted = dataclasses.replace(this_process, started_ticks=this_process.started_ticks + 1)
+    assert restarted.free_for("r2", now)  # its PID now belongs to a process started at another time: dead
 
 
 def test_documents_are_written_compare_and_swap(tmp_path: Path) -> None:

@@ -310,7 +310,7 @@ def _store_case(case: str, request: pytest.FixtureRequest, tmp_path: Path, monke
 @pytest.mark.parametrize(
     ("case", "message", "retryable"),
     [
-        ("local-unwritable", r"cannot read .*/not-a-folder/offsets/\w+/state.json \(Not a directory\)", False),
+        ("local-unwritable", r"cannot read .*/not-a-folder/offsets/\w+/\S+\.json \(Not a directory\)", False),
         ("s3-unreachable", r"cannot read s3://binlake-offsets/p \(EndpointConnectionError: Could not connect to the "
                            r"endpoint URL", True),
         ("s3-no-bucket", r"bucket 'no-such-bucket-binlake' of s3://no-such-bucket-binlake/p does not exist", False),

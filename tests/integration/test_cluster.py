@@ -44,8 +44,8 @@ def cluster_config(
             "conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"},
             **spark,
         },
-        # Three key ranges, so the snapshot is several JDBC tasks.
-        "snapshot": {"rows_per_partition": 1000, "max_partitions": 8},
+        # Three key ranges, so the snapshot is several JDBC tasks (one wave: one Spark job reads them all).
+        "snapshot": {"rows_per_partition": 1000, "max_partitions": 8, "chunks_per_wave": 4},
     }
     path.write_text(yaml.safe_dump(document))
     return path

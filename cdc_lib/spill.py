@@ -443,10 +443,7 @@ class SpillSegment(TableChanges):
         if not isinstance(later, SpillSegment):
             raise TypeError(f"a spilled segment cannot take a {type(later).__name__}")
         self.ranges.extend(later.ranges)
-        self.truncated = self.truncated or later.truncated
-        self.inserted += later.inserted
-        self.updated += later.updated
-        self.deleted += later.deleted
+        _add_counts(self, later)
 
     @property
     def empty(self) -> bool:
@@ -458,6 +455,14 @@ class SpillSegment(TableChanges):
 
     def empty_like(self) -> SpillSegment:
         return SpillSegment(self.key_positions, log=self.log)
+
+
+def _add_counts(target: TableChanges, later: SpillSegment) -> None:
+    """What a later segment read adds to the counts of the fold it joins."""
+    target.truncated = target.truncated or later.truncated
+    target.inserted += later.inserted
+    target.updated += later.updated
+    target.deleted += later.deleted
 
 
 @dataclass(kw_only=True)
@@ -475,10 +480,7 @@ class SpilledChanges(TableChanges):
         if not isinstance(later, SpillSegment):
             raise TypeError(f"a spilled batch cannot take a {type(later).__name__}")
         self.log.commit(later.ranges, stamp)
-        self.truncated = self.truncated or later.truncated
-        self.inserted += later.inserted
-        self.updated += later.updated
-        self.deleted += later.deleted
+        _add_counts(self, later)
 
     @property
     def empty(self) -> bool:

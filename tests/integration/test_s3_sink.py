@@ -58,7 +58,8 @@ def test_snapshot_and_sync_into_s3a(mariadb, database, make_config, s3_endpoint,
     assert delta_rows(config, table) == source_rows(mariadb, table)
     assert all(result.matches for result in reconcile(pipeline))
     state = pipeline.read_state()
-    assert state.tables[table].consistent and state.tables[table].applied_seq >= 2
+    # The chunked snapshot's waves carry their own app id; the sync's batches take the table's sequence on from 1.
+    assert state.tables[table].consistent and state.tables[table].applied_seq >= 1
     stored = keys(s3_endpoint, s3_bucket)
     assert f"lake/{database}/items/_delta_log/00000000000000000000.json" in stored
     assert f"lake/_offsets/{config.pipeline}/state.json" in stored

@@ -22,7 +22,7 @@ import pymysql
 from cdc_lib import delta_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
-from cdc_lib.errors import ConcurrentRunError
+from cdc_lib.errors import ConcurrentRunError, SchemaChangeError
 from cdc_lib.faults import failpoint
 from cdc_lib.heartbeat import Heartbeat, LeaseLostError
 from cdc_lib.logs import about_table
@@ -206,6 +206,7 @@ def _run_wave(
     rows = delta_sink.written_rows(path, version, storage=context.sink)
     document.waves.append(Wave(number=number, first_chunk=first, end_chunk=end, rows=rows, low=low, high=high,
                                delta_version=version))
+    _check_schema_unchanged(connection, handle, document)
     if end >= len(document.plan):
         document.status = "complete"
         document.finished_at = utc_now().isoformat()
@@ -214,6 +215,26 @@ def _run_wave(
     failpoint("after_snapshot_wave_recorded")
     log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d", name, number, first,
              end - 1, len(document.plan), rows, version, extra=about_table(name))
+
+
+def _check_schema_unchanged(
+    connection: pymysql.connections.Connection, handle: DocumentHandle, document: SnapshotDocument
+) -> None:
+    """Stop the snapshot when the table changed shape while a wave was read: its rows were converted to the
+    columns of the first low watermark (a widened DECIMAL or VARCHAR would be cut to them), which no replay of
+    the binlog repairs for rows that do not change again. The wave stays recorded but the snapshot is not
+    complete, so it is never installed; the next `binlake snapshot` sees the new schema and starts over."""
+    current = mysql.describe_table(connection, TableRef.parse(document.table))
+    if current.to_json() == document.schema:
+        return
+    handle.save()
+    raise SchemaChangeError(
+        f"the table changed shape (a DDL) during wave {len(document.waves)} of snapshot {document.snapshot_id}: "
+        "its rows may have been converted to the old columns; the snapshot is not installed",
+        remedy=f"run the snapshot again (binlake snapshot --table {document.table}): it starts over with the new "
+        "schema",
+        table=document.table,
+    )
 
 
 def _report(

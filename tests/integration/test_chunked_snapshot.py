@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +269,41 @@ def test_a_lost_table_lease_stops_before_the_next_wave_commit(mariadb, database,
     raw, _ = store.read_document(config.pipeline, document_name(table))
     assert raw is not None and raw["lease"]["owner"] == "taker" and len(raw["waves"]) == 1
 
+
+
+def test_a_ddl_during_a_wave_stops_the_snapshot_uninstalled_and_the_next_run_starts_over(
+    mariadb, database, make_config, tmp_path
+) -> None:
+    """The last wave is read after an ALTER widened a column: its rows went through the old column's type, so the
+    snapshot must not be installed; the next run starts over with the new schema."""
+    table = make_items(mariadb, database, rows=80)
+    config = make_config([table], snapshot__rows_per_chunk=40, snapshot__chunks_per_wave=1)
+    path = write_config_file(config, tmp_path / "binlake.yaml")
+    pause = tmp_path / "paused"
+    process = popen_cli(path, "snapshot", env={
+        "BINLAKE_FAILPOINT_PAUSE": "before_snapshot_wave_commit", "BINLAKE_FAILPOINT_AT": "2",
+        "BINLAKE_FAILPOINT_PAUSE_FILE": str(pause),
+    })
+    try:
+        wait_for(lambda: pause.exists() or process.poll() is not None, timeout=240, what="the second wave")
+        assert pause.exists(), process.communicate()[1][-2000:]
+        sql(mariadb, f"ALTER TABLE {table} MODIFY price DECIMAL(12,4) NOT NULL")
+    finally:
+        pause.unlink(missing_ok=True)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode != 0 and "changed shape" in stderr and "starts over" in stderr, stderr[-2000:]
+    pipeline = Pipeline(config)
+    raw, _ = pipeline.store.read_document(config.pipeline, document_name(table))
+    assert raw is not None and raw["status"] == "running" and len(raw["waves"]) == 2
+    (waiting,) = pipeline.sync()
+    assert table in waiting.snapshots_in_flight and table not in pipeline.read_state().tables
+
+    sql(mariadb, f"UPDATE {table} SET price = price + 0.0125 WHERE id = -4")
+    rerun = run_cli(path, "snapshot")
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "STARTING OVER" in rerun.stderr
+    assert lake_rows(config, table) == source_rows(mariadb, table)
+    assert (-4, Decimal("12.2625"), "n-7") in source_rows(mariadb, table)
 
 
 def test_snapshot_documents_on_s3_are_compare_and_swap_and_listed_in_one_call(s3_endpoint: str,

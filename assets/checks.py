@@ -175,7 +175,7 @@ def runway_result(
 
 def health_results(
     *,
-    context: dg.AssetExecutionContext,
+    log: dg.DagsterLogManager,
     binlake: BinlakeResource,
     pipeline: Pipeline,
     by_key: dict[dg.AssetKey, str],
@@ -185,7 +185,7 @@ def health_results(
     """Results of the selected cheap checks, from one status read and one runway read."""
     runways: dict[str, TableRunway] = {}
     if any(check.name == RUNWAY_CHECK for check in check_keys):
-        with engine_errors("reading the binlog runway", context.log):
+        with engine_errors("reading the binlog runway", log):
             runways = binlog_runway(pipeline, [by_key[check.asset_key] for check in check_keys])
     for check in sorted(check_keys, key=lambda item: (item.asset_key.to_user_string(), item.name)):
         table = by_key[check.asset_key]
@@ -196,6 +196,16 @@ def health_results(
             yield lag_result(check.asset_key, status, binlake.lag_warn_seconds)
         elif check.name == RUNWAY_CHECK:
             yield runway_result(check.asset_key, table, runways.get(table), status, binlake.runway_warn_hours)
+
+
+def health_evaluations(results: Iterator[dg.AssetCheckResult]) -> Iterator[dg.AssetCheckEvaluation]:
+    """The same results as events an op logs: the follow job has no asset step to yield check results from."""
+    for result in results:
+        assert result.asset_key is not None and result.check_name is not None
+        yield dg.AssetCheckEvaluation(
+            asset_key=result.asset_key, check_name=result.check_name, passed=result.passed,
+            metadata=dict(result.metadata or {}), severity=result.severity, description=result.description,
+        )
 
 
 # -- reconciliation -------------------------------------------------------------------------------
@@ -311,4 +321,7 @@ def build_freshness_checks(
         )
 
 
-__all__ = ["build_freshness_checks", "build_reconciliation_checks", "health_check_specs", "health_results"]
+__all__ = [
+    "build_freshness_checks", "build_reconciliation_checks", "health_check_specs", "health_evaluations",
+    "health_results",
+]

@@ -5,6 +5,7 @@ Data flow of a run:
     worker thread:  cdc_lib.follow.follow(pipeline)  ── one FollowBatch per micro-batch ──▶ queue
     step thread:    queue ──▶ AssetMaterialization per table a batch wrote (as it goes)
                     every OBSERVE_EVERY_SECONDS and at the end ──▶ AssetObservation per table (lag, offset)
+                        and the consistency, lag and binlog-runway checks' evaluations (assets/checks.py)
 
 The loop runs on a worker thread so the step thread can turn each batch into Dagster events (which only
 the step thread may log) and, when the run is terminated, set the loop's stop signal and wait for the
@@ -22,7 +23,8 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from assets.naming import PipelineNames
+from assets.checks import health_evaluations, health_results
+from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, PipelineNames
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from assets.tables import BatchSummary, batch_records
 from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
@@ -94,7 +96,9 @@ def build_follow_job(*, names: PipelineNames, tables: list[str]) -> dg.JobDefini
             worker = threading.Thread(target=run, name=f"binlake-follow-{names.slug}", daemon=True)
             worker.start()
             try:
-                _report_until_done(context, names=names, pipeline=pipeline, tables=tables, batches=batches)
+                _report_until_done(
+                    context, names=names, binlake=binlake, pipeline=pipeline, tables=tables, batches=batches
+                )
             except BaseException:
                 # The run is being terminated: let the current batch finish, so it saves its offsets.
                 context.log.warning("stopping the follow loop after its current batch")
@@ -105,7 +109,7 @@ def build_follow_job(*, names: PipelineNames, tables: list[str]) -> dg.JobDefini
         with engine_errors("follow mode", context.log):
             if outcome.error is not None:
                 raise outcome.error
-        _observe(context, names=names, pipeline=pipeline, tables=tables)
+        _observe(context, names=names, binlake=binlake, pipeline=pipeline, tables=tables)
         summary = outcome.summary
         if summary is not None:
             context.log.info(
@@ -133,6 +137,7 @@ def _report_until_done(
     context: dg.OpExecutionContext,
     *,
     names: PipelineNames,
+    binlake: BinlakeResource,
     pipeline: Pipeline,
     tables: list[str],
     batches: queue.Queue[FollowBatch | object],
@@ -151,7 +156,7 @@ def _report_until_done(
         elif isinstance(item, FollowBatch):
             _record_batch(context, names=names, pipeline=pipeline, batch=item, stopped_tables=stopped_tables)
         if time.monotonic() - observed_at >= OBSERVE_EVERY_SECONDS:
-            _observe(context, names=names, pipeline=pipeline, tables=tables)
+            _observe(context, names=names, binlake=binlake, pipeline=pipeline, tables=tables)
             observed_at = time.monotonic()
 
 
@@ -188,11 +193,24 @@ def _record_batch(
     )
 
 
-def _observe(context: dg.OpExecutionContext, *, names: PipelineNames, pipeline: Pipeline, tables: list[str]) -> None:
-    """Every table's lag and offset, so freshness holds for tables that had no change."""
+def _observe(
+    context: dg.OpExecutionContext, *, names: PipelineNames, binlake: BinlakeResource, pipeline: Pipeline,
+    tables: list[str],
+) -> None:
+    """Every table's lag and offset, so freshness holds for tables that had no change, and the cheap health
+    checks the micro-batch step evaluates, so a follow run's tables are watched as closely."""
     with engine_errors("reading the pipeline status", context.log):
         statuses = {status.table: status for status in pipeline.status()}
         state = pipeline.read_state()
     for record in batch_records(names=names, pipeline=pipeline, batch=BatchSummary(), tables=tables,
                                 statuses=statuses, state=state, now=time.time()):
         context.log_event(record.event())
+    by_key = {names.table_key(table): table for table in tables}
+    check_keys = {
+        dg.AssetCheckKey(key, check) for key in by_key for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)
+    }
+    results = health_results(
+        log=context.log, binlake=binlake, pipeline=pipeline, by_key=by_key, statuses=statuses, check_keys=check_keys
+    )
+    for evaluation in health_evaluations(results):
+        context.log_event(evaluation)  # type: ignore[arg-type]  # accepted at run time; the hint lags

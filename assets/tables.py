@@ -520,7 +520,7 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
         check_keys = set(context.selected_asset_check_keys)
         if check_keys:
             yield from health_results(
-                context=context, binlake=binlake, pipeline=pipeline, by_key=by_key, statuses=statuses,
+                log=context.log, binlake=binlake, pipeline=pipeline, by_key=by_key, statuses=statuses,
                 check_keys=check_keys,
             )
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import dagster as dg
 
+from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import scan_rows, source_rows
 from tests.dagster.conftest import Shop
@@ -48,6 +49,23 @@ def test_follow_job_applies_changes_and_records_them(shop: Shop, instance: dg.Da
     observed = {event.asset_observation_data.asset_observation.asset_key
                 for event in result.get_asset_observation_events()}
     assert observed == {shop.names.table_key(table) for table in shop.tables}
+    # The micro-batch step's cheap checks, evaluated by the follow run too, and on record for the UI.
+    evaluations = {
+        (event.asset_check_evaluation_data.asset_key, event.asset_check_evaluation_data.check_name):
+            event.asset_check_evaluation_data
+        for event in result.all_events if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    }
+    assert set(evaluations) == {
+        (shop.names.table_key(table), check) for table in shop.tables
+        for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)
+    }
+    assert all(evaluation.passed for evaluation in evaluations.values())
+    consistency = evaluations[(shop.names.table_key(orders), CONSISTENCY_CHECK)]
+    assert consistency.severity == dg.AssetCheckSeverity.ERROR
+    recorded = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(shop.names.table_key(orders), LAG_CHECK), limit=1
+    )
+    assert recorded and recorded[0].run_id == result.run_id
     for table in (orders, order_lines):
         assert len(scan_rows(pipeline.table_path(table))) == len(source_rows(shop.server, table))
     lines = sorted(scan_rows(pipeline.table_path(order_lines), ["order_id", "line_no", "qty"]))

@@ -966,8 +966,9 @@ def columns_after_ddl(
     """
     from pymysqlreplication.row_event import TableMapEvent
 
-    # Every event, so that a compressed DDL (log_bin_compress) is read too.
-    stream = _open_stream(source, position, events=None, tables=[table.table])
+    # Every event, so that a compressed DDL (log_bin_compress) is read too; on the server that wrote the
+    # position, since a file of the same name elsewhere holds other events.
+    stream = _open_stream(source, position, events=None, tables=[table.table], server=position.server)
     name = table.table.name
     try:
         for seen, event in enumerate(stream):

@@ -123,7 +123,7 @@ def table_runways(
 
     def created_at(log_file: str) -> dt.datetime | None:
         if log_file not in created:
-            created[log_file] = _file_created_at(source, log_file)
+            created[log_file] = _file_created_at(source, log_file, server=server)
         return created[log_file]
 
     oldest_created = created_at(names[0]) if names and positions else None
@@ -176,11 +176,19 @@ def file_created_at(pipeline: PipelineView, log_file: str) -> dt.datetime | None
     return _file_created_at(pipeline.config.source, log_file)
 
 
-def _file_created_at(source: SourceConfig, log_file: str) -> dt.datetime | None:
+def _file_created_at(
+    source: SourceConfig, log_file: str, *, server: ServerIdentity | None = None
+) -> dt.datetime | None:
+    """With `server`, the probe's connection must reach that server: a file of the same name on another
+    server (after a failover behind one address) was created at another time."""
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import FormatDescriptionEvent
 
+    checked = None if server is None else mysql.identity_checked(
+        server, role="binlog probe", host=f"{source.host}:{source.port}"
+    )
     stream = BinLogStreamReader(
+        pymysql_wrapper=checked,
         connection_settings=mysql.connection_settings(source),
         server_id=probe_server_id(source.server_id),
         resume_stream=True,

@@ -18,13 +18,14 @@ import pymysql
 import pytest
 
 from cdc_lib import source as mysql
-from cdc_lib.binlog import _open_stream
+from cdc_lib.binlog import _open_stream, columns_after_ddl
 from cdc_lib.config import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import MissingGrantError, ServerMismatchError
 from cdc_lib.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.runway import table_runways
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.watermarks import consistent_low_watermark, racing_ddl
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
@@ -261,6 +262,27 @@ def test_a_reconnect_of_the_binlog_stream_is_checked_too(mariadb, own_mariadb, d
         assert "server_id 31" in raised.value.actual
     finally:
         stream.close()
+
+
+def test_the_binlog_probes_refuse_another_server_too(mariadb, own_mariadb, database, make_config, proxy) -> None:
+    """Reading the columns after a DDL and a binlog file's creation time open binlog connections of their own;
+    behind a switched address they would read another server's file of the same name."""
+    table = make_items(mariadb, database, 3)
+    config = through(make_config([table]), proxy)
+    with mysql.source_connection(config.source) as connection:
+        schema = mysql.describe_table(connection, TableRef.parse(table))
+        sql(mariadb, f"ALTER TABLE {table} ADD COLUMN note VARCHAR(12) NULL")
+        start = mysql.current_position(connection)  # right after the DDL
+        logs = mysql.binary_logs(connection)
+    sql(mariadb, f"INSERT INTO {table} (id, qty, note) VALUES (1007, 7, 'after')")
+    assert columns_after_ddl(config.source, schema, start) == [*schema.column_names, "note"]
+    assert start.server is not None
+    proxy.target_port = own_mariadb.port
+    with pytest.raises(ServerMismatchError, match="server_id 31"):
+        columns_after_ddl(config.source, schema, start)
+    with mysql.source_connection(dataclasses.replace(config.source, port=mariadb.port)) as connection:
+        with pytest.raises(ServerMismatchError, match="server_id 31"):
+            table_runways(config.source, connection, {table: start}, logs=logs, server=start.server)
 
 
 def test_a_server_with_the_same_server_id_is_told_apart(mariadb, own_mariadb, make_config) -> None:

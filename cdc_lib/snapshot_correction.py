@@ -9,14 +9,11 @@ key-changing UPDATE: the key did not exist at L).
 
 Data flow: the binlog [L, H] of this one table, read with the sync's own stream, decoder and row fold
 (`cdc_lib.binlog`, so values are decoded exactly as the sync decodes them) → refuse a TRUNCATE or DDL of the
-table in that stretch (`SnapshotWindowError`: no replay can make such a snapshot exact) → history only: the first
-image per key → one idempotent Delta MERGE, SetTransaction = the snapshot's app id + the version after the
-waves' (on record in the snapshot document before the commit), that removes each such key's wave row and inserts
-its row at L when it existed.
-
-Memory: one row image per distinct key changed between L and H (a dict), like a micro-batch's fold of the same
-stretch without spilling; `snapshot.rows_per_chunk` does not bound it, the source's write rate over the snapshot's
-duration does (docs/snapshots.md "Table modes").
+table in that stretch (`SnapshotWindowError`: no replay can make such a snapshot exact) → history only: every
+row image of the stretch, in binlog order, staged to Parquet in parts (`RowImages`; memory stays bounded by a
+part, as `cdc_lib.spill` bounds a huge transaction) → Spark keeps each key's first → one idempotent Delta MERGE,
+SetTransaction = the snapshot's app id + the version after the waves' (on record in the snapshot document before
+the commit), that puts each such key back to its row at L, or removes it when it had none.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +45,7 @@ from cdc_lib.errors import BinlakeError
 from cdc_lib.events import Row, TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.mysql_errors import ReadingBinlog, mysql_error
+from cdc_lib.offsets import utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.snapshot_documents import Correction, DocumentHandle, SnapshotDocument, snapshot_application
@@ -59,8 +57,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("binlake")
 
-#: Records handed to Spark per staged part (the staged Parquet files, not the dict, are what Spark reads).
+#: Row images held in memory before they are written out as one staged Parquet part.
 _PART_ROWS = 50_000
+#: The staged images' order in the binlog: a key's first image is its row at the first low watermark.
+_ORDINAL = "_binlake_ordinal"
+#: Op of a staged image: `r` the key's row before this change, `a` the key had no row before it.
+_ROW, _ABSENT = "r", "a"
 
 
 class SnapshotWindowError(BinlakeError):
@@ -69,53 +71,66 @@ class SnapshotWindowError(BinlakeError):
 
 
 @dataclass
-class FirstImages(TableChanges):
-    """Per key, its row before its first change in the stretch read; None when the key did not exist then.
+class RowImages(TableChanges):
+    """Each row event's image of the row BEFORE the change, per key, in binlog order: `r` rows (an UPDATE's
+    before-image, a DELETE's row), `a` rows (an INSERT, the arriving key of a key-changing UPDATE: no row before).
 
-    A row fold like the sync's (`cdc_lib.binlog._fold_rows` feeds it), but it keeps the FIRST image of a key
-    instead of the last. With `collect` False it keeps nothing (a soft-delete table only needs the scan's checks).
+    A row fold like the sync's (`cdc_lib.binlog._fold_rows` feeds it). The images go to `staged` (Parquet parts of
+    `_PART_ROWS`), never all in memory; without `staged` nothing is kept (a soft-delete table only needs the scan's
+    checks).
     """
 
-    collect: bool = True
-    first: dict[Row, Row | None] = field(default_factory=dict)
+    staged: delta_sink.StagedChanges | None = None
+    images: int = 0
+    buffer: list[tuple[Any, ...]] = field(default_factory=list)
 
     def insert(self, row: Row) -> None:
-        if self.collect:
-            self.first.setdefault(self._key(row), None)  # a storage engine inserts only where no row is
+        self._add(row, _ABSENT)  # a storage engine inserts only where no row is
 
     def update(self, before: Row, after: Row) -> None:
-        if not self.collect:
-            return
-        old_key, new_key = self._key(before), self._key(after)
-        self.first.setdefault(old_key, before)
-        if new_key != old_key:
-            self.first.setdefault(new_key, None)  # moved onto a key that was free until then
+        self._add(before, _ROW)
+        if self._key(after) != self._key(before):
+            self._add(after, _ABSENT)  # moved onto a key that was free until then
 
     def delete(self, row: Row) -> None:
-        if self.collect:
-            self.first.setdefault(self._key(row), row)
+        self._add(row, _ROW)
+
+    def _add(self, row: Row, operation: str) -> None:
+        if self.staged is None:
+            return
+        self.buffer.append((*row, self.images, operation))
+        self.images += 1
+        if len(self.buffer) >= _PART_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.staged is not None and self.buffer:
+            self.staged.add(self.buffer)
+            self.buffer = []
 
 
 @dataclass(frozen=True)
 class WindowScan:
     """What the binlog between a snapshot's watermarks holds for its table."""
 
-    first: dict[Row, Row | None]
+    #: Row images staged (0 without `staged`).
+    images: int
     events: int
     seconds: float
 
 
 def scan_window(
-    source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *, collect: bool
+    source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *,
+    staged: delta_sink.StagedChanges | None = None,
 ) -> WindowScan:
-    """Read the binlog from `low` to `high` for one table: its first row image per key (with `collect`).
+    """Read the binlog from `low` to `high` for one table; stage its row images (`RowImages`) into `staged`.
 
     Raises:
         SnapshotWindowError: a TRUNCATE, a DDL or an event binlake cannot apply touched the table in the stretch.
     """
     name = schema.table.name
     decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates)
-    images = FirstImages(decoder.key_positions, collect=collect)
+    images = RowImages(decoder.key_positions, staged=staged)
     started = time.monotonic()
     events = 0
     # Every event type (the closed world): a compressed statement or an unknown event is classified, not skipped.
@@ -128,7 +143,8 @@ def scan_window(
         raise mysql_error(exc, source, ReadingBinlog(low)) from None
     finally:
         stream.close()
-    return WindowScan(first=images.first, events=events, seconds=time.monotonic() - started)
+    images.flush()
+    return WindowScan(images=images.images, events=events, seconds=time.monotonic() - started)
 
 
 def _events_up_to(stream: Any, low: BinlogPosition, high: BinlogPosition) -> Iterator[tuple[Any, BinlogPosition]]:
@@ -145,7 +161,7 @@ def _events_up_to(stream: Any, low: BinlogPosition, high: BinlogPosition) -> Ite
 
 
 def _scan_event(
-    stream: Any, event: Any, position: BinlogPosition, name: str, decoder: TableDecoder, images: FirstImages
+    stream: Any, event: Any, position: BinlogPosition, name: str, decoder: TableDecoder, images: RowImages
 ) -> None:
     code = event.event_type
     kind = handling_of(code, event.packet.flags)
@@ -197,7 +213,8 @@ def _refuse(name: str, what: str) -> None:
 
 
 def finish_mode_snapshot(
-    context: PipelineContext, handle: DocumentHandle, document: SnapshotDocument, *, before_commit: Any = None
+    context: PipelineContext, handle: DocumentHandle, document: SnapshotDocument, *,
+    before_commit: Callable[[], None] | None = None,
 ) -> None:
     """Scan the binlog between the watermarks (and correct a history table), then mark the snapshot complete.
 
@@ -218,54 +235,82 @@ def finish_mode_snapshot(
     correction = document.correction
     application = snapshot_application(context, name, document.snapshot_id)
     path = context.table_path(name)
-    committed = _committed_version(context, path, application, correction.txn_version)
+    committed = _committed_correction(context, path, application, correction.txn_version)
     if committed is not None:
         # A run died after the commit and before the document recorded it: the commit is not made twice.
-        log.warning("snapshot of %s: correction commit found in the Delta log (version %d)", name, committed)
-        correction.delta_version = committed
+        log.warning("snapshot of %s: correction commit found in the Delta log (version %d)", name,
+                    committed.delta_version)
+        correction.delta_version, correction.keys = committed.delta_version, int(committed.metadata.get("keys", 0))
     elif not correction.done:
-        try:
-            scan = scan_window(context.config.source, schema, document.low, document.high, collect=history)
-        except SnapshotWindowError as exc:
-            document.refused = exc.cause
-            handle.save()
-            raise
-        log.info("snapshot of %s: %d binlog events between %s and %s read in %.1fs, %d keys changed", name,
-                 scan.events, document.low, document.high, scan.seconds, len(scan.first))
-        correction.keys = len(scan.first)
-        if history and scan.first:
-            if before_commit is not None:
-                before_commit()
-            correction.delta_version = _correct_history(context, schema, document, scan.first, application)
-            failpoint("after_snapshot_correction_commit")
+        if history:
+            spark = context.spark()
+            with delta_sink.StagedChanges(spark, schema, ((_ORDINAL, "bigint"),)) as staged:
+                scan = _scan(context, handle, schema, document, staged)
+                if scan.images:
+                    if before_commit is not None:
+                        before_commit()
+                    correction.delta_version, correction.keys = _correct_history(
+                        context, schema, document, staged, application
+                    )
+                    failpoint("after_snapshot_correction_commit")
+        else:
+            _scan(context, handle, schema, document, None)
     correction.done = True
     document.refused = None
     document.status = "complete"
-    document.finished_at = dt.datetime.now(dt.UTC).isoformat()
+    document.finished_at = utc_now().isoformat()
     handle.save()
 
 
-def _committed_version(context: PipelineContext, path: str, application: str, txn_version: int) -> int | None:
+def _scan(
+    context: PipelineContext, handle: DocumentHandle, schema: TableSchema, document: SnapshotDocument,
+    staged: delta_sink.StagedChanges | None,
+) -> WindowScan:
+    """The scan of [first low, last high]; a refusal is put on record (the sync reports it) before it is raised."""
+    try:
+        scan = scan_window(context.config.source, schema, document.low, document.high, staged=staged)
+    except SnapshotWindowError as exc:
+        document.refused = exc.cause
+        handle.save()
+        raise
+    log.info("snapshot of %s: %d binlog events between %s and %s read in %.1fs, %d row images", document.table,
+             scan.events, document.low, document.high, scan.seconds, scan.images)
+    return scan
+
+
+def _committed_correction(
+    context: PipelineContext, path: str, application: str, txn_version: int
+) -> delta_log.BinlakeCommit | None:
     tail = delta_log.read_log_tail(path, application=application, storage=context.sink)
     commit = tail.last_binlake_commit if tail is not None else None
     if commit is None or commit.txn_version < txn_version or commit.metadata.get("step") != "correction":
         return None
-    return commit.delta_version
+    return commit
 
 
 def _correct_history(
-    context: PipelineContext, schema: TableSchema, document: SnapshotDocument, first: dict[Row, Row | None],
+    context: PipelineContext, schema: TableSchema, document: SnapshotDocument, staged: delta_sink.StagedChanges,
     application: str,
-) -> int:
+) -> tuple[int, int]:
     """One MERGE: each changed key's wave row is replaced by its row at the first low watermark, or removed when
-    the key did not exist then. Every row of a chunked snapshot is its key's only version, so the key matches."""
+    the key had no row then; a key the waves did not read gets that row inserted. Every row of a chunked snapshot
+    is its key's only version, so the key alone matches. Returns the commit's Delta version and the keys."""
     from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     spark = context.spark()
     path = context.table_path(document.table)
     assert document.correction is not None and document.snapshot_time is not None
     moment = timestamp_micros(dt.datetime.fromisoformat(document.snapshot_time))
     operation = delta_sink.OPERATION_COLUMN
+    keys = [F.col(f"`{key}`") for key in schema.primary_key]
+    first_image = Window.partitionBy(*keys).orderBy(F.col(_ORDINAL))
+    first = (
+        staged.frame().withColumn("_binlake_rank", F.row_number().over(first_image))
+        .where(F.col("_binlake_rank") == 1).drop("_binlake_rank", _ORDINAL)
+    )
+    key_count = first.count()
     key_condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
     data: dict[str, str | Column] = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
     opened: dict[str, str | Column] = {
@@ -274,33 +319,18 @@ def _correct_history(
     }
     metadata = {
         "pipeline": context.config.pipeline, "table": document.table, "snapshot_id": document.snapshot_id,
-        "step": "correction", "keys": len(first), "snapshot_low": document.low.to_json(),
+        "step": "correction", "keys": key_count, "snapshot_low": document.low.to_json(),
         "snapshot_high": document.high.to_json(), "mode": document.mode, "consistent": False,
     }
-    with delta_sink.StagedChanges(spark, schema) as staged:
-        part: list[tuple[Any, ...]] = []
-        for key, row in first.items():
-            part.append((*row, "r") if row is not None else (*_key_placeholder(schema, key), "a"))
-            if len(part) >= _PART_ROWS:
-                staged.add(part)
-                part = []
-        staged.add(part)
-        builder = (
-            DeltaTable.forPath(spark, path).alias("t").merge(staged.frame().alias("s"), key_condition)
-            .whenMatchedDelete(condition=f"s.`{operation}` = 'a'")
-            .whenMatchedUpdate(set=data)
-            .whenNotMatchedInsert(condition=f"s.`{operation}` = 'r'", values=opened)
-        )
-        with delta_sink._IdempotentCommit(spark, application, document.correction.txn_version, metadata):
-            builder.execute()
-    return delta_log.version_of(path, application, document.correction.txn_version, context.sink)
+    builder = (
+        DeltaTable.forPath(spark, path).alias("t").merge(first.alias("s"), key_condition)
+        .whenMatchedDelete(condition=f"s.`{operation}` = '{_ABSENT}'")
+        .whenMatchedUpdate(set=data)
+        .whenNotMatchedInsert(condition=f"s.`{operation}` = '{_ROW}'", values=opened)
+    )
+    with delta_sink._IdempotentCommit(spark, application, document.correction.txn_version, metadata):
+        builder.execute()
+    return delta_log.version_of(path, application, document.correction.txn_version, context.sink), key_count
 
 
-def _key_placeholder(schema: TableSchema, key: Row) -> list[Any]:
-    row: list[Any] = [None] * len(schema.columns)
-    for name, value in zip(schema.primary_key, key, strict=True):
-        row[schema.column_names.index(name)] = value
-    return row
-
-
-__all__ = ["FirstImages", "SnapshotWindowError", "WindowScan", "finish_mode_snapshot", "scan_window"]
+__all__ = ["RowImages", "SnapshotWindowError", "WindowScan", "finish_mode_snapshot", "scan_window"]

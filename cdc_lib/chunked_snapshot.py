@@ -1,4 +1,4 @@
-"""A mirror table's snapshot in chunks of its primary key, written wave by wave, resumable (docs/snapshots.md).
+"""A table's first snapshot in chunks of its primary key, written wave by wave, resumable (docs/snapshots.md).
 
 Data flow: first low watermark + schema → plan (chunk predicates, `cdc_lib.snapshot.plan_snapshot_chunks`)
 → the snapshot document (`cdc_lib.snapshot_documents`) taken with the table lease → per wave: low watermark,
@@ -7,11 +7,16 @@ one Spark JDBC job over up to `snapshot.chunks_per_wave` chunks (one task each),
 watermark, the document saved → complete → installed into the pipeline state by whoever holds the pipeline
 lease (this run when it can take it at once, else the next sync batch).
 
+Soft-delete and history tables (docs/table-modes.md): the waves carry the mode's columns, and between the last
+wave and `complete` the binlog between the watermarks is checked, and a history table corrected to its rows as
+of the first low watermark (`cdc_lib.snapshot_correction`).
+
 The pipeline lease is not held while chunks are read: the sync goes on with every other table meanwhile.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 import uuid
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_lib import delta_sink
+from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.errors import ConcurrentRunError, SchemaChangeError
@@ -30,6 +35,7 @@ from cdc_lib.offsets import utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot import plan_snapshot_chunks, read_table, zero_date_in
+from cdc_lib.snapshot_correction import finish_mode_snapshot
 from cdc_lib.snapshot_documents import (
     DocumentHandle,
     SnapshotDocument,
@@ -60,11 +66,14 @@ def run_chunked_snapshot(
     progress: ProgressListener | None = None,
     restart: bool = False,
 ) -> ChunkedOutcome:
-    """Snapshot (or resume, or finish) one mirror table under its table lease; return its complete document.
+    """Snapshot (or resume, or finish) one table under its table lease; return its complete document.
+
+    A mirror table, or the first snapshot of a soft-delete or history table (`cdc_lib.snapshot_tables` decides).
 
     Raises:
         SnapshotInProgressError: another live runner holds the table's lease.
         LeaseLostError: the lease was lost while the snapshot ran; nothing more was written.
+        SnapshotWindowError: a TRUNCATE or DDL of a soft-delete or history table between the watermarks.
     """
     name = ref.name
     started = time.monotonic()
@@ -81,7 +90,8 @@ def run_chunked_snapshot(
             "expires (the snapshot resumes where it stopped)",
             table=name,
         )
-    document = _resumable(connection, ref, existing, restart=restart)
+    document = _resumable(connection, ref, existing, restart=restart,
+                          mode=context.config.sink.mode_for(name))
     if document is not None:
         handle.take(document, token)
         if adopt_committed_waves(context, connection, document):
@@ -97,9 +107,12 @@ def run_chunked_snapshot(
         with Heartbeat(handle.renew, lease_seconds=context.config.offsets.lease_seconds,
                        what=f"the snapshot of {name}") as heartbeat:
             _report(progress, document, started, resumed)
-            while document.status == "running":
+            while document.status == "running" and document.chunks_done < len(document.plan):
                 _run_wave(context, connection, handle, heartbeat, document)
                 _report(progress, document, started, resumed)
+            if document.status == "running":
+                # Every chunk is in Delta: a soft-delete or history table's step before `complete`.
+                finish_mode_snapshot(context, handle, document, before_commit=lambda: _before_commit(heartbeat))
     except ConcurrentRunError as exc:
         raise LeaseLostError(
             f"the lease of the snapshot of {name} was taken over ({exc.cause}); nothing more is written",
@@ -112,8 +125,14 @@ def run_chunked_snapshot(
     return ChunkedOutcome(document=document, seconds=time.monotonic() - started, chunks_resumed=resumed)
 
 
+def _before_commit(heartbeat: Heartbeat) -> None:
+    heartbeat.beat()  # renew now, so a takeover since the last beat is seen before the commit
+    heartbeat.check()
+
+
 def _resumable(
-    connection: pymysql.connections.Connection, ref: TableRef, existing: SnapshotDocument | None, *, restart: bool
+    connection: pymysql.connections.Connection, ref: TableRef, existing: SnapshotDocument | None, *, restart: bool,
+    mode: str,
 ) -> SnapshotDocument | None:
     """The unfinished (or complete, not installed) snapshot to go on with; None to start a new one."""
     if existing is None or existing.status == "abandoned":
@@ -124,6 +143,10 @@ def _resumable(
         return None
     if existing.status == "complete":
         return existing
+    if existing.mode != mode:
+        log.warning("snapshot of %s: the table's mode is now %s, snapshot %s was taken in %s: STARTING OVER",
+                    ref.name, mode, existing.snapshot_id, existing.mode)
+        return None
     current = mysql.describe_table(connection, ref)
     if current.to_json() != existing.schema:
         log.warning("snapshot of %s: the table's schema changed since snapshot %s began (%d/%d chunks done): "
@@ -138,11 +161,14 @@ def _new_document(
     # The first low watermark and the schema the table is read with, pinned to each other.
     low, schema = consistent_low_watermark(connection, ref)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
+    mode = context.config.sink.mode_for(ref.name)
+    # A soft-delete or history table stamps its snapshot with the server's clock (the binlog's) at the low mark.
+    snapshot_time = server_time(connection).isoformat() if mode != "mirror" else None
     plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=context.config.snapshot.chunk_rows())
     document = SnapshotDocument(
         table=ref.name, snapshot_id=uuid.uuid4().hex[:12], status="running", low=low, schema=schema.to_json(),
-        plan=plan.predicates, plan_method=plan.method, rows_estimated=plan.rows_estimated, mode="mirror",
-        started_at=utc_now().isoformat(),
+        plan=plan.predicates, plan_method=plan.method, rows_estimated=plan.rows_estimated, mode=mode,
+        started_at=utc_now().isoformat(), snapshot_time=snapshot_time,
     )
     log.info("snapshot %s of %s: %d chunks (%s), about %d rows, from %s", document.snapshot_id, ref.name,
              len(plan.predicates), plan.method, plan.rows_estimated, low, extra=about_table(ref.name))
@@ -170,6 +196,11 @@ def _run_wave(
     low = mysql.current_position(connection)
     schema = TableSchema.from_json(TableRef.parse(name), document.schema)
     frame = read_table(spark, context.config.source, schema, document.plan[first:end])
+    moded = document.mode != "mirror"
+    if moded:
+        assert document.snapshot_time is not None
+        frame = mode_sink.with_mode_columns(frame, document.mode, dt.datetime.fromisoformat(document.snapshot_time),
+                                            0)
     application = snapshot_application(context, name, document.snapshot_id)
     metadata = {
         "pipeline": context.config.pipeline, "table": name, "snapshot_id": document.snapshot_id, "wave": number,
@@ -177,17 +208,18 @@ def _run_wave(
         "snapshot_low": document.low.to_json(), "end": document.low.to_json(), "schema": document.schema,
         # Readers of the Delta log: the table is not yet the source at any position (docs/snapshots.md).
         "consistent": False,
+        **({"mode": document.mode} if moded else {}),
     }
     path = context.table_path(name)
     failpoint("before_snapshot_wave_commit")
-    heartbeat.beat()  # renew now, so a takeover since the last beat is seen before the commit
-    heartbeat.check()
+    _before_commit(heartbeat)
     try:
         if number == 1:
             version = delta_sink.write_snapshot(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
                 storage=context.sink, deletion_vectors=context.config.sink.deletion_vectors_for(name),
-                change_data_feed=context.config.sink.change_data_feed_for(name),
+                # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
+                change_data_feed=context.config.sink.change_data_feed_for(name) and not moded,
             )
         else:
             version = delta_sink.append_snapshot_wave(
@@ -207,7 +239,7 @@ def _run_wave(
     document.waves.append(Wave(number=number, first_chunk=first, end_chunk=end, rows=rows, low=low, high=high,
                                delta_version=version))
     _check_schema_unchanged(connection, handle, document)
-    if end >= len(document.plan):
+    if end >= len(document.plan) and not document.needs_correction:
         document.status = "complete"
         document.finished_at = utc_now().isoformat()
     handle.save()
@@ -237,6 +269,12 @@ def _check_schema_unchanged(
     )
 
 
+def server_time(connection: pymysql.connections.Connection) -> dt.datetime:
+    """The source server's clock (UTC), the clock of the binlog's commit timestamps."""
+    ((now,),) = mysql.query(connection, "SELECT UTC_TIMESTAMP(6)")
+    return now.replace(tzinfo=dt.UTC)  # type: ignore[no-any-return]
+
+
 def _report(
     progress: ProgressListener | None, document: SnapshotDocument, started: float, resumed: int
 ) -> None:
@@ -249,4 +287,4 @@ def _report(
         elapsed_seconds=time.monotonic() - started, chunks_resumed=resumed, rows_resumed=resumed_rows,
     ))
 
-__all__ = ["ChunkedOutcome", "run_chunked_snapshot"]
+__all__ = ["ChunkedOutcome", "run_chunked_snapshot", "server_time"]

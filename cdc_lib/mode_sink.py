@@ -9,8 +9,9 @@ one MERGE closes current versions (source rows tagged `c`, matched on key and `_
 inserts the new ones (rows tagged `i`, which the merge condition never matches): the "staged union".
 
 Both carry the SetTransaction of `delta_sink._IdempotentCommit`, so a replay after a crash writes nothing
-twice. The first snapshot of a table is an overwrite with the mode's columns; a re-snapshot of a table
-already in that mode is a MERGE that keeps what the mode keeps (docs/table-modes.md).
+twice. The first snapshot of a table is written with the mode's columns (`with_mode_columns`): chunked, by
+`cdc_lib.chunked_snapshot`; a re-snapshot of a table already in that mode is a one-shot MERGE that keeps what the
+mode keeps (`write_mode_snapshot`, docs/table-modes.md).
 """
 
 from __future__ import annotations
@@ -287,23 +288,10 @@ def write_mode_snapshot(
     get a new version (history); unchanged rows are left alone.
     """
     storage = storage or storage_for(path)
-    tail = (
-        delta_sink.read_log_tail(path, application=application, storage=storage)
-        if delta_sink.table_exists(path, storage=storage) else None
-    )
-    last = tail.last_binlake_commit if tail is not None else None
     metadata = {**metadata, "mode": mode}
-    if tail is None:
-        existing_mode = None
-    elif last is not None:
-        existing_mode = mode_of_commit(last.metadata)
-    else:
-        # No binlake commit among the latest ones (other writers, maintenance): the columns tell, so that a
-        # table's history is never overwritten by mistake.
-        existing_mode = _mode_by_columns(spark.read.format("delta").load(path).columns)
-    if existing_mode != mode:
+    if existing_mode(spark, path, application=application, storage=storage) != mode:
         return delta_sink.write_snapshot(
-            spark, _with_mode_columns(frame, mode, snapshot_time, txn_version), path, application=application,
+            spark, with_mode_columns(frame, mode, snapshot_time, txn_version), path, application=application,
             txn_version=txn_version, metadata=metadata, storage=storage, deletion_vectors=deletion_vectors,
         )
     _add_new_columns(spark, path, schema)
@@ -317,13 +305,33 @@ def write_mode_snapshot(
     return delta_sink._version_of(path, application, txn_version, storage)
 
 
+def existing_mode(spark: SparkSession, path: str, *, application: str, storage: SinkStorage) -> str | None:
+    """The mode the Delta table at `path` was written in; None when there is no table.
+
+    A snapshot of a table already in the configured mode is a repair MERGE that keeps its tombstones or history
+    (`write_mode_snapshot`); any other is a fresh start (`cdc_lib.snapshot_tables` chunks those).
+    """
+    if not delta_sink.table_exists(path, storage=storage):
+        return None
+    tail = delta_sink.read_log_tail(path, application=application, storage=storage)
+    last = tail.last_binlake_commit if tail is not None else None
+    if last is not None:
+        return mode_of_commit(last.metadata)
+    # No commit of the table's own app id among the latest ones (a chunked snapshot's waves carry their own;
+    # other writers, maintenance): the columns tell, so that a table's history is never overwritten by mistake.
+    return _mode_by_columns(spark.read.format("delta").load(path).columns)
+
+
 def _mode_by_columns(columns: list[str]) -> str:
     if IS_CURRENT in columns:
         return "history"
     return "soft_delete" if DELETED_AT in columns else "mirror"
 
 
-def _with_mode_columns(frame: DataFrame, mode: str, snapshot_time: dt.datetime, txn_version: int) -> DataFrame:
+def with_mode_columns(frame: DataFrame, mode: str, snapshot_time: dt.datetime, txn_version: int) -> DataFrame:
+    """A snapshot's rows with the mode's columns: live (soft delete), or each key's first, current version
+    valid from `snapshot_time` with sequence `txn_version << 32` (history). A chunked snapshot's waves take
+    sequence 0: every later batch's sequence is above it."""
     from pyspark.sql import functions as F
 
     null_time = F.lit(None).cast("timestamp")
@@ -418,4 +426,4 @@ def _resnapshot_history(
         builder.execute()
 
 
-__all__ = ["merge_mode_changes", "write_mode_snapshot"]
+__all__ = ["existing_mode", "merge_mode_changes", "with_mode_columns", "write_mode_snapshot"]

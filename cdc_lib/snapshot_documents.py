@@ -102,6 +102,30 @@ class Wave:
 
 
 @dataclass(kw_only=True)
+class Correction:
+    """The step after the last wave of a soft-delete or history table (`cdc_lib.snapshot_correction`): the binlog
+    between the first low and the last high watermark is checked (and, for history, each key it changed is put
+    back to its row as of the first low watermark in one Delta commit). On record before that commit is made, so a
+    run that dies after the commit finds it in the Delta log by `txn_version` and does not make it twice."""
+
+    #: SetTransaction version of the correction commit (the snapshot's app id), right after the last wave's.
+    txn_version: int
+    #: Keys changed between the watermarks (history: put back to their row at the first low watermark).
+    keys: int = 0
+    delta_version: int | None = None
+    done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Correction:
+        version = data.get("delta_version")
+        return cls(txn_version=int(data["txn_version"]), keys=int(data.get("keys", 0)),
+                   delta_version=None if version is None else int(version), done=bool(data.get("done", False)))
+
+
+@dataclass(kw_only=True)
 class SnapshotDocument:
     table: str
     snapshot_id: str
@@ -122,6 +146,17 @@ class SnapshotDocument:
     #: Chunks read by a wave that was written more than once (a resume after a crash before the document
     #: recorded it): the bound on re-reads, for tests and the bench.
     chunks_read: int = 0
+    #: Soft-delete and history tables: the server's clock at `low` (ISO, UTC), a history row's first valid_from.
+    snapshot_time: str | None = None
+    #: Soft-delete and history tables: the step between the last wave and `complete` (None until it begins).
+    correction: Correction | None = None
+    #: Why the snapshot cannot complete (a TRUNCATE or DDL between its watermarks); only a restart helps.
+    refused: str | None = None
+
+    @property
+    def needs_correction(self) -> bool:
+        """Whether the last wave leaves the snapshot running until `cdc_lib.snapshot_correction` has run."""
+        return self.mode != "mirror"
 
     @property
     def chunks_done(self) -> int:
@@ -143,7 +178,8 @@ class SnapshotDocument:
             "rows_estimated": self.rows_estimated, "mode": self.mode, "started_at": self.started_at,
             "lease": None if self.lease is None else self.lease.__dict__,
             "waves": [wave.to_json() for wave in self.waves], "finished_at": self.finished_at,
-            "chunks_read": self.chunks_read,
+            "chunks_read": self.chunks_read, "snapshot_time": self.snapshot_time,
+            "correction": None if self.correction is None else self.correction.to_json(), "refused": self.refused,
         }
 
     @classmethod
@@ -164,6 +200,9 @@ class SnapshotDocument:
             lease=TableLease.from_json(lease) if lease else None,
             waves=[Wave.from_json(wave) for wave in data.get("waves", [])],
             finished_at=data.get("finished_at"), chunks_read=int(data.get("chunks_read", 0)),
+            snapshot_time=data.get("snapshot_time"),
+            correction=Correction.from_json(data["correction"]) if data.get("correction") else None,
+            refused=data.get("refused"),
         )
 
 
@@ -257,6 +296,8 @@ def adopt_committed_waves(
     commit = tail.last_binlake_commit if tail is not None else None
     if commit is None or commit.txn_version <= len(document.waves):
         return False
+    if commit.metadata.get("step") == "correction":
+        return False  # not a wave: the correction step finds its own commit (cdc_lib.snapshot_correction)
     if commit.txn_version != len(document.waves) + 1:
         raise DeltaStateError(
             f"the Delta log of {document.table} has wave {commit.txn_version} of snapshot {document.snapshot_id}, "
@@ -271,7 +312,7 @@ def adopt_committed_waves(
         low=BinlogPosition.from_json(metadata["wave_low"]), high=mysql.current_position(connection),
         delta_version=commit.delta_version, adopted=True,
     ))
-    if document.chunks_done >= len(document.plan):
+    if document.chunks_done >= len(document.plan) and not document.needs_correction:
         document.status = "complete"
         document.finished_at = utc_now().isoformat()
     log.warning("snapshot of %s: wave %d taken from the Delta log", document.table, commit.txn_version)
@@ -341,6 +382,9 @@ def settle_snapshots(
         if document.status == "complete":
             complete.append(document)
             continue
+        if document.refused:
+            in_flight[document.table] = f"snapshot {document.snapshot_id} refused: {document.refused}"
+            continue
         in_flight[document.table] = (
             f"snapshot {document.snapshot_id} in flight: {document.chunks_done}/{len(document.plan)} chunks"
             + ("" if document.lease is not None and not document.lease.free_for("", now)
@@ -376,6 +420,7 @@ def _settle_orphan(
 
 
 __all__ = [
+    "Correction",
     "SnapshotInProgressError", "adopt_committed_waves", "install", "settle_snapshots", "snapshot_application",
     "snapshot_begun",
     "DocumentHandle", "SnapshotDocument", "TableLease", "Wave", "delete_document", "document_name",

@@ -1,10 +1,13 @@
 """Snapshotting tables into Delta and recording each one's watermarks as its offset.
 
-A mirror table is snapshotted in chunks under its own table lease (`cdc_lib.chunked_snapshot`), while the
-sync goes on with the other tables; its result is installed into the pipeline state by whoever holds the
-pipeline lease (this run, when it can take it at once; else the next sync batch). docs/snapshots.md.
+A mirror table, and the first snapshot of a soft-delete or history table (no Delta table yet, one written in
+another mode, or an unfinished chunked snapshot of it), is snapshotted in chunks under its own table lease
+(`cdc_lib.chunked_snapshot`), while the sync goes on with the other tables; its result is installed into the
+pipeline state by whoever holds the pipeline lease (this run, when it can take it at once; else the next sync
+batch). docs/snapshots.md.
 
-A soft-delete or history table is snapshotted in one shot under the pipeline lease (`snapshot_table`): low
+A re-snapshot of a soft-delete or history table already in that mode (a repair that keeps its tombstones or
+history) is taken in one shot under the pipeline lease (`snapshot_table`): low
 watermark (adjusted back before any prepared XA branch) → parallel JDBC read (`cdc_lib.snapshot`) → one
 Delta commit carrying the batch sequence as its SetTransaction version (its rows' history is ordered by
 that sequence) → high watermark → the table's offset starts at the low watermark and the table counts as
@@ -13,7 +16,6 @@ consistent once its offset passes the high one.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 
@@ -23,7 +25,7 @@ from cdc_lib import delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.catalog_registration import register_after_snapshot
-from cdc_lib.chunked_snapshot import ChunkedOutcome, run_chunked_snapshot
+from cdc_lib.chunked_snapshot import ChunkedOutcome, run_chunked_snapshot, server_time
 from cdc_lib.errors import ConcurrentRunError, TableError
 from cdc_lib.faults import failpoint
 from cdc_lib.logs import about_table
@@ -31,7 +33,7 @@ from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
-from cdc_lib.snapshot_documents import SnapshotDocument, settle_snapshots
+from cdc_lib.snapshot_documents import SnapshotDocument, read_document, settle_snapshots
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
 from cdc_lib.table_offsets import reconcile_with_delta
@@ -62,11 +64,11 @@ def snapshot_tables(
         chosen = choose_tables(context.configured_tables(connection), tables)
         schemas = [mysql.describe_table(connection, ref) for ref in chosen]  # refuses a table without a key
         context.sink.check_writable(context.config.sink.path)
-        mirror = [schema for schema in schemas if context.config.sink.mode_for(schema.table.name) == "mirror"]
-        for schema in mirror:
+        chunked = [schema for schema in schemas if _chunked(context, schema.table.name)]
+        for schema in chunked:
             outcome = run_chunked_snapshot(context, connection, schema.table, progress=progress, restart=restart)
             results.append(_finish(context, connection, outcome))
-        moded = [schema for schema in schemas if schema not in mirror]
+        moded = [schema for schema in schemas if schema not in chunked]
         if moded:
             handle = context.handle()
             state = handle.acquire(heartbeat=True)
@@ -79,6 +81,21 @@ def snapshot_tables(
                 handle.release()
     order = [schema.table.name for schema in schemas]
     return sorted(results, key=lambda result: order.index(result.table))
+
+
+def _chunked(context: PipelineContext, name: str) -> bool:
+    """Whether the table is snapshotted in chunks: always a mirror; a soft-delete or history table unless it is
+    already in Delta in that mode with no chunked snapshot of it unfinished (then a one-shot repair MERGE keeps
+    its tombstones or history: `mode_sink.write_mode_snapshot`)."""
+    mode = context.config.sink.mode_for(name)
+    if mode == "mirror":
+        return True
+    document, _ = read_document(context.store, context.config.pipeline, name)
+    if document is not None and document.status != "abandoned":
+        return True  # resume (or --restart) the first snapshot in flight
+    existing = mode_sink.existing_mode(context.spark(), context.table_path(name),
+                                       application=context.application(name), storage=context.sink)
+    return existing != mode
 
 
 def _finish(
@@ -120,12 +137,6 @@ def try_install(
     return True
 
 
-def _server_time(connection: pymysql.connections.Connection) -> dt.datetime:
-    """The source server's clock (UTC), the clock of the binlog's commit timestamps."""
-    ((now,),) = mysql.query(connection, "SELECT UTC_TIMESTAMP(6)")
-    return now.replace(tzinfo=dt.UTC)  # type: ignore[no-any-return]
-
-
 def choose_tables(configured: list[TableRef], tables: list[str] | None) -> list[TableRef]:
     """The configured tables named in `tables`, in that order (all of them when `tables` is empty)."""
     if not tables:
@@ -165,7 +176,7 @@ def snapshot_table(
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
     mode = context.config.sink.mode_for(name)
     # A soft-delete or history table stamps the snapshot with the server's clock, the binlog's clock.
-    snapshot_time = _server_time(connection) if mode != "mirror" else None
+    snapshot_time = server_time(connection) if mode != "mirror" else None
     predicates, _ = partition_predicates(
         connection, schema, context.config.snapshot, default_parallelism=spark.sparkContext.defaultParallelism
     )

@@ -123,7 +123,8 @@ def _dump_seconds(server: LocalMariaDB, database: str, table: str) -> float:
 
 
 def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, server_id: int,
-                  write_stages: bool, codecs: list[str]) -> dict[str, Any]:
+                  write_stages: bool, codecs: list[str], settings: str = "",
+                  spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
     """`repeat` interleaved runs of mysqldump and a warm snapshot of a `rows`-row table, with the step clock."""
     table = f"profile_{rows}"
     connection = server.admin_connection("keepup")
@@ -131,9 +132,15 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
         create_table(connection, table, rows)
     finally:
         connection.close()
-    pipeline = Pipeline(load_config(pipeline_config(work, server.port, f"profile_{rows}", [f"keepup.{table}"],
-                                                    server_id)))
-    pipeline.snapshot()  # warms the JVM and this table's first write: not counted
+    config = pipeline_config(work, server.port, f"profile_{rows}", [f"keepup.{table}"], server_id)
+    if settings:
+        config.write_text(config.read_text() + settings.replace(";", "\n") + "\n")
+    pipeline = Pipeline(load_config(config))
+    for key, value in (spark_conf or {}).items():
+        pipeline.spark().conf.set(key, value)
+    started = time.perf_counter()
+    pipeline.snapshot()  # warms the JVM and this table's first write: not counted, reported apart
+    first_s = time.perf_counter() - started
     dumps: list[float] = []
     walls: list[float] = []
     steps: list[dict[str, float]] = []
@@ -151,7 +158,7 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
     names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
         run.get(name, 0.0) for run in steps))
     figures: dict[str, Any] = {
-        "rows": rows, "chunks": result.chunks, "mysqldump_s": statistics.median(dumps),
+        "rows": rows, "chunks": result.chunks, "first_snapshot_s": first_s, "mysqldump_s": statistics.median(dumps),
         "snapshot_s": statistics.median(walls), "mysqldump_runs": dumps, "snapshot_runs": walls,
         "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
     }
@@ -162,7 +169,7 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
 
 
 def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[str]) -> dict[str, float]:
-    """Median seconds of the snapshot's read (same chunk plan) ended in each sink, one Spark job each."""
+    """Median seconds of the snapshot's read (its chunk plan, all chunks in one Spark job) ended in each sink."""
     from cdc_lib.snapshot import plan_snapshot_chunks, read_table
     from cdc_lib.source import TableRef, describe_table, source_connection
 
@@ -171,7 +178,7 @@ def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[st
     with source_connection(config.source) as connection:
         schema = describe_table(connection, TableRef.parse(name))
         plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=config.snapshot.chunk_rows())
-    predicates = plan.predicates[: config.snapshot.wave_chunks(spark.sparkContext.defaultParallelism)]
+    predicates = plan.predicates  # every chunk in one job: the whole table, as mysqldump reads it
     scratch = Path(config.sink.path) / "_profile_write_stages"
     keys = ",".join(schema.primary_key)
 
@@ -196,7 +203,7 @@ def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[st
                 str(target)), options, target)
     seconds: dict[str, list[float]] = {stage: [] for stage in stages}
     try:
-        for stage, run in stages.items():
+        for run in stages.values():
             run()  # each sink's first job compiles its own code paths: not counted
         for _ in range(repeat):
             for stage, run in stages.items():  # interleaved: the machine's load hits every stage alike
@@ -211,7 +218,8 @@ def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[st
 def print_profile(figures: dict[str, Any]) -> None:
     print(f"\n{figures['rows']:,} rows, {figures['chunks']} chunk(s): snapshot {figures['snapshot_s']:.2f} s, "
           f"mysqldump {figures['mysqldump_s']:.2f} s → {figures['snapshot_vs_mysqldump']:.2f}× "
-          f"(medians of {len(figures['snapshot_runs'])})")
+          f"(medians of {len(figures['snapshot_runs'])}; the first, of a new table, "
+          f"took {figures['first_snapshot_s']:.2f} s)")
     for step, seconds in figures["steps_s"].items():
         print(f"  {step:<48} {seconds:7.3f} s  {100 * seconds / figures['snapshot_s']:5.1f} %")
     stages = figures.get("write_stages_s")
@@ -227,6 +235,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--write-stages", action="store_true", help="also time the write alone, by sink")
     parser.add_argument("--codecs", nargs="*", default=["snappy", "zstd", "lz4"])
+    parser.add_argument("--settings", default="", help="YAML lines added to the pipeline config, split on ';' "
+                        "(e.g. 'snapshot: {rows_per_chunk: 100000}')")
+    parser.add_argument("--spark-conf", nargs="*", default=[], help="key=value session settings for the run")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     arguments = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="binlake-snapshot-profile-"))
@@ -237,7 +248,9 @@ def main() -> None:
         server.execute("CREATE DATABASE keepup")
         for index, rows in enumerate(arguments.rows):
             figures = profile_table(server, work, rows=rows, repeat=arguments.repeat, server_id=7790 + index,
-                                    write_stages=arguments.write_stages, codecs=arguments.codecs)
+                                    write_stages=arguments.write_stages, codecs=arguments.codecs,
+                                    settings=arguments.settings,
+                                    spark_conf=dict(item.split("=", 1) for item in arguments.spark_conf))
             print_profile(figures)
             results.append(figures)
     finally:

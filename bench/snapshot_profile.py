@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ from cdc_lib.pipeline import Pipeline
 USER, PASSWORD = "bench", "bench-pw"
 
 
+@dataclass
+class _Running:
+    started: float
+    #: Seconds spent in steps called from this one (charged to them, not to it).
+    inner: float = 0.0
+
+
 class StepClock:
     """Seconds per named step, each second charged to the innermost step running (main thread only: the
     lease heartbeat thread renews the snapshot document meanwhile, which costs the snapshot nothing)."""
@@ -46,24 +54,24 @@ class StepClock:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self._stack: list[list[Any]] = []  # [step, started, seconds of inner steps]
+        self._stack: list[_Running] = []
 
     def wrap(self, step: str, function: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(function)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if threading.current_thread() is not threading.main_thread():
                 return function(*args, **kwargs)
-            frame = [step, time.perf_counter(), 0.0]
-            self._stack.append(frame)
+            running = _Running(started=time.perf_counter())
+            self._stack.append(running)
             try:
                 return function(*args, **kwargs)
             finally:
                 self._stack.pop()
-                spent = time.perf_counter() - frame[1]
-                self.seconds[step] = self.seconds.get(step, 0.0) + spent - frame[2]
+                spent = time.perf_counter() - running.started
+                self.seconds[step] = self.seconds.get(step, 0.0) + spent - running.inner
                 self.calls[step] = self.calls.get(step, 0) + 1
                 if self._stack:
-                    self._stack[-1][2] += spent
+                    self._stack[-1].inner += spent
 
         return timed
 

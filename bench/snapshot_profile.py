@@ -152,13 +152,17 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
     dumps: list[float] = []
     walls: list[float] = []
     steps: list[dict[str, float]] = []
+    tracker = pipeline.spark().sparkContext.statusTracker()
+    jobs: list[str] = []
     for _ in range(repeat):
         dumps.append(_dump_seconds(server, "keepup", table))
         clock = StepClock()
+        known = set(tracker.getJobIdsForGroup())
         with clock.patched(_engine_steps()):
             started = time.perf_counter()
             result = pipeline.snapshot()[0]
             wall = time.perf_counter() - started
+        jobs = [_job_name(tracker, job) for job in sorted(set(tracker.getJobIdsForGroup()) - known)]
         assert result.rows == rows, (result.rows, rows)
         walls.append(wall)
         clock.seconds["other"] = wall - sum(clock.seconds.values())
@@ -169,11 +173,21 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
         "rows": rows, "chunks": result.chunks, "first_snapshot_s": first_s, "mysqldump_s": statistics.median(dumps),
         "snapshot_s": statistics.median(walls), "mysqldump_runs": dumps, "snapshot_runs": walls,
         "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
+        "spark_jobs_of_last_run": jobs,
     }
     figures["snapshot_vs_mysqldump"] = figures["mysqldump_s"] / figures["snapshot_s"]
     if write_stages:
         figures["write_stages_s"] = _write_stages(pipeline, f"keepup.{table}", repeat=repeat, codecs=codecs)
     return figures
+
+
+def _job_name(tracker: Any, job: int) -> str:
+    """A Spark job's stage names (their call sites: which of Delta's steps ran it)."""
+    info = tracker.getJobInfo(job)
+    if info is None:
+        return f"job {job}"
+    stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
+    return " | ".join(stage.name for stage in stages if stage is not None) or f"job {job}"
 
 
 def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[str]) -> dict[str, float]:
@@ -230,6 +244,9 @@ def print_profile(figures: dict[str, Any]) -> None:
           f"took {figures['first_snapshot_s']:.2f} s)")
     for step, seconds in figures["steps_s"].items():
         print(f"  {step:<48} {seconds:7.3f} s  {100 * seconds / figures['snapshot_s']:5.1f} %")
+    print(f"  Spark jobs of the last run: {len(figures['spark_jobs_of_last_run'])}")
+    for job in figures["spark_jobs_of_last_run"]:
+        print(f"    {job}")
     stages = figures.get("write_stages_s")
     if stages:
         print("  the write alone, by sink:")

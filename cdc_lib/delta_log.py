@@ -262,6 +262,78 @@ def version_of(path: str, application: str, txn_version: int, storage: SinkStora
     return tail.last_binlake_commit.delta_version
 
 
+@dataclass(frozen=True)
+class TableSettings:
+    """A table's newest `metaData.configuration` (its properties) and protocol features (reader and writer)."""
+
+    properties: dict[str, str]
+    features: frozenset[str]
+
+
+def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSettings | None:
+    """The table's properties and protocol features as of its newest version, read without Spark.
+
+    The newest `metaData` and `protocol` actions win: the commits after the last checkpoint are read newest
+    first, then the checkpoint (every checkpoint carries both). What `DESCRIBE DETAIL` reports, at the cost of
+    a listing and a few small reads instead of a Spark job that rebuilds the table's whole state. None when
+    there is no table or its log holds no readable pair (then the caller asks Spark).
+    """
+    storage = storage or storage_for(path)
+    directory = log_dir(path)
+    listing = _list_tail(storage, directory)
+    if listing is None:
+        return None
+    checkpoint = listing.checkpoint
+    floor = checkpoint.version if checkpoint is not None else -1
+    found: dict[str, dict[str, Any]] = {}
+    for version in listing.commits:
+        if version <= floor or len(found) == 2:
+            break
+        for line in storage.read_text(f"{directory}/{version:020d}.json").split("\n"):
+            if '"metaData"' in line or '"protocol"' in line:
+                action = json.loads(line)
+                for kind in ("metaData", "protocol"):
+                    if kind in action:
+                        found.setdefault(kind, action[kind])
+    if len(found) < 2 and checkpoint is not None:
+        for name in checkpoint.files:
+            content = storage.read_bytes(f"{directory}/{name}")
+            for kind, action in _checkpoint_actions(content or b"", name.endswith(".json")).items():
+                found.setdefault(kind, action)
+    if len(found) < 2:
+        return None
+    configuration = found["metaData"].get("configuration") or {}
+    if isinstance(configuration, list):  # a Parquet map comes back as (key, value) pairs
+        configuration = dict(configuration)
+    protocol = found["protocol"]
+    features = [*(protocol.get("readerFeatures") or []), *(protocol.get("writerFeatures") or [])]
+    return TableSettings(properties={str(key): str(value) for key, value in configuration.items()},
+                         features=frozenset(features))
+
+
+def _checkpoint_actions(content: bytes, is_json: bool) -> dict[str, dict[str, Any]]:
+    """The `metaData` and `protocol` actions of one checkpoint file (a v2 manifest holds them itself)."""
+    found: dict[str, dict[str, Any]] = {}
+    if is_json:
+        for line in content.decode().split("\n"):
+            if line.strip():
+                action = json.loads(line)
+                found.update({kind: action[kind] for kind in ("metaData", "protocol") if kind in action})
+        return found
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(io.BytesIO(content))
+    kinds = [kind for kind in ("metaData", "protocol") if kind in parquet.schema_arrow.names]
+    if not kinds:
+        return found
+    table = parquet.read(columns=kinds)
+    for kind in kinds:
+        rows = [row for row in table.column(kind).to_pylist() if row is not None]
+        if rows:
+            found[kind] = rows[-1]
+    return found
+
+
 def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
     """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log (one file, no listing)."""
     text = (storage or storage_for(path)).read_text(commit_file(path, version))
@@ -273,6 +345,6 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
 
 
 __all__ = [
-    "BinlakeCommit", "LogTail", "commit_file", "log_dir", "newest_version", "read_log_tail", "table_exists",
-    "version_of", "written_rows",
+    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "log_dir", "newest_version", "read_log_tail",
+    "table_exists", "table_settings", "version_of", "written_rows",
 ]

@@ -109,7 +109,7 @@ def write_snapshot(
     wanted = {_DELETION_VECTORS: str(deletion_vectors).lower(), _CHANGE_DATA_FEED: str(change_data_feed).lower()}
     existing = table_exists(path, storage=storage)
     if existing:
-        current = _properties(spark, path)
+        current = _properties(spark, path, storage)
         differing = {key: value for key, value in wanted.items() if current.get(key, "false") != value}
         if differing:
             # An overwrite keeps the table's properties and ignores the writer options: set them first (metadata only).
@@ -122,7 +122,7 @@ def write_snapshot(
         )
     version = _version_of(path, application, txn_version, storage)
     if existing and not deletion_vectors:
-        _drop_deletion_vectors(spark, path)
+        _drop_deletion_vectors(spark, path, storage)
     return version
 
 
@@ -153,7 +153,12 @@ def _writer_options(wanted: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in wanted.items() if key != _CHANGE_DATA_FEED or value == "true"}
 
 
-def _properties(spark: SparkSession, path: str) -> dict[str, str]:
+def _properties(spark: SparkSession, path: str, storage: SinkStorage) -> dict[str, str]:
+    # From the log, not DESCRIBE DETAIL: that Spark job rebuilt the table's state and cost a re-snapshot of a
+    # 200k-row table seconds of its fixed cost (docs/performance.md "Snapshot speed").
+    settings = delta_log.table_settings(path, storage=storage)
+    if settings is not None:
+        return settings.properties
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("properties").first()
     return dict(detail[0]) if detail is not None and detail[0] is not None else {}
 
@@ -164,7 +169,7 @@ def table_features(spark: SparkSession, path: str) -> set[str]:
     return set(detail[0]) if detail is not None and detail[0] is not None else set()
 
 
-def _drop_deletion_vectors(spark: SparkSession, path: str) -> None:
+def _drop_deletion_vectors(spark: SparkSession, path: str, storage: SinkStorage) -> None:
     """Remove the `deletionVectors` feature from the protocol, so delta-rs's pyarrow path opens the table again.
 
     A table keeps a feature once its protocol names it, whatever its property says; `DROP FEATURE` is Delta's
@@ -173,7 +178,9 @@ def _drop_deletion_vectors(spark: SparkSession, path: str) -> None:
     `checkpointProtection` feature instead, which readers ignore. Needs delta-spark ≥ 4.0.1 on Spark 4.0.1
     (4.0.0's purge calls a Spark 4.0.0 constructor and fails with NoSuchMethodError).
     """
-    if "deletionVectors" in table_features(spark, path):
+    settings = delta_log.table_settings(path, storage=storage)
+    features = settings.features if settings is not None else table_features(spark, path)
+    if "deletionVectors" in features:
         spark.sql(f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors")
 
 

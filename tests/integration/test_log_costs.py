@@ -245,3 +245,24 @@ def test_an_incomplete_or_missing_checkpoint_is_passed_over(tmp_path: Path) -> N
         assert tail is not None and tail.checkpoint_version == 3 and tail.latest_version == 5
         assert tail.last_binlake_commit is not None and tail.last_binlake_commit.metadata["end"] == 55
         assert storage.counters.names_listed == listed
+
+
+@pytest.mark.parametrize("shape", sorted(CHECKPOINT_SHAPES))
+def test_table_settings_match_describe_detail(shape: str, tmp_path: Path) -> None:
+    """The properties and features a re-snapshot checks, read from the log (the newest metaData is in a commit
+    after the checkpoint, the protocol only in the checkpoint), are what Spark's DESCRIBE DETAIL reports."""
+    path = str(tmp_path / "t")
+    _build(path, shape)
+    storage = LocalSinkStorage()
+    settings = delta_log.table_settings(path, storage=storage)
+    detail = _spark().sql(f"DESCRIBE DETAIL delta.`{path}`").select("properties", "tableFeatures").first()
+    assert settings is not None and detail is not None
+    assert settings.properties == dict(detail[0]) and settings.properties["binlake.test.note"] == "6"
+    assert settings.features == set(detail[1]) and "deletionVectors" in settings.features
+    assert storage.counters.list_calls == 1  # from the checkpoint on, as the tail read
+
+    # A property set, then dropped again: the newest commit's metaData wins over the checkpoint's.
+    _spark().sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    settings = delta_log.table_settings(path, storage=LocalSinkStorage())
+    assert settings is not None and settings.properties["delta.enableDeletionVectors"] == "false"
+    assert delta_log.table_settings(str(tmp_path / "none"), storage=LocalSinkStorage()) is None

@@ -1,0 +1,289 @@
+"""Where one snapshot's time goes (issue 12, docs/performance.md "Snapshot speed").
+
+For each table size: the table is created (the keep-up workload's columns), then, `repeat` times and
+interleaved so that the machine's load hits both alike, `mysqldump --single-transaction` of it and one
+`Pipeline.snapshot()` of it in a warm SparkSession (one snapshot first warms the JVM, not counted). Each
+snapshot runs with the engine's steps wrapped by a clock that charges every second to the innermost step
+running on the main thread, so the steps add up to the wall time ("other" is what no step covers).
+
+Then the write alone, on the same chunk plan, ended in different sinks (`--write-stages`): a no-op sink
+(JDBC read + type casts), plain Parquet with each codec, and Delta with no column statistics, statistics on
+the key columns only, and statistics on every column (Delta's default, the first 32 columns). The
+differences between those medians split the write into read, Parquet encoding, Delta's statistics and commit.
+
+    python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.keepup import pipeline_config
+from bench.keepup_load import create_table
+from cdc_lib.config import load_config
+from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.pipeline import Pipeline
+
+USER, PASSWORD = "bench", "bench-pw"
+
+
+@dataclass
+class _Running:
+    started: float
+    #: Seconds spent in steps called from this one (charged to them, not to it).
+    inner: float = 0.0
+
+
+class StepClock:
+    """Seconds per named step, each second charged to the innermost step running (main thread only: the
+    lease heartbeat thread renews the snapshot document meanwhile, which costs the snapshot nothing)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._stack: list[_Running] = []
+
+    def wrap(self, step: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                return function(*args, **kwargs)
+            running = _Running(started=time.perf_counter())
+            self._stack.append(running)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._stack.pop()
+                spent = time.perf_counter() - running.started
+                self.seconds[step] = self.seconds.get(step, 0.0) + spent - running.inner
+                self.calls[step] = self.calls.get(step, 0) + 1
+                if self._stack:
+                    self._stack[-1].inner += spent
+
+        return timed
+
+    @contextmanager
+    def patched(self, targets: list[tuple[Any, str, str]]) -> Iterator[StepClock]:
+        """Wrap each `(owner, attribute, step)` for the block's duration; put the originals back after."""
+        with ExitStack() as undo:
+            for owner, attribute, step in targets:
+                original = getattr(owner, attribute)
+                setattr(owner, attribute, self.wrap(step, original))
+                undo.callback(setattr, owner, attribute, original)
+            yield self
+
+
+def _engine_steps() -> list[tuple[Any, str, str]]:
+    """The engine's steps of a mirror table's snapshot (names as the calling modules bind them)."""
+    from cdc_lib import chunked_snapshot, delta_log, delta_sink, offsets, pipeline_context, snapshot_documents
+    from cdc_lib import snapshot_tables as tables
+    from cdc_lib import source as mysql
+
+    return [
+        (mysql, "check_server_settings", "server settings check"),
+        (mysql, "resolve_tables", "describe (tables, columns)"),
+        (mysql, "describe_table", "describe (tables, columns)"),
+        (mysql, "current_position", "wave watermarks (low, high)"),
+        (chunked_snapshot, "consistent_low_watermark", "consistent low watermark"),
+        (chunked_snapshot, "before_prepared_xa", "consistent low watermark"),
+        (chunked_snapshot, "plan_snapshot_chunks", "plan"),
+        (chunked_snapshot, "read_document", "document reads"),
+        (snapshot_documents.DocumentHandle, "take", "document and lease writes"),
+        (snapshot_documents.DocumentHandle, "save", "document and lease writes"),
+        (snapshot_documents.DocumentHandle, "release", "document and lease writes"),
+        (chunked_snapshot, "read_table", "Spark plan of the read"),
+        (pipeline_context.PipelineContext, "spark", "SparkSession (warm)"),
+        (delta_sink, "write_snapshot", "write: JDBC read + Parquet + stats + commit"),
+        (delta_sink, "append_snapshot_wave", "write: JDBC read + Parquet + stats + commit"),
+        (delta_sink, "_properties", "write: table properties (DESCRIBE DETAIL)"),
+        (delta_sink, "table_features", "write: protocol features (DESCRIBE DETAIL)"),
+        (delta_sink, "_drop_deletion_vectors", "write: protocol features (DESCRIBE DETAIL)"),
+        (delta_sink, "table_exists", "Delta log reads"),
+        (delta_sink, "_version_of", "Delta log reads"),
+        (delta_sink, "written_rows", "Delta log reads"),
+        (delta_log, "read_log_tail", "Delta log reads"),
+        (tables, "try_install", "install"),
+        (tables, "register_after_snapshot", "catalog registration"),
+        (offsets.LocalOffsetStore, "write", "offset saves (pipeline state)"),
+        (offsets.LocalOffsetStore, "read", "offset reads (pipeline state)"),
+    ]
+
+
+def _dump_seconds(server: LocalMariaDB, database: str, table: str) -> float:
+    dump = shutil.which("mariadb-dump") or shutil.which("mysqldump") or "mysqldump"
+    started = time.perf_counter()
+    subprocess.run([dump, "--single-transaction", f"--socket={server.socket_path}", "-uroot", database, table],
+                   stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, server_id: int,
+                  write_stages: bool, codecs: list[str], settings: str = "",
+                  spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
+    """`repeat` interleaved runs of mysqldump and a warm snapshot of a `rows`-row table, with the step clock."""
+    table = f"profile_{rows}"
+    connection = server.admin_connection("keepup")
+    try:
+        create_table(connection, table, rows)
+    finally:
+        connection.close()
+    config = pipeline_config(work, server.port, f"profile_{rows}", [f"keepup.{table}"], server_id)
+    if settings:
+        config.write_text(config.read_text() + settings.replace(";", "\n") + "\n")
+    pipeline = Pipeline(load_config(config))
+    for key, value in (spark_conf or {}).items():
+        pipeline.spark().conf.set(key, value)
+    started = time.perf_counter()
+    pipeline.snapshot()  # warms the JVM and this table's first write: not counted, reported apart
+    first_s = time.perf_counter() - started
+    dumps: list[float] = []
+    walls: list[float] = []
+    steps: list[dict[str, float]] = []
+    tracker = pipeline.spark().sparkContext.statusTracker()
+    jobs: list[str] = []
+    for _ in range(repeat):
+        dumps.append(_dump_seconds(server, "keepup", table))
+        clock = StepClock()
+        known = set(tracker.getJobIdsForGroup())
+        with clock.patched(_engine_steps()):
+            started = time.perf_counter()
+            result = pipeline.snapshot()[0]
+            wall = time.perf_counter() - started
+        jobs = [_job_name(tracker, job) for job in sorted(set(tracker.getJobIdsForGroup()) - known)]
+        assert result.rows == rows, (result.rows, rows)
+        walls.append(wall)
+        clock.seconds["other"] = wall - sum(clock.seconds.values())
+        steps.append(clock.seconds)
+    names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
+        run.get(name, 0.0) for run in steps))
+    figures: dict[str, Any] = {
+        "rows": rows, "chunks": result.chunks, "first_snapshot_s": first_s, "mysqldump_s": statistics.median(dumps),
+        "snapshot_s": statistics.median(walls), "mysqldump_runs": dumps, "snapshot_runs": walls,
+        "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
+        "spark_jobs_of_last_run": jobs,
+    }
+    figures["snapshot_vs_mysqldump"] = figures["mysqldump_s"] / figures["snapshot_s"]
+    if write_stages:
+        figures["write_stages_s"] = _write_stages(pipeline, f"keepup.{table}", repeat=repeat, codecs=codecs)
+    return figures
+
+
+def _job_name(tracker: Any, job: int) -> str:
+    """A Spark job's stage names (their call sites: which of Delta's steps ran it)."""
+    info = tracker.getJobInfo(job)
+    if info is None:
+        return f"job {job}"
+    stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
+    return " | ".join(stage.name for stage in stages if stage is not None) or f"job {job}"
+
+
+def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[str]) -> dict[str, float]:
+    """Median seconds of the snapshot's read (its chunk plan, all chunks in one Spark job) ended in each sink."""
+    from cdc_lib.snapshot import plan_snapshot_chunks, read_table
+    from cdc_lib.source import TableRef, describe_table, source_connection
+
+    config = pipeline.config
+    spark = pipeline.context.spark()
+    with source_connection(config.source) as connection:
+        schema = describe_table(connection, TableRef.parse(name))
+        plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=config.snapshot.chunk_rows())
+    predicates = plan.predicates  # every chunk in one job: the whole table, as mysqldump reads it
+    scratch = Path(config.sink.path) / "_profile_write_stages"
+    keys = ",".join(schema.primary_key)
+
+    def frame() -> Any:
+        return read_table(spark, config.source, schema, predicates)
+
+    stages: dict[str, Callable[[], None]] = {
+        "JDBC read + casts (noop sink)": lambda: frame().write.format("noop").mode("overwrite").save(),
+    }
+    for codec in codecs:
+        stages[f"+ Parquet {codec}"] = functools.partial(
+            lambda codec: frame().write.mode("overwrite").option("compression", codec).parquet(
+                str(scratch / f"parquet_{codec}")), codec)
+    for label, options in (
+        ("+ Delta, no column stats", {"delta.dataSkippingNumIndexedCols": "0"}),
+        ("+ Delta, stats on key columns", {"delta.dataSkippingStatsColumns": keys}),
+        ("+ Delta, stats on all columns", {}),
+    ):
+        target = scratch / label.split(",")[1].strip().replace(" ", "_")
+        stages[label] = functools.partial(
+            lambda options, target: frame().write.format("delta").mode("overwrite").options(**options).save(
+                str(target)), options, target)
+    seconds: dict[str, list[float]] = {stage: [] for stage in stages}
+    try:
+        for run in stages.values():
+            run()  # each sink's first job compiles its own code paths: not counted
+        for _ in range(repeat):
+            for stage, run in stages.items():  # interleaved: the machine's load hits every stage alike
+                started = time.perf_counter()
+                run()
+                seconds[stage].append(time.perf_counter() - started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {stage: statistics.median(values) for stage, values in seconds.items()}
+
+
+def print_profile(figures: dict[str, Any]) -> None:
+    print(f"\n{figures['rows']:,} rows, {figures['chunks']} chunk(s): snapshot {figures['snapshot_s']:.2f} s, "
+          f"mysqldump {figures['mysqldump_s']:.2f} s → {figures['snapshot_vs_mysqldump']:.2f}× "
+          f"(medians of {len(figures['snapshot_runs'])}; the first, of a new table, "
+          f"took {figures['first_snapshot_s']:.2f} s)")
+    for step, seconds in figures["steps_s"].items():
+        print(f"  {step:<48} {seconds:7.3f} s  {100 * seconds / figures['snapshot_s']:5.1f} %")
+    print(f"  Spark jobs of the last run: {len(figures['spark_jobs_of_last_run'])}")
+    for job in figures["spark_jobs_of_last_run"]:
+        print(f"    {job}")
+    stages = figures.get("write_stages_s")
+    if stages:
+        print("  the write alone, by sink:")
+        for stage, seconds in stages.items():
+            print(f"    {stage:<46} {seconds:7.3f} s  {figures['mysqldump_s'] / seconds:5.2f}× mysqldump")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 2_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--write-stages", action="store_true", help="also time the write alone, by sink")
+    parser.add_argument("--codecs", nargs="*", default=["snappy", "zstd", "lz4"])
+    parser.add_argument("--settings", default="", help="YAML lines added to the pipeline config, split on ';' "
+                        "(e.g. 'snapshot: {rows_per_chunk: 100000}')")
+    parser.add_argument("--spark-conf", nargs="*", default=[], help="key=value session settings for the run")
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    arguments = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="binlake-snapshot-profile-"))
+    server = LocalMariaDB(work / "mariadb", server_id=1).start()
+    results = []
+    try:
+        server.create_cdc_user(USER, PASSWORD)
+        server.execute("CREATE DATABASE keepup")
+        for index, rows in enumerate(arguments.rows):
+            figures = profile_table(server, work, rows=rows, repeat=arguments.repeat, server_id=7790 + index,
+                                    write_stages=arguments.write_stages, codecs=arguments.codecs,
+                                    settings=arguments.settings,
+                                    spark_conf=dict(item.split("=", 1) for item in arguments.spark_conf))
+            print_profile(figures)
+            results.append(figures)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    if arguments.json:
+        arguments.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -334,17 +334,22 @@ def _checkpoint_actions(content: bytes, is_json: bool) -> dict[str, dict[str, An
     return found
 
 
-def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
-    """Rows a commit wrote (its `numOutputRows` metric), read from the Delta log (one file, no listing)."""
+def commit_metrics(path: str, version: int, *, storage: SinkStorage | None = None) -> dict[str, int]:
+    """A commit's `operationMetrics`, read from the Delta log (one file, no listing)."""
     text = (storage or storage_for(path)).read_text(commit_file(path, version))
     for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
         if '"commitInfo"' in line:
             metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
-            return int(metrics.get("numOutputRows", 0))
-    return 0
+            return {name: int(value) for name, value in metrics.items() if str(value).lstrip("-").isdigit()}
+    return {}
+
+
+def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
+    """Rows a commit wrote (its `numOutputRows` metric)."""
+    return commit_metrics(path, version, storage=storage).get("numOutputRows", 0)
 
 
 __all__ = [
-    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "log_dir", "newest_version", "read_log_tail",
+    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "commit_metrics", "log_dir", "newest_version", "read_log_tail",
     "table_exists", "table_settings", "version_of", "written_rows",
 ]

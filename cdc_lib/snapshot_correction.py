@@ -255,6 +255,9 @@ def finish_mode_snapshot(
                     failpoint("after_snapshot_correction_commit")
         else:
             _scan(context, handle, schema, document, None)
+    if correction.delta_version is not None:
+        metrics = delta_log.commit_metrics(path, correction.delta_version, storage=context.sink)
+        correction.rows_change = metrics.get("numTargetRowsInserted", 0) - metrics.get("numTargetRowsDeleted", 0)
     correction.done = True
     document.refused = None
     document.status = "complete"

@@ -113,6 +113,8 @@ class Correction:
     #: Keys changed between the watermarks (history: put back to their row at the first low watermark).
     keys: int = 0
     delta_version: int | None = None
+    #: Rows the correction commit added to the table (inserted minus deleted; history only).
+    rows_change: int = 0
     done: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -122,7 +124,8 @@ class Correction:
     def from_json(cls, data: dict[str, Any]) -> Correction:
         version = data.get("delta_version")
         return cls(txn_version=int(data["txn_version"]), keys=int(data.get("keys", 0)),
-                   delta_version=None if version is None else int(version), done=bool(data.get("done", False)))
+                   delta_version=None if version is None else int(version),
+                   rows_change=int(data.get("rows_change", 0)), done=bool(data.get("done", False)))
 
 
 @dataclass(kw_only=True)
@@ -164,7 +167,20 @@ class SnapshotDocument:
 
     @property
     def rows_done(self) -> int:
+        """Rows the waves read and wrote."""
         return sum(wave.rows for wave in self.waves)
+
+    @property
+    def rows_in_table(self) -> int:
+        """Rows the snapshot left in Delta: the waves', give or take a history correction's."""
+        return self.rows_done + (self.correction.rows_change if self.correction else 0)
+
+    @property
+    def delta_version(self) -> int | None:
+        """The snapshot's last Delta commit: the history correction's when it made one, else the last wave's."""
+        if self.correction is not None and self.correction.delta_version is not None:
+            return self.correction.delta_version
+        return self.waves[-1].delta_version if self.waves else None
 
     @property
     def high(self) -> BinlogPosition:
@@ -336,9 +352,9 @@ def install(state: PipelineState, document: SnapshotDocument) -> bool:
         snapshot_at=document.finished_at or utc_now().isoformat(),
         schema=document.schema,
         applied_seq=state.batch_seq,
-        delta_version=document.waves[-1].delta_version if document.waves else None,
+        delta_version=document.delta_version,
         consistent=document.high <= document.low,
-        rows_snapshotted=document.rows_done,
+        rows_snapshotted=document.rows_in_table,
         ddl_log=current.ddl_log if current else [],
     )
     log.info("snapshot of %s installed: offset %s, consistent past %s", document.table, document.low, document.high)

@@ -110,8 +110,9 @@ def _finish(
              len(document.plan), outcome.chunks_resumed, "" if installed else "; installed by the next sync",
              extra=about_table(name))
     return SnapshotResult(
-        table=name, rows=document.rows_done, seconds=outcome.seconds, partitions=len(document.plan),
-        delta_version=document.waves[-1].delta_version, low_watermark=str(document.low),
+        table=name, rows=document.rows_in_table, seconds=outcome.seconds, partitions=len(document.plan),
+        delta_version=document.waves[-1].delta_version if document.delta_version is None else document.delta_version,
+        low_watermark=str(document.low),
         high_watermark=str(document.high), registered_as=registration.name if registration else None,
         catalog_error=catalog_error, chunks=len(document.plan), chunks_resumed=outcome.chunks_resumed,
         chunks_read=document.chunks_read, installed=installed,

@@ -86,7 +86,8 @@ def table_statuses(
     rates = _Rates(apply=applied, apply_is_lower_bound=lower_bound,
                    source=source_rate(state.recent_batches, logs, now=now))
     snapshots = {
-        name: f"{document.status} {document.chunks_done}/{len(document.plan)} chunks, {document.rows_done:,} rows"
+        name: f"refused: {document.refused}" if document.refused else
+        f"{document.status} {document.chunks_done}/{len(document.plan)} chunks, {document.rows_done:,} rows"
         for name, document in documents_in_flight(context.store, context.config.pipeline).items()
         if document.status != "abandoned"
     }

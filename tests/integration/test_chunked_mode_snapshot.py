@@ -197,6 +197,9 @@ def test_changes_between_waves_give_the_history_and_tombstones_of_a_snapshot_at_
     state = pipeline.read_state()
     assert state.tables[hist].consistent and state.tables[soft].consistent
     assert history_rows(config, hist) == expected_history(snapshot_moment(config, hist))
+    # The snapshot's row count is its rows as of the low watermark (the sequence-0 versions), not the waves'.
+    versions = scan_rows(pipeline.table_path(hist), ["_binlake_sequence"])
+    assert state.tables[hist].rows_snapshotted == sum(1 for (sequence,) in versions if sequence == 0)
     soft_rows = sorted(scan_rows(pipeline.table_path(soft), [*DATA, "_binlake_deleted_at"]), key=lambda row: row[0])
     assert soft_rows == EXPECTED_SOFT
 
@@ -218,6 +221,8 @@ def test_a_truncate_between_waves_is_refused_and_never_installed(mariadb, databa
     (batch,) = pipeline.sync()
     assert hist not in pipeline.read_state().tables, "a refused snapshot is never installed"
     assert "refused" in batch.snapshots_in_flight[hist]
+    (status,) = [status for status in pipeline.status() if status.table == hist]
+    assert status.snapshot_in_flight is not None and status.snapshot_in_flight.startswith("refused: a TRUNCATE")
 
     (result,) = pipeline.snapshot([hist], restart=True)
     assert result.installed

@@ -188,7 +188,7 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     try:
         yield
     finally:
-        delta_sink.merge_settings = merge_settings  # type: ignore[assignment]
+        delta_sink.merge_settings = merge_settings
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:

@@ -248,8 +248,8 @@ def merge_changes(
             if exact and rest_rows == 0:
                 return _append(spark, path, schema, source, application, txn_version, metadata, storage)
             key_filter = None if truncated else bounds.filter()
-            return _merge(spark, path, schema, source, key_filter, truncated, application, txn_version, metadata,
-                          storage)
+            return _merge(spark, path, schema, source, staged.rows, key_filter, truncated, application,
+                          txn_version, metadata, storage)
     finally:
         if isinstance(changes, SpilledChanges):
             changes.remove()
@@ -332,6 +332,7 @@ def _merge(
     path: str,
     schema: TableSchema,
     source: DataFrame,
+    source_rows: int,
     key_filter: str | None,
     truncated: bool,
     application: str,
@@ -355,9 +356,53 @@ def _merge(
     )
     if truncated:
         builder = builder.whenNotMatchedBySourceDelete()
-    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}):
+    with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}), \
+            _SessionSettings(spark, merge_settings(source_rows)):
         builder.execute()
     return _version_of(path, application, txn_version, storage)
+
+
+#: A MERGE whose staged source holds at most this many rows runs without adaptive query execution
+#: (docs/performance.md "Many tables in one batch").
+SMALL_MERGE_ROWS = 50_000
+
+
+def merge_settings(source_rows: int) -> dict[str, str]:
+    """Spark SQL confs for one change MERGE of `source_rows` staged rows (the fixed cost per changed table).
+
+    - `merge.materializeSource=none`: Delta copies a MERGE's source into executor storage first (one more Spark
+      job, and memory) unless it reads only Delta tables, to guard against a source that changes between the
+      MERGE's two passes. The staged source cannot change: Parquet files written once and removed only after
+      the commit, or rows inside the plan.
+    - `spark.sql.adaptive.enabled=false` for a small source: adaptive execution runs every query stage as a
+      Spark job of its own (5 → 3 jobs to find the touched files, 3 → 1 to write them), and its re-planning
+      buys nothing when the source is a few thousand rows. Larger sources keep it (partition coalescing, skew).
+    """
+    settings = {"spark.databricks.delta.merge.materializeSource": "none"}
+    if source_rows <= SMALL_MERGE_ROWS:
+        settings["spark.sql.adaptive.enabled"] = "false"
+    return settings
+
+
+class _SessionSettings:
+    """Session confs set for one statement, then put back as they were (the session may be the pipeline's own)."""
+
+    def __init__(self, spark: SparkSession, settings: dict[str, str]) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.previous: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self.settings.items():
+            self.previous[key] = self.spark.conf.get(key, None)
+            self.spark.conf.set(key, value)
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.previous.items():
+            if value is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, value)
 
 
 class StagedChanges:
@@ -385,6 +430,7 @@ class StagedChanges:
         self.folder: Path | None = None
         self.in_plan: list[tuple[Any, ...]] | None = None
         self.parts = 0
+        self.rows = 0  # records added so far
         self.spilled = spilled
         if staging_root is None and not is_local_master(spark.sparkContext.master or ""):
             if spilled:
@@ -411,6 +457,7 @@ class StagedChanges:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def add(self, records: list[tuple[Any, ...]]) -> None:
+        self.rows += len(records)
         if self.in_plan is not None:
             self.in_plan.extend(records)
             return

@@ -356,7 +356,9 @@ def _write_table(
         try:
             version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, metadata={
                 "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
-                "start": read.start.to_json(), "end": end.to_json(),
+                # The table's own offset: the read starts at the smallest of all tables' offsets, and a table
+                # takes only the events past its own (a resumed table whose commit landed before a crash).
+                "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
             })
         except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
             # Nothing of this batch reached the table: it stops where it stood, the others go on.

@@ -212,3 +212,52 @@ def test_kill_while_tables_are_written_in_parallel_then_resume(mariadb, database
     for table in tables:
         assert_equal_to_source(mariadb, pipeline, table)
         assert_each_change_applied_once(config, table)
+
+
+def spark_jobs_after(spark: Any, run: Any) -> list[str]:
+    """The descriptions of the Spark jobs `run()` started (from Spark's status store; no listener needed)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+
+    def job_ids_and_descriptions() -> dict[int, str]:
+        jobs = store.jobsList(None)
+        described = {}
+        for index in range(jobs.size()):
+            job = jobs.apply(index)
+            description = job.description()
+            described[job.jobId()] = str(description.get() if description.isDefined() else job.name())
+        return described
+
+    before = set(job_ids_and_descriptions())
+    run()
+    return [text for job, text in sorted(job_ids_and_descriptions().items()) if job not in before]
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_a_small_merge_runs_fewer_jobs_and_leaves_the_session_as_it_was(
+    small, mariadb, database, make_config, monkeypatch
+) -> None:
+    """A MERGE of a small staged source skips Delta's copy of the source and adaptive execution's stage-by-stage
+    jobs (docs/performance.md "Many tables in one batch"); a larger one keeps adaptive execution. Either way the
+    table equals the source, and the session's own settings are back once the commit is made."""
+    (table,) = make_tables(mariadb, database, 1)
+    pipeline = Pipeline(make_config([table]))
+    pipeline.snapshot()
+    if not small:
+        monkeypatch.setattr(delta_sink, "SMALL_MERGE_ROWS", 7)  # the mixed round stages ~60 rows
+    spark = pipeline.spark()
+    spark.conf.set("spark.databricks.delta.merge.materializeSource", "all")
+    settings = ("spark.databricks.delta.merge.materializeSource", "spark.sql.adaptive.enabled")
+    before = {key: spark.conf.get(key) for key in settings}
+
+    mixed(mariadb, table, 3)
+    jobs = spark_jobs_after(spark, lambda: pipeline.sync(until_caught_up=True))
+
+    assert delta_log(pipeline, table)[-1]["operation"] == "MERGE"
+    assert not [job for job in jobs if "materialize source" in job], jobs
+    writes = [job for job in jobs if job.startswith("Delta: Writing modified data - MERGE")]
+    # Adaptive execution runs each query stage of the rewrite as a job of its own: 1 job without it, 3 with.
+    assert (len(writes) == 1) == small, jobs
+    assert {key: spark.conf.get(key) for key in settings} == before
+    spark.conf.unset("spark.databricks.delta.merge.materializeSource")
+    assert_equal_to_source(mariadb, pipeline, table)
+    assert_each_change_applied_once(pipeline.config, table)

@@ -1,0 +1,255 @@
+"""Where the time of a batch that changes many tables goes (issue 12: 100 tables vs 1 table ≤ 3×).
+
+    PYTHONPATH=$PWD python -m bench.many_tables [--changes 10000] [--tables 1,20,100] [--repeat 1]
+
+One MariaDB and one warm SparkSession serve every case. Per case: N tables of `changes / N` rows, a snapshot,
+a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
+(half new keys, half updates: `keepup_costs._write_changes`), each `sync(until_caught_up=True)` of one batch.
+
+For the timed batches it prints the wall seconds and a breakdown: thread-seconds spent in the steps of a
+table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the status tracker's
+job ids, so no listener is needed) with their descriptions counted per kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.keepup import PASSWORD, USER, pipeline_config
+from bench.keepup_costs import _write_changes
+from bench.keepup_load import create_table
+from cdc_lib.config import load_config
+from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.pipeline import Pipeline
+
+
+class StepClock:
+    """Thread-seconds and calls per named step, from wrapped functions (any thread)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
+        self.restore: list[Callable[[], None]] = []
+
+    def reset(self) -> None:
+        with self.lock:
+            self.seconds.clear()
+            self.calls.clear()
+
+    def wrap(self, owner: Any, attribute: str, step: str) -> None:
+        original = getattr(owner, attribute)
+        clock = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                with clock.lock:
+                    clock.seconds[step] += time.perf_counter() - started
+                    clock.calls[step] += 1
+
+        setattr(owner, attribute, timed)
+        self.restore.append(lambda: setattr(owner, attribute, original))
+
+    def unwrap(self) -> None:
+        for undo in reversed(self.restore):
+            undo()
+        self.restore.clear()
+
+
+def instrument(clock: StepClock) -> None:
+    """Wrap the steps of a table's apply; names say what each covers."""
+    from delta.tables import DeltaMergeBuilder, DeltaTable
+
+    from cdc_lib import delta_log, delta_sink, parallel_apply, sync
+
+    clock.wrap(sync, "_write_table", "table apply, whole (incl. waits)")
+    clock.wrap(sync, "snapshot_begun", "snapshot document read")
+    clock.wrap(delta_sink, "read_log_tail", "log tail read (Python)")
+    clock.wrap(delta_log, "version_of", "version after commit (Python)")
+    clock.wrap(delta_sink.StagedChanges, "add", "staging: records → Arrow → Parquet")
+    clock.wrap(delta_sink.StagedChanges, "frame", "staging: Parquet → DataFrame")
+    clock.wrap(delta_sink, "_mirror_records", "staging: fold → records")
+    clock.wrap(DeltaTable, "forPath", "DeltaTable.forPath (snapshot load)")
+    clock.wrap(DeltaMergeBuilder, "execute", "MERGE execute (jobs + commit)")
+    clock.wrap(delta_sink, "_append", "append (jobs + commit)")
+    clock.wrap(parallel_apply, "isolated_session", "session clone")
+
+
+def spark_jobs_since(spark: Any, first_job: int) -> list[str]:
+    """Descriptions (or call sites) of the Spark jobs numbered from `first_job` on."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    jobs = store.jobsList(None)
+    described = []
+    for index in range(jobs.size()):
+        job = jobs.apply(index)
+        if job.jobId() >= first_job:
+            description = job.description()
+            text = description.get() if description.isDefined() else job.name()
+            described.append(str(text).split("\n")[0][:90])
+    return described
+
+
+def next_job_id(spark: Any) -> int:
+    store = spark.sparkContext._jsc.sc().statusStore()
+    jobs = store.jobsList(None)
+    return max((jobs.apply(index).jobId() for index in range(jobs.size())), default=-1) + 1
+
+
+@contextmanager
+def _measured(clock: StepClock, spark: Any) -> Iterator[dict[str, Any]]:
+    clock.reset()
+    first_job = next_job_id(spark)
+    figures: dict[str, Any] = {}
+    started = time.perf_counter()
+    yield figures
+    figures["wall_s"] = time.perf_counter() - started
+    figures["steps"] = {step: {"thread_s": round(seconds, 3), "calls": clock.calls[step]}
+                        for step, seconds in sorted(clock.seconds.items(), key=lambda item: -item[1])}
+    jobs = spark_jobs_since(spark, first_job)
+    figures["spark_jobs"] = len(jobs)
+    figures["spark_job_kinds"] = dict(collections.Counter(jobs).most_common(12))
+    if len(jobs) <= 30:
+        figures["spark_job_sequence"] = jobs
+
+
+def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int, changes: int, repeat: int,
+             server_id: int, extra_batch: str = "", variants: dict[str, dict[str, str]] | None = None,
+             ) -> dict[str, Any]:
+    database = f"many_{tables}"
+    server.execute(f"CREATE DATABASE {database}")
+    names = [f"{database}.t{index:03d}" for index in range(1, tables + 1)]
+    connection = server.admin_connection(database)
+    try:
+        for name in names:
+            create_table(connection, name.split(".")[1], changes // tables)
+    finally:
+        connection.close()
+    config = pipeline_config(work, server.port, f"many_{tables}", [f"{database}.*"], server_id, max_events=1_000_000)
+    if extra_batch:
+        config.write_text(config.read_text().replace("max_seconds: 600", f"max_seconds: 600, {extra_batch}"))
+    pipeline = Pipeline(load_config(config))
+    pipeline.snapshot()
+    rounds = iter(range(repeat * max(1, len(variants or {})) + 1))
+
+    def batch() -> None:
+        _write_changes(server, names, changes // tables, next(rounds))
+        batches = pipeline.sync(until_caught_up=True)
+        carried = sum(result.row_changes for result in batches)
+        assert len(batches) == 1 and carried == changes, (len(batches), carried)
+
+    batch()  # warm-up: the first MERGE into each fresh table
+    spark = pipeline.spark()
+    runs = []
+    for _ in range(repeat):
+        for variant, settings in (variants or {"default": {}}).items():
+            with _variant(pipeline, spark, settings):
+                with _measured(clock, spark) as figures:
+                    batch()
+            figures["variant"] = variant
+            runs.append(figures)
+    walls: dict[str, list[float]] = collections.defaultdict(list)
+    for run in runs:
+        walls[run["variant"]].append(run["wall_s"])
+    return {"tables": tables, "changes": changes, "runs": runs,
+            "wall_s": {variant: sorted(values)[len(values) // 2] for variant, values in walls.items()}}
+
+
+@contextmanager
+def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Spark confs set on the pipeline's session for one batch; two keys are not confs:
+    `threads` (batch.apply_threads) and `engine=before` (the MERGE without `delta_sink.merge_settings`)."""
+    from cdc_lib import delta_sink
+
+    settings = dict(settings)
+    threads = settings.pop("threads", None)
+    engine = settings.pop("engine", None)
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    config, merge_settings = pipeline.context.config, delta_sink.merge_settings
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    if threads is not None:
+        object.__setattr__(pipeline.context, "config",
+                           replace(config, batch=replace(config.batch, apply_threads=int(threads))))
+    if engine == "before":
+        delta_sink.merge_settings = lambda rows: {}  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        delta_sink.merge_settings = merge_settings
+        object.__setattr__(pipeline.context, "config", config)
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def parse_variants(text: str) -> dict[str, dict[str, str]]:
+    """`name:key=value,key=value;name2:…` → {name: {key: value}}; a key without a prefix is a Delta conf."""
+    variants: dict[str, dict[str, str]] = {}
+    for part in filter(None, text.split(";")):
+        name, _, pairs = part.partition(":")
+        settings = {}
+        for pair in filter(None, pairs.split(",")):
+            key, _, value = pair.partition("=")
+            plain = key.startswith("spark.") or key in ("threads", "engine")
+            settings[key if plain else f"spark.databricks.delta.{key}"] = value
+        variants[name] = settings
+    return variants
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--changes", type=int, default=10_000)
+    parser.add_argument("--tables", default="1,20,100")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--batch", default="", help="extra batch settings, e.g. 'apply_threads: 1'")
+    parser.add_argument("--variants", default="", help="Spark conf sets run alternately, e.g. "
+                        "'base:;nomat:merge.materializeSource=none'")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    arguments = parser.parse_args()
+    import os
+
+    work = Path(tempfile.mkdtemp(prefix="binlake-many-tables-"))
+    server = LocalMariaDB(work / "mariadb", server_id=1).start()
+    clock = StepClock()
+    instrument(clock)
+    results: dict[str, Any] = {"load_before": os.getloadavg()}
+    try:
+        server.create_cdc_user(USER, PASSWORD)
+        for offset, tables in enumerate(int(value) for value in arguments.tables.split(",")):
+            case = one_case(server, work, clock, tables=tables, changes=arguments.changes, repeat=arguments.repeat,
+                            server_id=7790 + offset, extra_batch=arguments.batch,
+                            variants=parse_variants(arguments.variants))
+            results[f"tables_{tables}"] = case
+            print(json.dumps(case, indent=1), flush=True)
+    finally:
+        clock.unwrap()
+        server.stop()
+    results["load_after"] = os.getloadavg()
+    base = results.get("tables_1")
+    print(f"load average before {results['load_before']}, after {results['load_after']}")
+    for key, case in results.items():
+        if key.startswith("tables_"):
+            for variant, seconds in case["wall_s"].items():
+                ratio = f"  ({seconds / base['wall_s'][variant]:.1f}× 1 table)" if base else ""
+                print(f"{case['tables']:>4} tables, {variant}: {seconds:.2f} s{ratio}")
+    if arguments.json:
+        arguments.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -350,6 +350,6 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
 
 
 __all__ = [
-    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "commit_metrics", "log_dir", "newest_version", "read_log_tail",
-    "table_exists", "table_settings", "version_of", "written_rows",
+    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "commit_metrics", "log_dir", "newest_version",
+    "read_log_tail", "table_exists", "table_settings", "version_of", "written_rows",
 ]

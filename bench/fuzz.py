@@ -64,7 +64,8 @@ FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl
 #: Failpoints a CLI sync may be killed at (cdc_lib/faults.py); a snapshot crash uses after_snapshot_commit.
 SYNC_FAILPOINTS = ("binlog_mid_read", "after_delta_commit", "before_offset_write")
 #: Failpoints between the waves of a chunked snapshot (cdc_lib/chunked_snapshot.py), each taken at its n-th arrival.
-WAVE_FAILPOINTS = ("before_snapshot_wave_commit", "after_snapshot_wave_commit", "after_snapshot_wave_recorded")
+WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded@1", "before_snapshot_wave_commit@2",
+                   "after_snapshot_wave_commit@2")
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
 PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
          "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked")
@@ -245,7 +246,7 @@ class Generator:
         self.models: list[TableModel] = []
         self.added = 0
         self.xids = 0
-        self.cli_left = 1 if self.rng.random() < 0.4 else 0
+        self.cli_left = 1 if self.rng.random() < (0.6 if self.on("paths") else 0.4) else 0
         self.settings = RoundSettings()
 
     def on(self, family: str) -> bool:
@@ -390,7 +391,7 @@ class Generator:
             return Step(label, (Action("follow", str(rng.choice((2, 3, 4)))),))
         if label == "follow_cli":
             # `binlake sync --follow` with changes waiting, SIGKILLed at a failpoint of a batch (or to its budget).
-            failpoint = rng.choice((*self.sync_failpoints(), ""))
+            failpoint = rng.choice(self.sync_failpoints())
             return Step(label, (*self.burst(), Action("follow_cli", failpoint, paths=("follow",))))
         if label == "autocommit":
             model = rng.choice(self.models)
@@ -451,11 +452,14 @@ class Generator:
             return Step(label, (Action("sync_cli"),))
         if label == "crash":
             failpoint = rng.choice(self.sync_failpoints())
-            if self.on("paths") and rng.random() < 0.5:
-                # Killed in an insert-only batch of several tables: the append path, written concurrently.
+            if self.on("paths") and rng.random() < 0.7:
+                # Killed in an insert-only batch of several tables: the append path, written concurrently (and
+                # spilled, with a tiny `max_buffered_changes`: the burst then has more rows than it).
                 paths = (("append",) if self.settings.append_inserts else ()) + (
-                    ("concurrent",) if self.settings.concurrent() and len(self.models) > 1 else ())
-                return Step("crash_burst", (Action("sync"), *self.burst(), Action("crash", failpoint, paths=paths)))
+                    ("concurrent",) if self.settings.concurrent() and len(self.models) > 1 else ()) + (
+                    ("spill",) if self.settings.max_buffered_changes is not None else ())
+                burst = self.burst(spill=self.settings.max_buffered_changes is not None)
+                return Step("crash_burst", (Action("sync"), *burst, Action("crash", failpoint, paths=paths)))
             paths = ("spill",) if failpoint == "spilled_apply" else ()
             return Step(label, (Action("crash", failpoint, paths=paths),))
         return Step(label, (Action("sync"),))
@@ -469,14 +473,15 @@ class Generator:
             points += ("spilled_apply",)
         return points
 
-    def burst(self) -> list[Action]:
-        """One transaction of inserts only, into two or more tables (when there are), of fresh keys."""
+    def burst(self, *, spill: bool = False) -> list[Action]:
+        """One transaction of inserts only, into two or more tables (when there are), of fresh keys; with
+        `spill`, the first table gets more rows than a tiny `max_buffered_changes` holds."""
         pool = self.transactional() or self.models
         chosen = self.rng.sample(pool, min(len(pool), self.rng.choice((2, 2, 3))))
         actions = [Action("sql", "BEGIN")]
-        for model in chosen:
+        for number, model in enumerate(chosen):
             rows = self.rng.choice((1, 3, 12)) if self.settings.max_buffered_changes is None else \
-                self.rng.choice((3, 40, 150))
+                150 if spill and number == 0 else self.rng.choice((3, 40, 150))
             actions += [Action("sql", self.insert(model, min(rows, 60))) for _ in range(max(1, rows // 60))]
         return [*actions, Action("sql", "COMMIT")]
 
@@ -585,10 +590,10 @@ class Generator:
                 insert = self.insert(model, min(20, rows - start))
                 preload.append(Step(f"preload {model.name}", (Action("sql", insert),)))
         snapshot_crash = ""
-        if "crash" in self.families and self.cli_left > 0 and self.rng.random() < (0.5 if chunked else 0.25):
+        if "crash" in self.families and self.cli_left > 0 and self.rng.random() < (0.6 if chunked else 0.25):
             snapshot_crash = "after_snapshot_commit"
             if chunked and self.rng.random() < 0.8:
-                snapshot_crash = f"{self.rng.choice(WAVE_FAILPOINTS)}@{self.rng.choice((1, 2))}"
+                snapshot_crash = self.rng.choice(WAVE_FAILPOINTS)
             self.cli_left -= 1
         steps = [self.step(number) for number in range(self.rng.randint(6, 18))]
         if "@" in snapshot_crash:
@@ -831,8 +836,12 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     except Exception as error:  # noqa: BLE001
                         errors.append(f"in-process follow raised {_describe(error)}")
                 elif action.kind == "snapshot":
+                    from cdc_lib.snapshot_documents import read_document
+
                     pending = _unsnapshotted(pipeline, database, plan)
-                    between = [name for name in pending if delta_sink.table_exists(pipeline.table_path(name))]
+                    documents = [read_document(pipeline.store, config.pipeline, name)[0] for name in pending]
+                    between = [document for document in documents
+                               if document is not None and document.status == "running" and document.waves]
                     try:
                         if pending:
                             pipeline.snapshot(pending)

@@ -10,10 +10,19 @@ drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round r
 1. creates a fresh database with 1–3 random tables (every type of docs/types.md, several key kinds,
    text columns in the server's character sets, optionally a MyISAM and a RANGE-partitioned table),
    preloads rows, and snapshots them with binlake;
-2. runs the workload steps: transactions of random shapes, DDL, binlake syncs (in-process and CLI),
-   and CLI syncs SIGKILLed at a failpoint;
+2. runs the workload steps: transactions of random shapes, DDL, binlake syncs (in-process, follow mode
+   with a time budget, CLI), and CLI syncs SIGKILLed at a failpoint;
 3. syncs until caught up and compares every table row by row: the source as the server renders it
    (PyMySQL text protocol), Delta through the `deltalake` package's scan — never binlake's reconcile.
+
+The `paths` family draws, per round, the config and steps that send batches down each apply path
+(`RoundSettings`, `PATHS`): writer threads (1, 2, 3 or the cores) with steps that change several tables in
+one batch; insert-only bursts alone in their batch (the append path of consistent tables); a tiny
+`batch.max_buffered_changes` (spill); a tiny `snapshot.rows_per_chunk` (a chunked snapshot in waves, its CLI
+sometimes killed between two waves and resumed after part of the workload); follow mode, in-process and as
+`binlake sync --follow` killed at a failpoint; bursts killed while they append, spill and commit
+concurrently. Each round prints which paths its Delta logs (commit metadata), binlake's log (spills) and the
+killed processes show it took; a run prints how many rounds went through each.
 
 Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
 `difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed

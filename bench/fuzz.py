@@ -10,10 +10,19 @@ drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round r
 1. creates a fresh database with 1–3 random tables (every type of docs/types.md, several key kinds,
    text columns in the server's character sets, optionally a MyISAM and a RANGE-partitioned table),
    preloads rows, and snapshots them with binlake;
-2. runs the workload steps: transactions of random shapes, DDL, binlake syncs (in-process and CLI),
-   and CLI syncs SIGKILLed at a failpoint;
+2. runs the workload steps: transactions of random shapes, DDL, binlake syncs (in-process, follow mode
+   with a time budget, CLI), and CLI syncs SIGKILLed at a failpoint;
 3. syncs until caught up and compares every table row by row: the source as the server renders it
    (PyMySQL text protocol), Delta through the `deltalake` package's scan — never binlake's reconcile.
+
+The `paths` family draws, per round, the config and steps that send batches down each apply path
+(`RoundSettings`, `PATHS`): writer threads (1, 2, 3 or the cores) with steps that change several tables in
+one batch; insert-only bursts alone in their batch (the append path of consistent tables); a tiny
+`batch.max_buffered_changes` (spill); a tiny `snapshot.rows_per_chunk` (a chunked snapshot in waves, its CLI
+sometimes killed between two waves and resumed after part of the workload); follow mode, in-process and as
+`binlake sync --follow` killed at a failpoint; bursts killed while they append, spill and commit
+concurrently. Each round prints which paths its Delta logs (commit metadata), binlake's log (spills) and the
+killed processes show it took; a run prints how many rounds went through each.
 
 Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
 `difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import random
 import re
@@ -59,9 +69,15 @@ from bench.fuzz_values import (  # noqa: E402
 )
 
 FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl", "ddl_stop", "partition",
-            "sync_cli", "crash")
+            "sync_cli", "crash", "paths")
 #: Failpoints a CLI sync may be killed at (cdc_lib/faults.py); a snapshot crash uses after_snapshot_commit.
 SYNC_FAILPOINTS = ("binlog_mid_read", "after_delta_commit", "before_offset_write")
+#: Failpoints between the waves of a chunked snapshot (cdc_lib/chunked_snapshot.py), each taken at its n-th arrival.
+WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded@1", "before_snapshot_wave_commit@2",
+                   "after_snapshot_wave_commit@2")
+#: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
+PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
+         "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked")
 #: Statement forms after which binlake may stop the table (instead of applying them exactly).
 EXPECTED_STOP_FORMS = ("DROP COLUMN", "RENAME COLUMN", "DROP PARTITION", "TRUNCATE PARTITION")
 
@@ -72,15 +88,26 @@ EXPECTED_STOP_FORMS = ("DROP COLUMN", "RENAME COLUMN", "DROP PARTITION", "TRUNCA
 class Action:
     """One thing a step does: run SQL on the workload connection, or run binlake."""
 
-    kind: str  # "sql" | "sync" | "sync_cli" | "crash"
-    text: str = ""  # the SQL, or the failpoint of a crash
+    #: "sql" | "sync" | "sync_cli" | "crash" | "follow" (in-process, `text` = budget seconds) |
+    #: "follow_cli" (`binlake sync --follow`, `text` = its failpoint or "") | "snapshot" (resume unfinished snapshots)
+    kind: str
+    text: str = ""  # the SQL, the failpoint of a crash (`name` or `name@n`: its n-th arrival), a follow budget
     table: str = ""  # for DDL that may stop a table: the table it names
+    #: For a crash: the apply paths the killed process was set up to be in (counted when the kill happened).
+    paths: tuple[str, ...] = ()
 
     def render(self) -> str:
         if self.kind == "sql":
             return self.text if self.text.rstrip().endswith(";") else self.text + ";"
         if self.kind == "crash":
             return f"-- binlake sync, SIGKILLed at failpoint {self.text}"
+        if self.kind == "follow":
+            return f"-- binlake follow (in-process), budget {self.text}s"
+        if self.kind == "follow_cli":
+            killed = f", SIGKILLed at failpoint {self.text}" if self.text else ""
+            return f"-- binlake sync --follow (CLI subprocess){killed}"
+        if self.kind == "snapshot":
+            return "-- binlake snapshot of the tables whose snapshot is unfinished (resumes at its next wave)"
         return f"-- binlake sync ({'in-process' if self.kind == 'sync' else 'CLI subprocess'})"
 
 
@@ -98,29 +125,70 @@ class TablePlan:
 
 
 @dataclass(frozen=True)
+class RoundSettings:
+    """The round's binlake config beyond the defaults: which apply paths its batches and snapshot can take."""
+
+    #: Writer threads of a batch (None: the cores, 2 here); 1 writes the changed tables one after another.
+    apply_threads: int | None = None
+    #: The append path for keys a batch inserts into a consistent table.
+    append_inserts: bool = True
+    #: Tiny (100, the least allowed): a table with more changes in a batch spills them to Parquet (cdc_lib/spill.py).
+    max_buffered_changes: int | None = None
+    #: Tiny: the snapshot of a preloaded table runs in several waves of chunks (cdc_lib/chunked_snapshot.py).
+    rows_per_chunk: int | None = None
+    chunks_per_wave: int | None = None
+
+    def apply(self, document: dict[str, Any]) -> None:
+        batch = document.setdefault("batch", {})
+        if self.apply_threads is not None:
+            batch["apply_threads"] = self.apply_threads
+        batch["append_inserts"] = self.append_inserts
+        if self.max_buffered_changes is not None:
+            batch["max_buffered_changes"] = self.max_buffered_changes
+        if self.rows_per_chunk is not None:
+            document["snapshot"] = {"rows_per_chunk": self.rows_per_chunk, "chunks_per_wave": self.chunks_per_wave or 1}
+
+    def concurrent(self) -> bool:
+        return self.apply_threads is None or self.apply_threads > 1
+
+    def describe(self) -> str:
+        parts = [f"apply_threads {self.apply_threads or 'cores'}", f"append_inserts {self.append_inserts}"]
+        if self.max_buffered_changes is not None:
+            parts.append(f"max_buffered_changes {self.max_buffered_changes}")
+        if self.rows_per_chunk is not None:
+            parts.append(f"rows_per_chunk {self.rows_per_chunk}, chunks_per_wave {self.chunks_per_wave or 1}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
 class RoundPlan:
     seed: int
     round: int
     tables: tuple[TablePlan, ...]
     preload: tuple[Step, ...]
-    #: A CLI snapshot SIGKILLed after its first table's commit, before the in-process snapshot of the rest.
-    snapshot_crash: bool
+    #: A CLI snapshot SIGKILLed at this failpoint (`after_snapshot_commit`, or between two waves of a chunked
+    #: snapshot: `after_snapshot_wave_commit@2` …) before the in-process snapshot; "" for none. A table left
+    #: between waves resumes at the workload's `snapshot` step (or before the final sync).
+    snapshot_crash: str
     steps: tuple[Step, ...]
+    settings: RoundSettings = RoundSettings()
 
     def statements(self) -> int:
         return sum(1 for step in (*self.preload, *self.steps) for action in step.actions if action.kind == "sql")
 
     def transactions(self) -> int:
         return sum(1 for step in (*self.preload, *self.steps) if step.label.startswith(("txn", "xa", "savepoint",
-                                                                                         "autocommit", "big")))
+                                                                                         "autocommit", "big", "burst",
+                                                                                         "multi", "crash_burst",
+                                                                                         "follow_cli")))
 
     def script(self) -> str:
         """The round as a replayable script (SQL plus binlake steps as comments)."""
-        lines = [f"-- bench.fuzz seed {self.seed} round {self.round}"]
+        lines = [f"-- bench.fuzz seed {self.seed} round {self.round}", f"-- config: {self.settings.describe()}"]
         lines += [table.create + ";" for table in self.tables]
         for step in self.preload:
             lines += [f"-- preload: {step.label}", *(action.render() for action in step.actions)]
-        crash = " (CLI killed after_snapshot_commit first)" if self.snapshot_crash else ""
+        crash = f" (CLI killed at {self.snapshot_crash} first)" if self.snapshot_crash else ""
         lines.append("-- binlake snapshot" + crash)
         for step in self.steps:
             lines += [f"-- step: {step.label}", *(action.render() for action in step.actions)]
@@ -187,7 +255,8 @@ class Generator:
         self.models: list[TableModel] = []
         self.added = 0
         self.xids = 0
-        self.cli_left = 1 if self.rng.random() < 0.4 else 0
+        self.cli_left = 1 if self.rng.random() < (0.6 if self.on("paths") else 0.4) else 0
+        self.settings = RoundSettings()
 
     def on(self, family: str) -> bool:
         return family in self.families
@@ -297,16 +366,42 @@ class Generator:
             m.engine == "MyISAM" for m in self.models) else []
         choices += ["ddl", "ddl"] if self.on("ddl") else []
         choices += ["ddl_stop"] if self.on("ddl_stop") else []
-        choices += ["big"] if self.on("big") and rng.random() < 0.15 else []
+        spilling = self.settings.max_buffered_changes is not None
+        choices += ["big"] if self.on("big") and (spilling or rng.random() < 0.15) else []
         choices += ["sync", "sync"]
+        if self.on("paths"):
+            choices += ["burst", "burst", "follow"] + (["multi"] if len(self.models) > 1 else [])
         # A CLI process starts its own JVM when it has rows to write (~10-30 s here): at most one per round.
         if self.cli_left:
             choices += ["sync_cli"] if self.on("sync_cli") else []
             choices += ["crash", "crash"] if self.on("crash") else []
+            choices += ["follow_cli"] if self.on("crash") and self.on("paths") else []
         label = rng.choice(choices)
-        if label in ("sync_cli", "crash"):
+        if label in ("sync_cli", "crash", "follow_cli"):
             self.cli_left -= 1
         sql = lambda text: Action("sql", text)  # noqa: E731 - reads best inline
+        if label == "burst":
+            # Inserts only, into several tables, alone in their batch: the append path of consistent tables,
+            # written concurrently (a sync first, so earlier updates are not in the same batch).
+            actions = ([Action("sync")] if rng.random() < 0.7 else []) + self.burst()
+            then = rng.random()
+            if then < 0.5:
+                actions.append(Action("sync"))
+            elif then < 0.7:
+                actions.append(Action("follow", str(rng.choice((2, 3)))))
+            return Step(label, tuple(actions))
+        if label == "multi":
+            # One transaction that changes every table: a batch whose MERGEs run concurrently.
+            actions = [sql("BEGIN")]
+            for model in self.transactional() or self.models:
+                actions += [sql(text) for text in self.dml(model)]
+            return Step(label, (*actions, sql("COMMIT")))
+        if label == "follow":
+            return Step(label, (Action("follow", str(rng.choice((2, 3, 4)))),))
+        if label == "follow_cli":
+            # `binlake sync --follow` with changes waiting, SIGKILLed at a failpoint of a batch (or to its budget).
+            failpoint = rng.choice(self.sync_failpoints())
+            return Step(label, (*self.burst(), Action("follow_cli", failpoint, paths=("follow",))))
         if label == "autocommit":
             model = rng.choice(self.models)
             return Step(label, tuple(sql(text) for text in self.dml(model)))
@@ -320,7 +415,7 @@ class Generator:
             return Step(label, tuple(actions))
         if label == "big":
             model = rng.choice(self.transactional() or self.models)
-            rows = rng.choice((1000, 1000, 2000))
+            rows = rng.choice((1000, 1000, 2000) if self.settings.max_buffered_changes is None else (500, 1000))
             inserts = [self.insert(model, 500) for _ in range(rows // 500)]
             updates = [f"UPDATE `{self.database}`.`{model.name}` SET `{column}` = {self.value(kind)}"
                        for column, kind in list(model.columns.items())[:1]]
@@ -365,8 +460,53 @@ class Generator:
         if label == "sync_cli":
             return Step(label, (Action("sync_cli"),))
         if label == "crash":
-            return Step(label, (Action("crash", rng.choice(SYNC_FAILPOINTS)),))
+            failpoint = rng.choice(self.sync_failpoints())
+            if self.on("paths") and rng.random() < 0.7:
+                # Killed in an insert-only batch of several tables: the append path, written concurrently (and
+                # spilled, with a tiny `max_buffered_changes`: the burst then has more rows than it).
+                paths = (("append",) if self.settings.append_inserts else ()) + (
+                    ("concurrent",) if self.settings.concurrent() and len(self.models) > 1 else ()) + (
+                    ("spill",) if self.settings.max_buffered_changes is not None else ())
+                burst = self.burst(spill=self.settings.max_buffered_changes is not None)
+                return Step("crash_burst", (Action("sync"), *burst, Action("crash", failpoint, paths=paths)))
+            paths = ("spill",) if failpoint == "spilled_apply" else ()
+            return Step(label, (Action("crash", failpoint, paths=paths),))
         return Step(label, (Action("sync"),))
+
+    def sync_failpoints(self) -> tuple[str, ...]:
+        """Where a CLI sync may be killed this round: the batch's failpoints, and those of its paths."""
+        points: tuple[str, ...] = SYNC_FAILPOINTS
+        if self.on("paths") and self.settings.concurrent():
+            points += ("after_delta_commit@2",)  # the second table's commit, the first one's already made
+        if self.on("paths") and self.settings.max_buffered_changes is not None:
+            points += ("spilled_apply",)
+        return points
+
+    def burst(self, *, spill: bool = False) -> list[Action]:
+        """One transaction of inserts only, into two or more tables (when there are), of fresh keys; with
+        `spill`, the first table gets more rows than a tiny `max_buffered_changes` holds."""
+        pool = self.transactional() or self.models
+        chosen = self.rng.sample(pool, min(len(pool), self.rng.choice((2, 2, 3))))
+        actions = [Action("sql", "BEGIN")]
+        for number, model in enumerate(chosen):
+            rows = self.rng.choice((1, 3, 12)) if self.settings.max_buffered_changes is None else \
+                150 if spill and number == 0 else self.rng.choice((3, 40, 150))
+            actions += [Action("sql", self.insert(model, min(rows, 60))) for _ in range(max(1, rows // 60))]
+        return [*actions, Action("sql", "COMMIT")]
+
+    def draw_settings(self) -> RoundSettings:
+        """The round's config: with `paths` on, tiny spill and chunk sizes some of the time, mostly concurrent."""
+        rng = self.rng
+        if not self.on("paths"):
+            return RoundSettings()
+        chunked = rng.random() < 0.4
+        return RoundSettings(
+            apply_threads=rng.choice((None, None, 2, 3, 1)),
+            append_inserts=rng.random() < 0.85,
+            max_buffered_changes=100 if rng.random() < 0.3 else None,
+            rows_per_chunk=rng.choice((6, 12, 25)) if chunked else None,
+            chunks_per_wave=rng.choice((1, 1, 2)) if chunked else None,
+        )
 
     def _comment(self) -> str:
         return self.rng.choice(("", "", "/* app */ ", "-- note\n", "/*!40101 */ ", "# hash\n"))
@@ -450,16 +590,26 @@ class Generator:
 
     def plan(self) -> RoundPlan:
         tables = self.make_tables()
+        self.settings = self.draw_settings()
+        chunked = self.settings.rows_per_chunk is not None
         preload = []
         for model in self.models:
-            rows = self.rng.choice((0, 3, 10, 30, 60))
+            rows = self.rng.choice((0, 3, 10, 30, 60) if not chunked else (10, 30, 60))
             for start in range(0, rows, 20):
                 insert = self.insert(model, min(20, rows - start))
                 preload.append(Step(f"preload {model.name}", (Action("sql", insert),)))
-        snapshot_crash = "crash" in self.families and self.cli_left > 0 and self.rng.random() < 0.25
-        self.cli_left -= snapshot_crash
+        snapshot_crash = ""
+        if "crash" in self.families and self.cli_left > 0 and self.rng.random() < (0.6 if chunked else 0.25):
+            snapshot_crash = "after_snapshot_commit"
+            if chunked and self.rng.random() < 0.8:
+                snapshot_crash = self.rng.choice(WAVE_FAILPOINTS)
+            self.cli_left -= 1
         steps = [self.step(number) for number in range(self.rng.randint(6, 18))]
-        return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps))
+        if "@" in snapshot_crash:
+            # The interrupted snapshot resumes after some of the workload (its DML, syncs, DDL) ran between waves.
+            steps.insert(self.rng.randint(0, len(steps)), Step("snapshot_resume", (Action("snapshot"),)))
+        return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps),
+                         self.settings)
 
 
 # -- running a round ----------------------------------------------------------------------------
@@ -485,6 +635,13 @@ class Outcome:
     stopped: dict[str, str] = field(default_factory=dict)
     #: Seconds per phase (setup, snapshot, workload, final sync, compare), to see where a round's time goes.
     phases: dict[str, float] = field(default_factory=dict)
+    #: How often the round went through each apply path (`PATHS`), as the Delta logs, binlake's log and the
+    #: killed processes show it — not as the plan hoped.
+    paths: dict[str, int] = field(default_factory=dict)
+
+    def took(self, path: str, times: int = 1) -> None:
+        if times:
+            self.paths[path] = self.paths.get(path, 0) + times
 
     @property
     def failed(self) -> bool:
@@ -518,10 +675,15 @@ def _config_document(server: Server, work: Path, database: str, tables: list[str
 
 
 def _cli(config_file: Path, *arguments: str, failpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the binlake CLI; `failpoint` (`name`, or `name@n` for its n-th arrival) SIGKILLs it there."""
     environment = {**os.environ, "TZ": "UTC"}
     environment.pop("BINLAKE_FAILPOINT", None)
+    environment.pop("BINLAKE_FAILPOINT_AT", None)
     if failpoint:
-        environment["BINLAKE_FAILPOINT"] = failpoint
+        name, _, arrival = failpoint.partition("@")
+        environment["BINLAKE_FAILPOINT"] = name
+        if arrival:
+            environment["BINLAKE_FAILPOINT_AT"] = arrival
     return subprocess.run([sys.executable, "-m", "cdc_lib.cli", "--config", str(config_file), *arguments],
                           capture_output=True, text=True, env=environment, timeout=600,
                           cwd=str(Path(__file__).resolve().parent.parent))
@@ -536,8 +698,82 @@ class SyncFailed(Exception):
     """A binlake sync raised or exited non-zero (not at a planted failpoint)."""
 
 
+#: What binlake logs when a batch spills a table's changes (cdc_lib/binlog.py): counted as the spill path.
+SPILL_MESSAGE = "spilled to"
+
+
+class _PathLog(logging.Handler):
+    """Counts the spill path in binlake's log of in-process syncs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.spills = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if SPILL_MESSAGE in record.getMessage():
+            self.spills += 1
+
+
+@contextmanager
+def _counting_spills() -> Iterator[_PathLog]:
+    logger = logging.getLogger("binlake")
+    handler, level = _PathLog(), logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _unsnapshotted(pipeline: Any, database: str, plan: RoundPlan) -> list[str]:
+    """The round's tables whose snapshot is not installed in the pipeline state (unfinished, or not begun)."""
+    installed = pipeline.read_state().tables
+    return [f"{database}.{t.name}" for t in plan.tables if f"{database}.{t.name}" not in installed]
+
+
+def _count_delta_paths(outcome: Outcome, plan: RoundPlan, paths: list[str]) -> None:
+    """The paths the round's Delta commits show: appends, batches committed to several tables by several
+    threads, snapshots written in more than one wave."""
+    from deltalake import DeltaTable
+
+    tables_of_batch: dict[int, int] = {}
+    for path in paths:
+        try:
+            history = DeltaTable(path).history()
+        except Exception:  # noqa: BLE001 - a missing table is the comparison's to report
+            continue
+        waves = 0
+        for commit in history:
+            raw = commit.get("userMetadata")
+            try:
+                metadata = json.loads(raw) if isinstance(raw, str) else (raw or {})
+            except ValueError:
+                continue
+            if metadata.get("path") == "append":
+                outcome.took("append")
+            if metadata.get("kind") == "snapshot" and "wave" in metadata:
+                waves = max(waves, int(metadata["wave"]))
+            if metadata.get("kind") == "merge" and "batch_seq" in metadata:
+                seq = int(metadata["batch_seq"])
+                tables_of_batch[seq] = tables_of_batch.get(seq, 0) + 1
+        if waves > 1:
+            outcome.took("chunked")
+    if plan.settings.concurrent():
+        outcome.took("concurrent", sum(1 for count in tables_of_batch.values() if count > 1))
+
+
 def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False) -> Outcome:
     """Run a plan on a fresh database and lake; compare; drop the database again."""
+    with _counting_spills() as spill_log:
+        outcome = _run_round(plan, server, work, keep=keep)
+    outcome.took("spill", spill_log.spills)
+    return outcome
+
+
+def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Outcome:
     from cdc_lib.config import parse_config
     from cdc_lib.pipeline import Pipeline
 
@@ -558,6 +794,7 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
         for step in plan.preload:
             failed += _run_sql(connection, step)
         document = _config_document(server, work, database, [table.name for table in plan.tables])
+        plan.settings.apply(document)
         config = parse_config(document)
         config_file = work / "binlake.yaml"
         import yaml
@@ -568,11 +805,15 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
         mark = time.monotonic()
         outcome.phases["setup"] = mark - started
         if plan.snapshot_crash:
-            crashed = _cli(config_file, "snapshot", failpoint="after_snapshot_commit")
+            crashed = _cli(config_file, "snapshot", failpoint=plan.snapshot_crash)
             if crashed.returncode not in (0, 1, -9):
                 errors.append(f"snapshot CLI exited {crashed.returncode}: {_last_line(crashed.stderr)}")
+            if crashed.returncode == -9 and "@" in plan.snapshot_crash:
+                outcome.took("crash_chunked")
         from cdc_lib import delta_sink
 
+        # A table with waves in Delta but no installed snapshot waits for the workload's `snapshot` step (a
+        # completed one is installed by the next sync); a table with nothing in Delta is snapshotted now.
         missing = [f"{database}.{t.name}" for t in plan.tables
                    if not delta_sink.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
         if missing:
@@ -595,14 +836,51 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
                         pipeline.sync(until_caught_up=False)
                     except Exception as error:  # noqa: BLE001 - the outcome names it
                         errors.append(f"in-process sync raised {_describe(error)}")
+                elif action.kind == "follow":
+                    from cdc_lib.follow import follow
+
+                    try:
+                        summary = follow(pipeline, budget_seconds=float(action.text), poll_seconds=0.2)
+                        outcome.took("follow", summary.batches_written > 0)
+                    except Exception as error:  # noqa: BLE001
+                        errors.append(f"in-process follow raised {_describe(error)}")
+                elif action.kind == "snapshot":
+                    from cdc_lib.snapshot_documents import read_document
+
+                    pending = _unsnapshotted(pipeline, database, plan)
+                    documents = [read_document(pipeline.store, config.pipeline, name)[0] for name in pending]
+                    between = [document for document in documents
+                               if document is not None and document.status == "running" and document.waves]
+                    try:
+                        if pending:
+                            pipeline.snapshot(pending)
+                        outcome.took("between_waves", bool(between))
+                    except Exception as error:  # noqa: BLE001
+                        errors.append(f"resumed snapshot raised {_describe(error)}")
                 else:
-                    result = _cli(config_file, "sync", failpoint=action.text if action.kind == "crash" else None)
+                    killed = action.text if action.kind in ("crash", "follow_cli") and action.text else None
+                    follow_arguments = ("--follow", "--budget", "20", "--poll", "0.3") \
+                        if action.kind == "follow_cli" else ()
+                    result = _cli(config_file, "sync", *follow_arguments, failpoint=killed)
+                    outcome.took("spill", result.stderr.count(SPILL_MESSAGE))
+                    outcome.took("follow_cli", action.kind == "follow_cli")
                     # 1: a table is stopped (the state says which; judged at the end); -9: killed at the failpoint.
-                    if result.returncode not in (0, 1, -9) or (result.returncode == -9 and action.kind != "crash"):
-                        errors.append(f"CLI sync exited {result.returncode}: {_last_line(result.stderr)}")
+                    if result.returncode not in (0, 1, -9) or (result.returncode == -9 and not killed):
+                        errors.append(f"CLI {' '.join(('sync', *follow_arguments[:1]))} exited "
+                                      f"{result.returncode}: {_last_line(result.stderr)}")
+                    if result.returncode == -9:
+                        for path in action.paths:
+                            outcome.took(f"crash_{path}")
         _settle(connection, plan)
         outcome.phases["workload"] = time.monotonic() - mark
         mark = time.monotonic()
+        try:
+            # A snapshot the workload left unfinished (its `snapshot` step shrunk away) resumes here.
+            pending = _unsnapshotted(pipeline, database, plan)
+            if pending:
+                pipeline.snapshot(pending)
+        except Exception as error:  # noqa: BLE001
+            errors.append(f"resumed snapshot raised {_describe(error)}")
         try:
             pipeline.sync(until_caught_up=True)
             pipeline.sync(until_caught_up=True)  # a table paused at an ALTER resumes; nothing else moves
@@ -626,6 +904,7 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
             differences += found
         outcome.rows_compared = rows
         outcome.phases["compare"] = time.monotonic() - mark
+        _count_delta_paths(outcome, plan, [pipeline.table_path(f"{database}.{t.name}") for t in plan.tables])
         if errors or (unexpected and not differences):
             # A sync that raised stopped every table (loudly): its missing rows are not a silent difference.
             # A difference in a table that was not stopped outranks another table's unexpected stop.
@@ -882,7 +1161,7 @@ def shrink(plan: RoundPlan, signature: str, rerun: Callable[[RoundPlan], Outcome
 
 def _replace(plan: RoundPlan, **changes: Any) -> RoundPlan:
     fields = {"seed": plan.seed, "round": plan.round, "tables": plan.tables, "preload": plan.preload,
-              "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, **changes}
+              "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, "settings": plan.settings, **changes}
     fields["steps"], fields["preload"] = tuple(fields["steps"]), tuple(fields["preload"])
     return RoundPlan(**fields)
 
@@ -901,6 +1180,13 @@ class Totals:
     results: dict[str, int] = field(default_factory=dict)
     #: How many steps of each shape ran (xa_rollback, ddl_add_not_null, crash …): what the run covered.
     shapes: dict[str, int] = field(default_factory=dict)
+    #: Rounds that went through each apply path (`PATHS`; `Outcome.paths`), and how often in all.
+    path_rounds: dict[str, int] = field(default_factory=dict)
+    path_times: dict[str, int] = field(default_factory=dict)
+
+    def paths_line(self) -> str:
+        return ", ".join(f"{path} {self.path_rounds.get(path, 0)} ({self.path_times.get(path, 0)}×)"
+                         for path in PATHS)
 
 
 class Fuzzer:
@@ -944,14 +1230,19 @@ class Fuzzer:
         totals.seconds += outcome.seconds
         totals.results[outcome.result] = totals.results.get(outcome.result, 0) + 1
         for step in plan.steps:
-            label = f"crash_{step.actions[0].text}" if step.label == "crash" else step.label
+            crashes = [action.text for action in step.actions if action.kind == "crash"]
+            label = f"{step.label}_{crashes[0]}" if crashes else step.label
             totals.shapes[label] = totals.shapes.get(label, 0) + 1
         if plan.snapshot_crash:
-            totals.shapes["crash_after_snapshot_commit"] = totals.shapes.get("crash_after_snapshot_commit", 0) + 1
+            label = f"crash_snapshot_{plan.snapshot_crash}"
+            totals.shapes[label] = totals.shapes.get(label, 0) + 1
+        for path, times in outcome.paths.items():
+            totals.path_rounds[path] = totals.path_rounds.get(path, 0) + 1
+            totals.path_times[path] = totals.path_times.get(path, 0) + times
         self.out(f"seed {seed} round {round_number}: {plan.statements()} statements, {plan.transactions()} "
                  f"transactions, {len(plan.tables)} tables, {outcome.rows_compared} rows compared, "
                  f"{outcome.seconds:.1f}s ({', '.join(f'{k} {v:.0f}s' for k, v in outcome.phases.items())}) "
-                 f"→ {outcome.result}"
+                 f"[{plan.settings.describe()}; paths {dict(sorted(outcome.paths.items()))}] → {outcome.result}"
                  + (f" ({outcome.detail.splitlines()[0][:500]})" if outcome.detail else ""))
         if outcome.failed:
             self.report_failure(plan, outcome)
@@ -1037,9 +1328,9 @@ def main(argv: list[str] | None = None) -> int:
     families = parse_families(arguments.families)
     print(f"bench.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))
-    import logging
-
     logging.basicConfig(level=logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.ERROR)  # binlake's INFO lines reach the spill counter, not the terminal
     started = time.monotonic()
     try:
         with local_server(work) as server:
@@ -1069,6 +1360,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"({totals.rounds / minutes:.2f} rounds/min, {totals.rows_compared / minutes:.0f} rows compared/min)",
                   flush=True)
             print(f"step shapes: {dict(sorted(totals.shapes.items()))}")
+            print(f"rounds per apply path (times in all): {totals.paths_line()}")
             for failure in totals.failures:
                 print(f"  failure: seed {failure['seed']} round {failure['round']}: {failure['result']}: "
                       f"{failure['detail'][:300]}")

@@ -70,16 +70,22 @@ def many_tables(server: LocalMariaDB, work: Path, *, changes: int, tables: int, 
     return results
 
 
-def _one_batch_case(server: LocalMariaDB, work: Path, *, label: str, database: str, count: int, changes: int,
-                    server_id: int, repeat: int) -> dict[str, Any]:
+def create_tables(server: LocalMariaDB, database: str, *, count: int, rows_per_table: int) -> list[str]:
+    """A new database with `count` bench tables `t001`… of `rows_per_table` rows each; their names."""
     server.execute(f"CREATE DATABASE {database}")
     names = [f"{database}.t{index:03d}" for index in range(1, count + 1)]
     connection = server.admin_connection(database)
     try:
         for name in names:
-            create_table(connection, name.split(".")[1], changes // count)
+            create_table(connection, name.split(".")[1], rows_per_table)
     finally:
         connection.close()
+    return names
+
+
+def _one_batch_case(server: LocalMariaDB, work: Path, *, label: str, database: str, count: int, changes: int,
+                    server_id: int, repeat: int) -> dict[str, Any]:
+    names = create_tables(server, database, count=count, rows_per_table=changes // count)
     config = pipeline_config(work, server.port, f"keepup_{label}", [f"{database}.*"], server_id,
                              max_events=1_000_000)
     pipeline = Pipeline(load_config(config))

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.keepup import PASSWORD, USER, pipeline_config
-from bench.keepup_costs import _write_changes
-from bench.keepup_load import create_table
+from bench.keepup_costs import _write_changes, create_tables
 from cdc_lib.config import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
@@ -129,14 +128,7 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
              server_id: int, extra_batch: str = "", variants: dict[str, dict[str, str]] | None = None,
              ) -> dict[str, Any]:
     database = f"many_{tables}"
-    server.execute(f"CREATE DATABASE {database}")
-    names = [f"{database}.t{index:03d}" for index in range(1, tables + 1)]
-    connection = server.admin_connection(database)
-    try:
-        for name in names:
-            create_table(connection, name.split(".")[1], changes // tables)
-    finally:
-        connection.close()
+    names = create_tables(server, database, count=tables, rows_per_table=changes // tables)
     config = pipeline_config(work, server.port, f"many_{tables}", [f"{database}.*"], server_id, max_events=1_000_000)
     if extra_batch:
         config.write_text(config.read_text().replace("max_seconds: 600", f"max_seconds: 600, {extra_batch}"))

@@ -6,10 +6,12 @@ interleaved so that the machine's load hits both alike, `mysqldump --single-tran
 snapshot runs with the engine's steps wrapped by a clock that charges every second to the innermost step
 running on the main thread, so the steps add up to the wall time ("other" is what no step covers).
 
-Then the write alone, on the same chunk plan, ended in different sinks (`--write-stages`): a no-op sink
-(JDBC read + type casts), plain Parquet with each codec, and Delta with no column statistics, statistics on
-the key columns only, and statistics on every column (Delta's default, the first 32 columns). The
-differences between those medians split the write into read, Parquet encoding, Delta's statistics and commit.
+With `--write-stages`, each run also ends the same chunk plan's read in different sinks: a no-op sink
+(JDBC read + type casts), plain Parquet with each codec, Delta with no column statistics, statistics on the
+key columns only, statistics on every column (Delta's default, the first 32 columns), and
+`delta_sink.write_snapshot` itself. The differences between those medians split the write into read, Parquet
+encoding, Delta's statistics and commit, and what binlake's own commit adds. The last run's Spark jobs are
+listed with their start, duration and tasks: the write's seconds outside them are the driver's.
 
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
 """
@@ -152,46 +154,102 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
     dumps: list[float] = []
     walls: list[float] = []
     steps: list[dict[str, float]] = []
-    tracker = pipeline.spark().sparkContext.statusTracker()
-    jobs: list[str] = []
-    for _ in range(repeat):
-        dumps.append(_dump_seconds(server, "keepup", table))
-        clock = StepClock()
-        known = set(tracker.getJobIdsForGroup())
-        with clock.patched(_engine_steps()):
-            started = time.perf_counter()
-            result = pipeline.snapshot()[0]
-            wall = time.perf_counter() - started
-        jobs = [_job_name(tracker, job) for job in sorted(set(tracker.getJobIdsForGroup()) - known)]
-        assert result.rows == rows, (result.rows, rows)
-        walls.append(wall)
-        clock.seconds["other"] = wall - sum(clock.seconds.values())
-        steps.append(clock.seconds)
+    jobs: list[SparkJob] = []
+    spark = pipeline.spark()
+    with ExitStack() as cleanup:
+        stages = _write_stages(pipeline, f"keepup.{table}", codecs=codecs, cleanup=cleanup) if write_stages else {}
+        for run in stages.values():
+            run()  # each sink's first job compiles its own code paths: not counted
+        stage_seconds: dict[str, list[float]] = {stage: [] for stage in stages}
+        for _ in range(repeat):
+            # Interleaved: dump, snapshot and every write stage in turn, so the machine's load (other agents')
+            # hits them alike. (Run one after the other, the snapshot's write and the bare Delta write of the
+            # same read once differed by 2.9 s at 200k rows; interleaved, by ~0.4 s: docs/performance.md.)
+            dumps.append(_dump_seconds(server, "keepup", table))
+            clock = StepClock()
+            known = _last_job_id(spark)
+            with clock.patched(_engine_steps()):
+                origin_ms = _jvm_millis(spark)
+                started = time.perf_counter()
+                result = pipeline.snapshot()[0]
+                wall = time.perf_counter() - started
+            jobs = _jobs_since(spark, known, origin_ms)
+            assert result.rows == rows, (result.rows, rows)
+            walls.append(wall)
+            clock.seconds["other"] = wall - sum(clock.seconds.values())
+            steps.append(clock.seconds)
+            for stage, run in stages.items():
+                started = time.perf_counter()
+                run()
+                stage_seconds[stage].append(time.perf_counter() - started)
     names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
         run.get(name, 0.0) for run in steps))
     figures: dict[str, Any] = {
         "rows": rows, "chunks": result.chunks, "first_snapshot_s": first_s, "mysqldump_s": statistics.median(dumps),
         "snapshot_s": statistics.median(walls), "mysqldump_runs": dumps, "snapshot_runs": walls,
         "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
-        "spark_jobs_of_last_run": jobs,
+        "spark_jobs_of_last_run": [job.__dict__ for job in jobs],
+        "spark_job_seconds_of_last_run": sum(job.seconds for job in jobs),
+        "last_run_s": walls[-1],
     }
     figures["snapshot_vs_mysqldump"] = figures["mysqldump_s"] / figures["snapshot_s"]
-    if write_stages:
-        figures["write_stages_s"] = _write_stages(pipeline, f"keepup.{table}", repeat=repeat, codecs=codecs)
+    if stages:
+        figures["write_stages_s"] = {stage: statistics.median(values) for stage, values in stage_seconds.items()}
     return figures
 
 
-def _job_name(tracker: Any, job: int) -> str:
-    """A Spark job's stage names (their call sites: which of Delta's steps ran it)."""
-    info = tracker.getJobInfo(job)
-    if info is None:
-        return f"job {job}"
-    stages = [tracker.getStageInfo(stage) for stage in info.stageIds]
-    return " | ".join(stage.name for stage in stages if stage is not None) or f"job {job}"
+@dataclass(frozen=True)
+class SparkJob:
+    """One Spark job of a snapshot: when it started (seconds after the snapshot did), how long it ran, its tasks
+    and its description (Delta names its state reconstruction "Compute snapshot for version: N")."""
+
+    job: int
+    start_s: float
+    seconds: float
+    tasks: int
+    name: str
 
 
-def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[str]) -> dict[str, float]:
-    """Median seconds of the snapshot's read (its chunk plan, all chunks in one Spark job) ended in each sink."""
+def _jvm_millis(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.System.currentTimeMillis())
+
+
+def _job_data(spark: Any) -> list[Any]:
+    # The status store keeps each job's submission and completion times, which the Python status tracker does
+    # not expose; it is kept with the UI off too.
+    listed = spark.sparkContext._jsc.sc().statusStore().jobsList(None).iterator()
+    found = []
+    while listed.hasNext():
+        found.append(listed.next())
+    return found
+
+
+def _last_job_id(spark: Any) -> int:
+    return max((int(job.jobId()) for job in _job_data(spark)), default=-1)
+
+
+def _jobs_since(spark: Any, after: int, origin_ms: int) -> list[SparkJob]:
+    """The jobs after job `after`, in order, timed against `origin_ms` (the JVM's clock when the run began)."""
+    jobs = []
+    for data in _job_data(spark):
+        if int(data.jobId()) <= after:
+            continue
+        submitted, completed = data.submissionTime(), data.completionTime()
+        start_ms = submitted.get().getTime() if submitted.isDefined() else origin_ms
+        end_ms = completed.get().getTime() if completed.isDefined() else start_ms
+        description = data.description().get() if data.description().isDefined() else data.name()
+        jobs.append(SparkJob(job=int(data.jobId()), start_s=(start_ms - origin_ms) / 1000,
+                             seconds=(end_ms - start_ms) / 1000, tasks=int(data.numTasks()),
+                             name=str(description)[:80]))
+    return sorted(jobs, key=lambda job: job.job)
+
+
+def _write_stages(pipeline: Pipeline, name: str, *, codecs: list[str], cleanup: ExitStack
+                  ) -> dict[str, Callable[[], object]]:
+    """The snapshot's read (its chunk plan, all chunks in one Spark job) ended in each sink, one callable each.
+    The last is `delta_sink.write_snapshot` itself (SetTransaction, user metadata, overwriteSchema) on a table
+    of its own: the snapshot's write without the chunked engine around it."""
+    from cdc_lib import delta_sink
     from cdc_lib.snapshot import plan_snapshot_chunks, read_table
     from cdc_lib.source import TableRef, describe_table, source_connection
 
@@ -202,12 +260,13 @@ def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[st
         plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=config.snapshot.chunk_rows())
     predicates = plan.predicates  # every chunk in one job: the whole table, as mysqldump reads it
     scratch = Path(config.sink.path) / "_profile_write_stages"
+    cleanup.callback(shutil.rmtree, scratch, True)
     keys = ",".join(schema.primary_key)
 
     def frame() -> Any:
         return read_table(spark, config.source, schema, predicates)
 
-    stages: dict[str, Callable[[], None]] = {
+    stages: dict[str, Callable[[], object]] = {
         "JDBC read + casts (noop sink)": lambda: frame().write.format("noop").mode("overwrite").save(),
     }
     for codec in codecs:
@@ -223,18 +282,11 @@ def _write_stages(pipeline: Pipeline, name: str, *, repeat: int, codecs: list[st
         stages[label] = functools.partial(
             lambda options, target: frame().write.format("delta").mode("overwrite").options(**options).save(
                 str(target)), options, target)
-    seconds: dict[str, list[float]] = {stage: [] for stage in stages}
-    try:
-        for run in stages.values():
-            run()  # each sink's first job compiles its own code paths: not counted
-        for _ in range(repeat):
-            for stage, run in stages.items():  # interleaved: the machine's load hits every stage alike
-                started = time.perf_counter()
-                run()
-                seconds[stage].append(time.perf_counter() - started)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return {stage: statistics.median(values) for stage, values in seconds.items()}
+    commits = iter(range(1, 1_000_000))
+    stages["+ write_snapshot (txn, metadata)"] = lambda: delta_sink.write_snapshot(
+        spark, frame(), str(scratch / "write_snapshot"), application="snapshot-profile",
+        txn_version=next(commits), metadata={"table": name})
+    return stages
 
 
 def print_profile(figures: dict[str, Any]) -> None:
@@ -244,9 +296,11 @@ def print_profile(figures: dict[str, Any]) -> None:
           f"took {figures['first_snapshot_s']:.2f} s)")
     for step, seconds in figures["steps_s"].items():
         print(f"  {step:<48} {seconds:7.3f} s  {100 * seconds / figures['snapshot_s']:5.1f} %")
-    print(f"  Spark jobs of the last run: {len(figures['spark_jobs_of_last_run'])}")
-    for job in figures["spark_jobs_of_last_run"]:
-        print(f"    {job}")
+    jobs = figures["spark_jobs_of_last_run"]
+    print(f"  Spark jobs of the last run ({figures['last_run_s']:.2f} s): {len(jobs)}, "
+          f"{figures['spark_job_seconds_of_last_run']:.2f} s in jobs, the rest on the driver")
+    for job in jobs:
+        print(f"    +{job['start_s']:6.3f} s {job['seconds']:6.3f} s {job['tasks']:3d} tasks  {job['name']}")
     stages = figures.get("write_stages_s")
     if stages:
         print("  the write alone, by sink:")

@@ -251,7 +251,7 @@ class BatchRead:
         return {name: changes for name, changes in self.changes.items() if not changes.empty}
 
 
-def _open_stream(
+def open_stream(
     source: SourceConfig,
     start: BinlogPosition,
     *,
@@ -527,7 +527,7 @@ class _Read:
         transaction = self.open()
         changes = transaction.changes_for(name)
         try:
-            _fold_rows(event, decoder, changes)
+            fold_rows(event, decoder, changes)
             if not self.rows_seen:
                 self.rows_seen = True
                 failpoint("binlog_mid_read")  # once per batch, after its first rows event
@@ -548,13 +548,13 @@ class _Read:
             self.check_buffered(name, transaction)
 
     def compressed_rows(self, stream: BinLogStreamReader, event: Any) -> None:
-        raw = raw_event(event, checksum=_private(stream, "use_checksum"))
+        raw = raw_event(event, checksum=stream_setting(stream, "use_checksum"))
         table = stream.table_map.get(compressed_table_id(raw))
         name = f"{table.schema}.{table.table}" if table is not None else None
         if name not in self.decoders:
             return  # not a followed table (their table maps are the only ones kept)
         try:
-            decoded = _rebuilt_rows_event(stream, uncompressed_rows_packet(raw))
+            decoded = rebuilt_rows_event(stream, uncompressed_rows_packet(raw))
         except Exception as exc:  # noqa: BLE001 - an undecodable compressed event stops its table
             self.stop(name, UnreadableEventError(
                 f"a compressed rows event (log_bin_compress) at {self.current_file}:{event.packet.log_pos} "
@@ -747,7 +747,7 @@ def _read_once(
     read = _Read(source, cursors, server, plan)
     result = read.result
     failpoint("before_binlog_stream")
-    stream = _open_stream(
+    stream = open_stream(
         source, read.start, events=None, tables=[cursor.schema.table for cursor in cursors],
         gtid_state=read.start_state, server=server,
     )
@@ -790,7 +790,7 @@ def _read_once(
             elif handling == "query":
                 if code == QUERY_COMPRESSED_EVENT:
                     try:
-                        decoded = uncompressed_query(raw_event(event, checksum=_private(stream, "use_checksum")))
+                        decoded = uncompressed_query(raw_event(event, checksum=stream_setting(stream, "use_checksum")))
                     except Exception as exc:  # noqa: BLE001 - an unreadable statement may touch any table
                         read.stop_all(
                             f"a compressed statement (log_bin_compress) at {read.current_file}:{event.packet.log_pos} "
@@ -802,7 +802,7 @@ def _read_once(
                         continue
                     statement, schema = decoded.statement, decoded.schema
                 else:
-                    statement, schema = _query_text(event.query), _query_text(event.schema)
+                    statement, schema = query_text(event.query), query_text(event.schema)
                 read.query(statement, schema, event.packet.log_pos, event.timestamp)
             elif handling == "stop_table":
                 _stop_by_table_id(read, stream, event, kind)
@@ -846,12 +846,12 @@ def _read_once(
 _LIBRARY_TYPES = frozenset({0, 1, 3, 5, 13, 14, 15, 17, 19, 27, 29, 35, 160, 161, 163, 164})
 
 
-def _private(stream: BinLogStreamReader, name: str) -> Any:
+def stream_setting(stream: BinLogStreamReader, name: str) -> Any:
     """A private attribute of the stream (python-mysql-replication 1.0.17 keeps its settings name-mangled)."""
     return getattr(stream, f"_BinLogStreamReader__{name}")
 
 
-def _rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
+def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
     """The library's rows event for a rebuilt (decompressed) packet, read with the stream's own settings."""
     from pymysql.protocol import MysqlPacket
     from pymysqlreplication.packet import BinLogPacketWrapper
@@ -861,19 +861,19 @@ def _rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
         stream.table_map,
         stream._ctl_connection,
         stream.mysql_version,
-        _private(stream, "use_checksum"),
+        stream_setting(stream, "use_checksum"),
         frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
-        _private(stream, "only_tables"),
-        _private(stream, "ignored_tables"),
-        _private(stream, "only_schemas"),
-        _private(stream, "ignored_schemas"),
-        _private(stream, "freeze_schema"),
-        _private(stream, "ignore_decode_errors"),
+        stream_setting(stream, "only_tables"),
+        stream_setting(stream, "ignored_tables"),
+        stream_setting(stream, "only_schemas"),
+        stream_setting(stream, "ignored_schemas"),
+        stream_setting(stream, "freeze_schema"),
+        stream_setting(stream, "ignore_decode_errors"),
         False,  # the checksum bytes belong to the compressed event
-        _private(stream, "optional_meta_data"),
+        stream_setting(stream, "optional_meta_data"),
         False,
-        _private(stream, "use_column_name_cache"),
-        _private(stream, "post_header_lengths"),
+        stream_setting(stream, "use_column_name_cache"),
+        stream_setting(stream, "post_header_lengths"),
     )
     return wrapper.event
 
@@ -881,7 +881,7 @@ def _rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
 def _stop_by_table_id(read: _Read, stream: BinLogStreamReader, event: Any, kind: EventType) -> None:
     table_id = getattr(event, "table_id", None)
     if table_id is None:
-        raw = raw_event(event, checksum=_private(stream, "use_checksum"))
+        raw = raw_event(event, checksum=stream_setting(stream, "use_checksum"))
         table_id = compressed_table_id(raw)
     table = stream.table_map.get(table_id)
     name = f"{table.schema}.{table.table}" if table is not None else None
@@ -904,7 +904,7 @@ def _decode_error(name: str, event: Any, exc: Exception, boundary: BinlogPositio
     )
 
 
-def _fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     """Fold the event's rows into `changes`; returns how many row changes it carried."""
     images = decoder.fast.images(event)
     if images is not None:
@@ -948,7 +948,7 @@ def _advance_gtid(state: str | None, gtid: str) -> str:
         return gtid
 
 
-def _query_text(value: Any) -> str:
+def query_text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
@@ -968,7 +968,7 @@ def columns_after_ddl(
 
     # Every event, so that a compressed DDL (log_bin_compress) is read too; on the server that wrote the
     # position, since a file of the same name elsewhere holds other events.
-    stream = _open_stream(source, position, events=None, tables=[table.table], server=position.server)
+    stream = open_stream(source, position, events=None, tables=[table.table], server=position.server)
     name = table.table.name
     try:
         for seen, event in enumerate(stream):
@@ -979,9 +979,9 @@ def columns_after_ddl(
                     return [str(column.name) for column in event.columns]
                 continue
             if isinstance(event, QueryEvent):
-                statement, schema = _query_text(event.query), _query_text(event.schema)
+                statement, schema = query_text(event.query), query_text(event.schema)
             elif event.event_type == QUERY_COMPRESSED_EVENT:
-                decoded = uncompressed_query(raw_event(event, checksum=_private(stream, "use_checksum")))
+                decoded = uncompressed_query(raw_event(event, checksum=stream_setting(stream, "use_checksum")))
                 statement, schema = decoded.statement, decoded.schema
             else:
                 continue
@@ -1071,7 +1071,7 @@ def _prepares_in(
     """XA PREPAREs in one binlog file (up to `low`), each with the start of its event group."""
     from pymysqlreplication.event import XAPrepareEvent
 
-    stream = _open_stream(source, BinlogPosition(file_name, 4), events=list(events), tables=[table], server=low.server)
+    stream = open_stream(source, BinlogPosition(file_name, 4), events=list(events), tables=[table], server=low.server)
     found: dict[XaId, BinlogPosition] = {}
     group_start: int | None = None
     try:

@@ -29,7 +29,7 @@ import pymysql
 from pymysqlreplication.event import QueryEvent
 
 from cdc_lib import delta_log, delta_sink
-from cdc_lib.binlog import TableDecoder, _fold_rows, _open_stream, _private, _query_text, _rebuilt_rows_event
+from cdc_lib.binlog import TableDecoder, fold_rows, open_stream, query_text, rebuilt_rows_event, stream_setting
 from cdc_lib.binlog_events import (
     COMPRESSED_ROWS,
     QUERY_COMPRESSED_EVENT,
@@ -75,7 +75,7 @@ class RowImages(TableChanges):
     """Each row event's image of the row BEFORE the change, per key, in binlog order: `r` rows (an UPDATE's
     before-image, a DELETE's row), `a` rows (an INSERT, the arriving key of a key-changing UPDATE: no row before).
 
-    A row fold like the sync's (`cdc_lib.binlog._fold_rows` feeds it). The images go to `staged` (Parquet parts of
+    A row fold like the sync's (`cdc_lib.binlog.fold_rows` feeds it). The images go to `staged` (Parquet parts of
     `_PART_ROWS`), never all in memory; without `staged` nothing is kept (a soft-delete table only needs the scan's
     checks).
     """
@@ -134,7 +134,7 @@ def scan_window(
     started = time.monotonic()
     events = 0
     # Every event type (the closed world): a compressed statement or an unknown event is classified, not skipped.
-    stream = _open_stream(source, low, events=None, tables=[schema.table], server=low.server)
+    stream = open_stream(source, low, events=None, tables=[schema.table], server=low.server)
     try:
         for event, position in _events_up_to(stream, low, high):
             events += 1
@@ -167,24 +167,24 @@ def _scan_event(
     kind = handling_of(code, event.packet.flags)
     if kind.handling == "rows":
         if code in COMPRESSED_ROWS:
-            raw = raw_event(event, checksum=_private(stream, "use_checksum"))
+            raw = raw_event(event, checksum=stream_setting(stream, "use_checksum"))
             table = stream.table_map.get(compressed_table_id(raw))
             if table is None or f"{table.schema}.{table.table}" != name:
                 return
-            event = _rebuilt_rows_event(stream, uncompressed_rows_packet(raw))
+            event = rebuilt_rows_event(stream, uncompressed_rows_packet(raw))
             if event is None:
                 return
         if f"{event.schema}.{event.table}" == name:
-            _fold_rows(event, decoder, images)
+            fold_rows(event, decoder, images)
         return
     if kind.handling == "query":
         if code == QUERY_COMPRESSED_EVENT:
-            decoded = uncompressed_query(raw_event(event, checksum=_private(stream, "use_checksum")))
+            decoded = uncompressed_query(raw_event(event, checksum=stream_setting(stream, "use_checksum")))
             statement, schema = decoded.statement, decoded.schema
         elif isinstance(event, QueryEvent):
-            statement, schema = _query_text(event.query), _query_text(event.schema)
+            statement, schema = query_text(event.query), query_text(event.schema)
         else:
-            statement, schema = _query_text(getattr(event, "query", "")), _query_text(getattr(event, "schema", ""))
+            statement, schema = query_text(getattr(event, "query", "")), query_text(getattr(event, "schema", ""))
         for effect in table_effects(statement, schema, (name,)):
             if effect.table == name and effect.kind != "none":
                 _refuse(name, f"{'a TRUNCATE' if effect.kind == 'truncate' else 'a DDL'} of the table "

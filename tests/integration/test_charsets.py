@@ -16,7 +16,7 @@ from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from bench.charset_tables import server_views
 from cdc_lib import charsets
-from cdc_lib.binlog import TableCursor, TableDecoder, _open_stream, read_batch
+from cdc_lib.binlog import TableCursor, TableDecoder, open_stream, read_batch
 from cdc_lib.config import BatchConfig
 from cdc_lib.errors import TableError
 from cdc_lib.pipeline import Pipeline
@@ -138,7 +138,7 @@ def test_latin1_bytes_cp1252_lacks_reach_the_batch_reader_as_the_server_shows_th
 
     decoder = TableDecoder.for_schema(schema)
     decoder.fast.library_only = True  # the library fallback, with binlake's converters
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    stream = open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
     library = []
     try:
         for event in stream:
@@ -219,7 +219,7 @@ def test_binlog_fast_decoder_and_library_both_show_the_servers_text(mariadb, dat
     decoder = TableDecoder.for_schema(schema)
     fast: dict[int, tuple[Any, ...]] = {}
     library: dict[int, tuple[Any, ...]] = {}
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent], tables=[schema.table])
+    stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent], tables=[schema.table])
     try:
         for event in stream:
             update = isinstance(event, UpdateRowsEvent)
@@ -274,7 +274,7 @@ def test_a_surrogate_code_point_is_refused_by_name_on_the_binlog_path(mariadb, d
     sql(mariadb, f"INSERT INTO {db}.sg VALUES (1, UNHEX('41EDA08042'), 'a')", f"INSERT INTO {db}.sg VALUES "
         "(2, 'b', UNHEX('D800DC00'))")
     decoder = TableDecoder.for_schema(schema)
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    stream = open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
     try:
         for event in stream:
             assert decoder.fast.images(event) is None  # the fast decoder leaves it to the library ...

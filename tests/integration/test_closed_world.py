@@ -286,14 +286,14 @@ def test_a_row_decode_failure_stops_only_that_table(mariadb, database, make_conf
     pipeline = Pipeline(config)
     pipeline.snapshot()
 
-    real_fold = binlog._fold_rows
+    real_fold = binlog.fold_rows
 
     def failing_fold(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         if decoder.schema.table.name == bad and any(row.get("values", {}).get("id") == 66 for row in event.rows):
             raise UnicodeDecodeError("latin1", b"\x81", 0, 1, "a byte Python's codec rejects")
         return real_fold(event, decoder, changes)
 
-    monkeypatch.setattr(binlog, "_fold_rows", failing_fold)
+    monkeypatch.setattr(binlog, "fold_rows", failing_fold)
     sql(mariadb, f"INSERT INTO {bad} VALUES (1, 'fine', 1)", f"INSERT INTO {good} VALUES (1, 'fine', 1)")
     before_bad = _master(mariadb)
     sql(mariadb, "BEGIN", f"INSERT INTO {good} VALUES (66, 'same transaction', 66)",

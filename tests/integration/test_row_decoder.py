@@ -7,7 +7,7 @@ from typing import Any
 
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog import TableCursor, TableDecoder, _open_stream, read_batch
+from cdc_lib.binlog import TableCursor, TableDecoder, open_stream, read_batch
 from cdc_lib.config import BatchConfig, PipelineConfig
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.source import TableRef, connect, current_position, describe_table
@@ -63,7 +63,7 @@ def _decode_both_ways(config: PipelineConfig, table: str, start: BinlogPosition)
     finally:
         with_connection.close()
     decoder = TableDecoder.for_schema(schema)
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+    stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
                           tables=[schema.table])
     fast: list[tuple[str, ...]] = []
     library: list[tuple[str, ...]] = []
@@ -204,7 +204,7 @@ def test_table_map_is_what_the_decoder_follows(mariadb, database, make_config) -
     sql(mariadb, f"INSERT INTO {db}.a VALUES (1, 1)", f"ALTER TABLE {db}.a ADD COLUMN w INT",
         f"INSERT INTO {db}.a VALUES (2, 2, 2)")
     decoder = TableDecoder.for_schema(schema)
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent, TableMapEvent], tables=[schema.table])
+    stream = open_stream(config.source, start, events=[WriteRowsEvent, TableMapEvent], tables=[schema.table])
     outcomes, once_the_library_read = [], []
     try:
         for event in stream:
@@ -235,7 +235,7 @@ def test_temporal_edges_decode_as_the_server_shows_them_on_both_paths(mariadb, d
     decoder = TableDecoder.for_schema(schema)
     fast: list[tuple] = []
     library: list[tuple] = []
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
+    stream = open_stream(config.source, start, events=[WriteRowsEvent], tables=[schema.table])
     try:
         for event in stream:
             fast.extend(as_temporal_text(row) for row in decoder.fast.images(event) or [])

@@ -18,7 +18,7 @@ import pymysql
 import pytest
 
 from cdc_lib import source as mysql
-from cdc_lib.binlog import _open_stream, columns_after_ddl
+from cdc_lib.binlog import columns_after_ddl, open_stream
 from cdc_lib.config import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import MissingGrantError, ServerMismatchError
@@ -247,7 +247,7 @@ def test_a_reconnect_of_the_binlog_stream_is_checked_too(mariadb, own_mariadb, d
     backlog(mariadb, database, transactions=6, rows=1500)
     from pymysqlreplication.row_event import WriteRowsEvent
 
-    stream = _open_stream(config.source, start, events=[WriteRowsEvent], tables=[TableRef.parse(table)],
+    stream = open_stream(config.source, start, events=[WriteRowsEvent], tables=[TableRef.parse(table)],
                           server=start.server)
     try:
         iterator = iter(stream)

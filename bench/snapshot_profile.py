@@ -90,7 +90,15 @@ class StepClock:
 
 def _engine_steps() -> list[tuple[Any, str, str]]:
     """The engine's steps of a mirror table's snapshot (names as the calling modules bind them)."""
-    from cdc_lib import chunked_snapshot, delta_log, delta_sink, offsets, pipeline_context, snapshot_documents
+    from cdc_lib import (
+        chunked_snapshot,
+        delta_log,
+        delta_sink,
+        offsets,
+        pipeline_context,
+        snapshot_delta_rs,
+        snapshot_documents,
+    )
     from cdc_lib import snapshot_tables as tables
     from cdc_lib import source as mysql
 
@@ -110,6 +118,8 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
         (pipeline_context.PipelineContext, "spark", "SparkSession (warm)"),
         (delta_sink, "write_snapshot", "write: JDBC read + Parquet + stats + commit"),
         (delta_sink, "append_snapshot_wave", "write: JDBC read + Parquet + stats + commit"),
+        (snapshot_delta_rs, "write_wave", "write (delta-rs): JDBC read + Arrow + Parquet + stats + commit"),
+        (snapshot_delta_rs, "delta_rs_refusal", "writer choice (table settings)"),
         (delta_sink, "_properties", "write: table properties (DESCRIBE DETAIL)"),
         (delta_sink, "table_features", "write: protocol features (DESCRIBE DETAIL)"),
         (delta_sink, "_drop_deletion_vectors", "write: protocol features (DESCRIBE DETAIL)"),
@@ -134,7 +144,8 @@ def _dump_seconds(server: LocalMariaDB, database: str, table: str) -> float:
 
 def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, server_id: int,
                   write_stages: bool, codecs: list[str], settings: str = "",
-                  spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
+                  spark_conf: dict[str, str] | None = None, only_stages: list[str] | None = None
+                  ) -> dict[str, Any]:
     """`repeat` interleaved runs of mysqldump and a warm snapshot of a `rows`-row table, with the step clock."""
     table = f"profile_{rows}"
     connection = server.admin_connection("keepup")
@@ -158,6 +169,8 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
     spark = pipeline.spark()
     with ExitStack() as cleanup:
         stages = _write_stages(pipeline, f"keepup.{table}", codecs=codecs, cleanup=cleanup) if write_stages else {}
+        if only_stages:
+            stages = {stage: run for stage, run in stages.items() if any(part in stage for part in only_stages)}
         for run in stages.values():
             run()  # each sink's first job compiles its own code paths: not counted
         stage_seconds: dict[str, list[float]] = {stage: [] for stage in stages}
@@ -286,7 +299,25 @@ def _write_stages(pipeline: Pipeline, name: str, *, codecs: list[str], cleanup: 
     stages["+ write_snapshot (txn, metadata)"] = lambda: delta_sink.write_snapshot(
         spark, frame(), str(scratch / "write_snapshot"), application="snapshot-profile",
         txn_version=next(commits), metadata={"table": name})
+    # The second engine: the same read handed to Python as Arrow (Spark's own Arrow collect), then written by
+    # delta-rs (Rust Parquet writer and statistics) in one commit with the same SetTransaction and metadata.
+    stages["Spark → Arrow (toArrow, no write)"] = lambda: frame().toArrow()
+    rs_commits = iter(range(1, 1_000_000))
+    stages["+ delta-rs write (toArrow → write_deltalake)"] = lambda: _delta_rs_overwrite(
+        frame().toArrow(), str(scratch / "delta_rs"), application="snapshot-profile",
+        txn_version=next(rs_commits), metadata={"table": name, "kind": "snapshot"})
     return stages
+
+
+def _delta_rs_overwrite(table: Any, path: str, *, application: str, txn_version: int,
+                        metadata: dict[str, Any]) -> None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    write_deltalake(path, table, mode="overwrite", schema_mode="overwrite",
+                    configuration={"delta.enableDeletionVectors": "false"},
+                    commit_properties=CommitProperties(
+                        custom_metadata={"userMetadata": json.dumps({**metadata, "app_id": application})},
+                        app_transactions=[Transaction(app_id=application, version=txn_version)]))
 
 
 def print_profile(figures: dict[str, Any]) -> None:
@@ -314,6 +345,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--write-stages", action="store_true", help="also time the write alone, by sink")
     parser.add_argument("--codecs", nargs="*", default=["snappy", "zstd", "lz4"])
+    parser.add_argument("--stages", nargs="*", default=[], help="only the write stages whose label holds one of "
+                        "these (e.g. 'noop' 'stats on all' 'write_snapshot' 'Arrow' 'delta-rs')")
     parser.add_argument("--settings", default="", help="YAML lines added to the pipeline config, split on ';' "
                         "(e.g. 'snapshot: {rows_per_chunk: 100000}')")
     parser.add_argument("--spark-conf", nargs="*", default=[], help="key=value session settings for the run")
@@ -328,7 +361,7 @@ def main() -> None:
         for index, rows in enumerate(arguments.rows):
             figures = profile_table(server, work, rows=rows, repeat=arguments.repeat, server_id=7790 + index,
                                     write_stages=arguments.write_stages, codecs=arguments.codecs,
-                                    settings=arguments.settings,
+                                    settings=arguments.settings, only_stages=arguments.stages,
                                     spark_conf=dict(item.split("=", 1) for item in arguments.spark_conf))
             print_profile(figures)
             results.append(figures)

@@ -47,6 +47,7 @@ from cdc_lib.snapshot_documents import (
     snapshot_application,
 )
 from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.spark import is_local_master
 from cdc_lib.watermarks import consistent_low_watermark
 
 log = logging.getLogger("binlake")
@@ -217,9 +218,15 @@ def _run_wave(
     deletion_vectors = context.config.sink.deletion_vectors_for(name)
     # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
     change_data_feed = context.config.sink.change_data_feed_for(name) and not moded
-    writer = snapshot_delta_rs.choose_writer(context.config.snapshot.writer, path, table=name, mode=document.mode,
-                                             deletion_vectors=deletion_vectors,
-                                             change_data_feed=change_data_feed, storage=context.sink)
+    settings = context.config.snapshot
+    writer = snapshot_delta_rs.choose_writer(
+        settings.writer, path, table=name, mode=document.mode, deletion_vectors=deletion_vectors,
+        change_data_feed=change_data_feed, local_master=is_local_master(context.config.spark.master),
+        wave_bytes=snapshot_delta_rs.wave_bytes_estimate(
+            connection, schema.table, min(document.rows_estimated, (end - first) * settings.chunk_rows()),
+        ) if settings.writer != "spark" else 0,
+        storage=context.sink,
+    )
     try:
         if writer == "delta-rs":
             version = snapshot_delta_rs.write_wave(

@@ -13,7 +13,8 @@ module does it first: a replayed wave writes nothing and returns the version of 
 What delta-rs cannot write exactly stays on Spark (`delta_rs_refusal`): deletion vectors and the change data
 feed (`write_snapshot` sets those table properties and may drop the feature), soft-delete and history
 tables, sinks on S3, and an existing table whose protocol carries a writer feature outside the few this module
-knows delta-rs 1.6 writes.
+knows delta-rs 1.6 writes. So does what it would write worse (`choose_writer`): a wave too large to hold in
+the driver (`ARROW_WAVE_BYTES`), and Spark on a cluster, whose executors write in parallel.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
+import pymysql
+
 from cdc_lib import delta_log
 from cdc_lib.config import SnapshotWriter
 from cdc_lib.errors import TableError
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
+from cdc_lib.source import TableRef, query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -46,11 +50,22 @@ class SnapshotWriterError(TableError):
     """`snapshot.writer: delta-rs` names a table delta-rs cannot write exactly as Spark would."""
 
 
+#: The most a wave may hold, estimated, to be collected to the driver as Arrow: under Spark's
+#: `spark.driver.maxResultSize` (1 GiB by default; a larger result fails the job) with room in a local driver's
+#: heap (4g) for the read itself. A larger wave (wide rows, BLOBs) is written by Spark, which streams it.
+ARROW_WAVE_BYTES = 256 * 1024 * 1024
+
+
 def choose_writer(
     setting: SnapshotWriter, path: str, *, table: str, mode: str, deletion_vectors: bool, change_data_feed: bool,
-    storage: SinkStorage,
+    local_master: bool, wave_bytes: int, storage: SinkStorage,
 ) -> Literal["spark", "delta-rs"]:
-    """The engine that writes this table's snapshot waves under `snapshot.writer: setting`.
+    """The engine that writes this table's snapshot wave under `snapshot.writer: setting`.
+
+    Args:
+        local_master: Spark runs in this process (`local[…]`); on a cluster its executors write in parallel and
+            the driver is the wrong place to hold a wave.
+        wave_bytes: the wave's estimated size (`wave_bytes_estimate`).
 
     Raises:
         SnapshotWriterError: `delta-rs` was asked for a table it cannot write exactly (the reason is named).
@@ -59,6 +74,11 @@ def choose_writer(
         return "spark"
     refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
                                change_data_feed=change_data_feed, storage=storage)
+    if refusal is None and not local_master:
+        refusal = "Spark runs on a cluster (spark.master), whose executors write the wave in parallel"
+    if refusal is None and wave_bytes > ARROW_WAVE_BYTES:
+        refusal = (f"a wave holds about {wave_bytes // 2**20} MiB, more than the {ARROW_WAVE_BYTES // 2**20} MiB "
+                   "collected to the driver as Arrow (lower snapshot.rows_per_chunk or chunks_per_wave)")
     if refusal is None:
         return "delta-rs"
     if setting == "delta-rs":
@@ -149,3 +169,15 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
     `num_added_rows` (its name for the same count in a write's `operationMetrics`)."""
     metrics = delta_log.commit_metrics(path, version, storage=storage)
     return metrics.get("numOutputRows", metrics.get("num_added_rows", 0))
+
+
+def wave_bytes_estimate(connection: pymysql.connections.Connection, ref: TableRef, rows: int) -> int:
+    """About how many bytes `rows` rows of the table hold: InnoDB's average row length (data pages, off-page
+    BLOB and TEXT pages included) times `rows`. An estimate sizes the choice only; 0 when InnoDB has none."""
+    found = query(
+        connection,
+        "SELECT AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (ref.database, ref.table),
+    )
+    average = int(found[0][0] or 0) if found else 0
+    return average * rows

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cdc_lib import snapshot_delta_rs
 from cdc_lib.config import parse_config
 from cdc_lib.errors import ConfigError, DeltaStateError
 from cdc_lib.pipeline import Pipeline
@@ -153,6 +154,20 @@ def test_tables_delta_rs_cannot_write_exactly_stay_on_spark_or_are_refused(maria
     infos = commit_infos(Pipeline(after).table_path(table))
     assert all(written_by_spark(info) for info in infos)
     assert sorted(scan_rows(Pipeline(after).table_path(table))) == source_rows(mariadb, table)
+
+
+def test_a_wave_too_large_for_the_driver_stays_on_spark(mariadb, database, make_config, tmp_path,
+                                                        monkeypatch) -> None:
+    """The Arrow budget is 256 MiB; lowered here below this table's wave (InnoDB's average row length × rows)."""
+    table = make_items(mariadb, database, rows=120)
+    monkeypatch.setattr(snapshot_delta_rs, "ARROW_WAVE_BYTES", 1000)
+    auto = make_config([table], sink={"path": str(tmp_path / "lake")})
+    (result,) = Pipeline(auto).snapshot()
+    assert result.rows == 120
+    assert all(written_by_spark(info) for info in commit_infos(Pipeline(auto).table_path(table)))
+    forced = make_config([table], sink={"path": str(tmp_path / "lake-forced")}, snapshot={"writer": "delta-rs"})
+    with pytest.raises(SnapshotWriterError, match="MiB"):
+        Pipeline(forced).snapshot()
 
 
 def test_snapshot_writer_setting_is_validated() -> None:

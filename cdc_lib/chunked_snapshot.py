@@ -262,8 +262,8 @@ def _run_wave(
     handle.save()
     heartbeat.mark_renewed()
     failpoint("after_snapshot_wave_recorded")
-    log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d", name, number, first,
-             end - 1, len(document.plan), rows, version, extra=about_table(name))
+    log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d (written by %s)", name,
+             number, first, end - 1, len(document.plan), rows, version, writer, extra=about_table(name))
 
 
 def _check_schema_unchanged(

@@ -50,10 +50,11 @@ class SnapshotWriterError(TableError):
     """`snapshot.writer: delta-rs` names a table delta-rs cannot write exactly as Spark would."""
 
 
-#: The most a wave may hold, estimated, to be collected to the driver as Arrow: under Spark's
-#: `spark.driver.maxResultSize` (1 GiB by default; a larger result fails the job) with room in a local driver's
-#: heap (4g) for the read itself. A larger wave (wide rows, BLOBs) is written by Spark, which streams it.
-ARROW_WAVE_BYTES = 256 * 1024 * 1024
+#: The most a wave may hold, estimated from InnoDB's average row length (which counts page and row overhead the
+#: Arrow columns do not carry), to be collected to the driver as Arrow: half Spark's `spark.driver.maxResultSize`
+#: (1 GiB by default; a larger result fails the job), with room in a local driver's heap (4g) for the read
+#: itself. A larger wave (wide rows, BLOBs) is written by Spark, which streams it.
+ARROW_WAVE_BYTES = 512 * 1024 * 1024
 
 
 def choose_writer(

@@ -133,6 +133,19 @@ def test_a_replayed_delta_rs_wave_writes_nothing(mariadb, database, make_config)
     assert len(scan_rows(path)) == 80
 
 
+def test_an_empty_table_snapshotted_by_delta_rs_then_followed(mariadb, database, make_config) -> None:
+    table = make_items(mariadb, database, rows=1)
+    sql(mariadb, f"DELETE FROM {table}")
+    config = make_config([table], snapshot={"writer": "delta-rs"})
+    pipeline = Pipeline(config)
+    (result,) = pipeline.snapshot()
+    assert result.rows == 0 and scan_rows(pipeline.table_path(table)) == []
+    assert not any(written_by_spark(info) for info in commit_infos(pipeline.table_path(table)))
+    sql(mariadb, f"INSERT INTO {table} VALUES (-3, 12.25, 'first'), (8, 0.75, NULL)")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+
+
 def test_tables_delta_rs_cannot_write_exactly_stay_on_spark_or_are_refused(mariadb, database, make_config,
                                                                            tmp_path) -> None:
     table = make_items(mariadb, database, rows=30)
@@ -158,7 +171,7 @@ def test_tables_delta_rs_cannot_write_exactly_stay_on_spark_or_are_refused(maria
 
 def test_a_wave_too_large_for_the_driver_stays_on_spark(mariadb, database, make_config, tmp_path,
                                                         monkeypatch) -> None:
-    """The Arrow budget is 256 MiB; lowered here below this table's wave (InnoDB's average row length × rows)."""
+    """The Arrow budget is 512 MiB; lowered here below this table's wave (InnoDB's average row length × rows)."""
     table = make_items(mariadb, database, rows=120)
     monkeypatch.setattr(snapshot_delta_rs, "ARROW_WAVE_BYTES", 1000)
     auto = make_config([table], sink={"path": str(tmp_path / "lake")})

@@ -74,6 +74,16 @@ def test_delta_rs_and_spark_snapshots_land_the_same_table(mariadb, database, mak
     assert delta_rows(by_delta_rs, table) == delta_rows(by_spark, table)
     assert [row[0] for row in delta_rows(by_delta_rs, table)] == [1, 2, 6, 9]
 
+    # The table Spark wrote and MERGEd into, re-snapshotted by delta-rs (its protocol has timestampNtz): the
+    # same rows, read by Spark and by delta-rs.
+    spark_path = Pipeline(by_spark).table_path(table)
+    switched = make_config([table], pipeline=by_spark.pipeline, sink={"path": str(tmp_path / "lake-spark")},
+                           snapshot={"writer": "delta-rs"})
+    Pipeline(switched).snapshot(restart=True)
+    assert not written_by_spark(commit_infos(spark_path)[-1])
+    assert delta_rows(switched, table) == delta_rows(by_delta_rs, table)
+    assert sorted(scan_rows(spark_path), key=lambda row: row[0]) == sorted(scan_rows(rs_path), key=lambda row: row[0])
+
 
 def test_killed_after_a_delta_rs_commit_resumes_with_nothing_twice(mariadb, database, make_config,
                                                                      tmp_path) -> None:

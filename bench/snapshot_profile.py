@@ -14,8 +14,9 @@ encoding, Delta's statistics and commit, and what binlake's own commit adds. The
 listed with their start, duration and tasks: the write's seconds outside them are the driver's.
 
 `--writers spark delta-rs` snapshots the table once per `snapshot.writer` in each run, in turn, each into a lake
-of its own, in the same process and warm SparkSession; the write stages then also include the wave handed to
-Python as Arrow (`toArrow`) and that Arrow written by delta-rs with binlake's SetTransaction and metadata.
+of its own, in the same process and warm SparkSession. The write stages also end the read handed to Python as
+Arrow (`toArrow`), and that Arrow written by delta-rs with binlake's SetTransaction and metadata; `--stages`
+picks some of them by label.
 
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 5 --writers spark delta-rs

@@ -13,7 +13,13 @@ key columns only, statistics on every column (Delta's default, the first 32 colu
 encoding, Delta's statistics and commit, and what binlake's own commit adds. The last run's Spark jobs are
 listed with their start, duration and tasks: the write's seconds outside them are the driver's.
 
+`--writers spark delta-rs` snapshots the table once per `snapshot.writer` in each run, in turn, each into a lake
+of its own, in the same process and warm SparkSession. The write stages also end the read handed to Python as
+Arrow (`toArrow`), and that Arrow written by delta-rs with binlake's SetTransaction and metadata; `--stages`
+picks some of them by label.
+
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
+    python -m bench.snapshot_profile --rows 200000 2000000 --repeat 5 --writers spark delta-rs
 """
 
 from __future__ import annotations
@@ -90,7 +96,15 @@ class StepClock:
 
 def _engine_steps() -> list[tuple[Any, str, str]]:
     """The engine's steps of a mirror table's snapshot (names as the calling modules bind them)."""
-    from cdc_lib import chunked_snapshot, delta_log, delta_sink, offsets, pipeline_context, snapshot_documents
+    from cdc_lib import (
+        chunked_snapshot,
+        delta_log,
+        delta_sink,
+        offsets,
+        pipeline_context,
+        snapshot_delta_rs,
+        snapshot_documents,
+    )
     from cdc_lib import snapshot_tables as tables
     from cdc_lib import source as mysql
 
@@ -110,6 +124,8 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
         (pipeline_context.PipelineContext, "spark", "SparkSession (warm)"),
         (delta_sink, "write_snapshot", "write: JDBC read + Parquet + stats + commit"),
         (delta_sink, "append_snapshot_wave", "write: JDBC read + Parquet + stats + commit"),
+        (snapshot_delta_rs, "write_wave", "write (delta-rs): JDBC read + Arrow + Parquet + stats + commit"),
+        (snapshot_delta_rs, "delta_rs_refusal", "writer choice (table settings)"),
         (delta_sink, "_properties", "write: table properties (DESCRIBE DETAIL)"),
         (delta_sink, "table_features", "write: protocol features (DESCRIBE DETAIL)"),
         (delta_sink, "_drop_deletion_vectors", "write: protocol features (DESCRIBE DETAIL)"),
@@ -134,30 +150,45 @@ def _dump_seconds(server: LocalMariaDB, database: str, table: str) -> float:
 
 def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, server_id: int,
                   write_stages: bool, codecs: list[str], settings: str = "",
-                  spark_conf: dict[str, str] | None = None) -> dict[str, Any]:
-    """`repeat` interleaved runs of mysqldump and a warm snapshot of a `rows`-row table, with the step clock."""
+                  spark_conf: dict[str, str] | None = None, only_stages: list[str] | None = None,
+                  writers: list[str] | None = None) -> dict[str, Any]:
+    """`repeat` interleaved runs of mysqldump and a warm snapshot of a `rows`-row table, with the step clock.
+
+    With several `writers` (`snapshot.writer` values), each run snapshots the table once per writer, in turn,
+    into a pipeline (and lake) of its own, in the same process and SparkSession; the first writer's figures are
+    the top-level ones, every writer's are under `by_writer`."""
     table = f"profile_{rows}"
     connection = server.admin_connection("keepup")
     try:
         create_table(connection, table, rows)
     finally:
         connection.close()
-    config = pipeline_config(work, server.port, f"profile_{rows}", [f"keepup.{table}"], server_id)
-    if settings:
-        config.write_text(config.read_text() + settings.replace(";", "\n") + "\n")
-    pipeline = Pipeline(load_config(config))
-    for key, value in (spark_conf or {}).items():
-        pipeline.spark().conf.set(key, value)
-    started = time.perf_counter()
-    pipeline.snapshot()  # warms the JVM and this table's first write: not counted, reported apart
-    first_s = time.perf_counter() - started
+    chosen = writers or [""]
+    pipelines: dict[str, Pipeline] = {}
+    first_s: dict[str, float] = {}
+    for writer in chosen:
+        name = f"profile_{rows}" + (f"_{writer.replace('-', '_')}" if writer else "")
+        config = pipeline_config(work, server.port, name, [f"keepup.{table}"], server_id)
+        if settings:
+            config.write_text(config.read_text() + settings.replace(";", "\n") + "\n")
+        if writer:
+            config.write_text(config.read_text() + f"snapshot: {{writer: {writer}}}\n")
+        pipelines[writer] = Pipeline(load_config(config))
+        for key, value in (spark_conf or {}).items():
+            pipelines[writer].spark().conf.set(key, value)
+        started = time.perf_counter()
+        pipelines[writer].snapshot()  # warms the JVM and this table's first write: not counted, reported apart
+        first_s[writer] = time.perf_counter() - started
+    pipeline = pipelines[chosen[0]]
     dumps: list[float] = []
-    walls: list[float] = []
-    steps: list[dict[str, float]] = []
-    jobs: list[SparkJob] = []
+    walls: dict[str, list[float]] = {writer: [] for writer in chosen}
+    steps: dict[str, list[dict[str, float]]] = {writer: [] for writer in chosen}
+    jobs: dict[str, list[SparkJob]] = {}
     spark = pipeline.spark()
     with ExitStack() as cleanup:
         stages = _write_stages(pipeline, f"keepup.{table}", codecs=codecs, cleanup=cleanup) if write_stages else {}
+        if only_stages:
+            stages = {stage: run for stage, run in stages.items() if any(part in stage for part in only_stages)}
         for run in stages.values():
             run()  # each sink's first job compiles its own code paths: not counted
         stage_seconds: dict[str, list[float]] = {stage: [] for stage in stages}
@@ -166,36 +197,47 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
             # hits them alike. (Run one after the other, the snapshot's write and the bare Delta write of the
             # same read once differed by 2.9 s at 200k rows; interleaved, by ~0.4 s: docs/performance.md.)
             dumps.append(_dump_seconds(server, "keepup", table))
-            clock = StepClock()
-            known = _last_job_id(spark)
-            with clock.patched(_engine_steps()):
-                origin_ms = _jvm_millis(spark)
-                started = time.perf_counter()
-                result = pipeline.snapshot()[0]
-                wall = time.perf_counter() - started
-            jobs = _jobs_since(spark, known, origin_ms)
-            assert result.rows == rows, (result.rows, rows)
-            walls.append(wall)
-            clock.seconds["other"] = wall - sum(clock.seconds.values())
-            steps.append(clock.seconds)
+            for writer in chosen:
+                clock = StepClock()
+                known = _last_job_id(spark)
+                with clock.patched(_engine_steps()):
+                    origin_ms = _jvm_millis(spark)
+                    started = time.perf_counter()
+                    result = pipelines[writer].snapshot()[0]
+                    wall = time.perf_counter() - started
+                jobs[writer] = _jobs_since(spark, known, origin_ms)
+                assert result.rows == rows, (writer, result.rows, rows)
+                walls[writer].append(wall)
+                clock.seconds["other"] = wall - sum(clock.seconds.values())
+                steps[writer].append(clock.seconds)
             for stage, run in stages.items():
                 started = time.perf_counter()
                 run()
                 stage_seconds[stage].append(time.perf_counter() - started)
-    names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
-        run.get(name, 0.0) for run in steps))
-    figures: dict[str, Any] = {
-        "rows": rows, "chunks": result.chunks, "first_snapshot_s": first_s, "mysqldump_s": statistics.median(dumps),
-        "snapshot_s": statistics.median(walls), "mysqldump_runs": dumps, "snapshot_runs": walls,
-        "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
-        "spark_jobs_of_last_run": [job.__dict__ for job in jobs],
-        "spark_job_seconds_of_last_run": sum(job.seconds for job in jobs),
-        "last_run_s": walls[-1],
-    }
-    figures["snapshot_vs_mysqldump"] = figures["mysqldump_s"] / figures["snapshot_s"]
+    dump_s = statistics.median(dumps)
+    by_writer = {writer: _writer_figures(walls[writer], steps[writer], jobs[writer], first_s[writer], dump_s)
+                 for writer in chosen}
+    figures: dict[str, Any] = {"rows": rows, "chunks": result.chunks, "mysqldump_s": dump_s, "mysqldump_runs": dumps,
+                               **by_writer[chosen[0]]}
+    if writers:
+        figures["by_writer"] = by_writer
     if stages:
         figures["write_stages_s"] = {stage: statistics.median(values) for stage, values in stage_seconds.items()}
     return figures
+
+
+def _writer_figures(walls: list[float], steps: list[dict[str, float]], jobs: list[SparkJob], first_s: float,
+                    dump_s: float) -> dict[str, Any]:
+    names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
+        run.get(name, 0.0) for run in steps))
+    snapshot_s = statistics.median(walls)
+    return {
+        "first_snapshot_s": first_s, "snapshot_s": snapshot_s, "snapshot_runs": walls,
+        "steps_s": {name: statistics.median(run.get(name, 0.0) for run in steps) for name in names},
+        "spark_jobs_of_last_run": [job.__dict__ for job in jobs],
+        "spark_job_seconds_of_last_run": sum(job.seconds for job in jobs),
+        "last_run_s": walls[-1], "snapshot_vs_mysqldump": dump_s / snapshot_s,
+    }
 
 
 @dataclass(frozen=True)
@@ -286,26 +328,53 @@ def _write_stages(pipeline: Pipeline, name: str, *, codecs: list[str], cleanup: 
     stages["+ write_snapshot (txn, metadata)"] = lambda: delta_sink.write_snapshot(
         spark, frame(), str(scratch / "write_snapshot"), application="snapshot-profile",
         txn_version=next(commits), metadata={"table": name})
+    # The second engine: the same read handed to Python as Arrow (Spark's own Arrow collect), then written by
+    # delta-rs (Rust Parquet writer and statistics) in one commit with the same SetTransaction and metadata.
+    stages["Spark → Arrow (toArrow, no write)"] = lambda: frame().toArrow()
+    rs_commits = iter(range(1, 1_000_000))
+    stages["+ delta-rs write (toArrow → write_deltalake)"] = lambda: _delta_rs_overwrite(
+        frame().toArrow(), str(scratch / "delta_rs"), application="snapshot-profile",
+        txn_version=next(rs_commits), metadata={"table": name, "kind": "snapshot"})
     return stages
 
 
+def _delta_rs_overwrite(table: Any, path: str, *, application: str, txn_version: int,
+                        metadata: dict[str, Any]) -> None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    write_deltalake(path, table, mode="overwrite", schema_mode="overwrite",
+                    configuration={"delta.enableDeletionVectors": "false"},
+                    commit_properties=CommitProperties(
+                        custom_metadata={"userMetadata": json.dumps({**metadata, "app_id": application})},
+                        app_transactions=[Transaction(app_id=application, version=txn_version)]))
+
+
 def print_profile(figures: dict[str, Any]) -> None:
-    print(f"\n{figures['rows']:,} rows, {figures['chunks']} chunk(s): snapshot {figures['snapshot_s']:.2f} s, "
-          f"mysqldump {figures['mysqldump_s']:.2f} s → {figures['snapshot_vs_mysqldump']:.2f}× "
-          f"(medians of {len(figures['snapshot_runs'])}; the first, of a new table, "
-          f"took {figures['first_snapshot_s']:.2f} s)")
-    for step, seconds in figures["steps_s"].items():
-        print(f"  {step:<48} {seconds:7.3f} s  {100 * seconds / figures['snapshot_s']:5.1f} %")
-    jobs = figures["spark_jobs_of_last_run"]
-    print(f"  Spark jobs of the last run ({figures['last_run_s']:.2f} s): {len(jobs)}, "
-          f"{figures['spark_job_seconds_of_last_run']:.2f} s in jobs, the rest on the driver")
-    for job in jobs:
-        print(f"    +{job['start_s']:6.3f} s {job['seconds']:6.3f} s {job['tasks']:3d} tasks  {job['name']}")
+    for writer, figured in (figures.get("by_writer") or {"": figures}).items():
+        label = f" [snapshot.writer: {writer}]" if writer else ""
+        print(f"\n{figures['rows']:,} rows, {figures['chunks']} chunk(s){label}: "
+              f"snapshot {figured['snapshot_s']:.2f} s, "
+              f"mysqldump {figures['mysqldump_s']:.2f} s → {figured['snapshot_vs_mysqldump']:.2f}× "
+              f"(medians of {len(figured['snapshot_runs'])}: {_runs(figured['snapshot_runs'])}; mysqldump "
+              f"{_runs(figures['mysqldump_runs'])}; the first, of a new table, "
+              f"took {figured['first_snapshot_s']:.2f} s)")
+        for step, seconds in figured["steps_s"].items():
+            if seconds >= 0.0005:
+                print(f"  {step:<60} {seconds:7.3f} s  {100 * seconds / figured['snapshot_s']:5.1f} %")
+        jobs = figured["spark_jobs_of_last_run"]
+        print(f"  Spark jobs of the last run ({figured['last_run_s']:.2f} s): {len(jobs)}, "
+              f"{figured['spark_job_seconds_of_last_run']:.2f} s in jobs, the rest on the driver")
+        for job in jobs:
+            print(f"    +{job['start_s']:6.3f} s {job['seconds']:6.3f} s {job['tasks']:3d} tasks  {job['name']}")
     stages = figures.get("write_stages_s")
     if stages:
         print("  the write alone, by sink:")
         for stage, seconds in stages.items():
             print(f"    {stage:<46} {seconds:7.3f} s  {figures['mysqldump_s'] / seconds:5.2f}× mysqldump")
+
+
+def _runs(seconds: list[float]) -> str:
+    return ", ".join(f"{value:.2f}" for value in seconds)
 
 
 def main() -> None:
@@ -314,6 +383,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--write-stages", action="store_true", help="also time the write alone, by sink")
     parser.add_argument("--codecs", nargs="*", default=["snappy", "zstd", "lz4"])
+    parser.add_argument("--writers", nargs="*", default=[], help="snapshot.writer values to snapshot with in turn, "
+                        "each run (e.g. spark delta-rs); none: the config's default")
+    parser.add_argument("--stages", nargs="*", default=[], help="only the write stages whose label holds one of "
+                        "these (e.g. 'noop' 'stats on all' 'write_snapshot' 'Arrow' 'delta-rs')")
     parser.add_argument("--settings", default="", help="YAML lines added to the pipeline config, split on ';' "
                         "(e.g. 'snapshot: {rows_per_chunk: 100000}')")
     parser.add_argument("--spark-conf", nargs="*", default=[], help="key=value session settings for the run")
@@ -328,7 +401,8 @@ def main() -> None:
         for index, rows in enumerate(arguments.rows):
             figures = profile_table(server, work, rows=rows, repeat=arguments.repeat, server_id=7790 + index,
                                     write_stages=arguments.write_stages, codecs=arguments.codecs,
-                                    settings=arguments.settings,
+                                    settings=arguments.settings, only_stages=arguments.stages,
+                                    writers=arguments.writers,
                                     spark_conf=dict(item.split("=", 1) for item in arguments.spark_conf))
             print_profile(figures)
             results.append(figures)

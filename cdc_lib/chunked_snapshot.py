@@ -3,7 +3,8 @@
 Data flow: first low watermark + schema → plan (chunk predicates, `cdc_lib.snapshot.plan_snapshot_chunks`)
 → the snapshot document (`cdc_lib.snapshot_documents`) taken with the table lease → per wave: low watermark,
 one Spark JDBC job over up to `snapshot.chunks_per_wave` chunks (one task each), one idempotent Delta commit
-(the first overwrites, the others append; SetTransaction = the snapshot's app id + wave number), high
+(the first overwrites, the others append; SetTransaction = the snapshot's app id + wave number; written by
+Spark or, `snapshot.writer`, by delta-rs from the wave as Arrow: `cdc_lib.snapshot_delta_rs`), high
 watermark, the document saved → complete → installed into the pipeline state by whoever holds the pipeline
 lease (this run when it can take it at once, else the next sync batch).
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_lib import delta_sink, mode_sink
+from cdc_lib import delta_sink, mode_sink, snapshot_delta_rs
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
 from cdc_lib.errors import ConcurrentRunError, SchemaChangeError
@@ -46,6 +47,7 @@ from cdc_lib.snapshot_documents import (
     snapshot_application,
 )
 from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.spark import is_local_master
 from cdc_lib.watermarks import consistent_low_watermark
 
 log = logging.getLogger("binlake")
@@ -213,13 +215,28 @@ def _run_wave(
     path = context.table_path(name)
     failpoint("before_snapshot_wave_commit")
     _before_commit(heartbeat)
+    deletion_vectors = context.config.sink.deletion_vectors_for(name)
+    # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
+    change_data_feed = context.config.sink.change_data_feed_for(name) and not moded
+    settings = context.config.snapshot
+    writer = snapshot_delta_rs.choose_writer(
+        settings.writer, path, table=name, mode=document.mode, deletion_vectors=deletion_vectors,
+        change_data_feed=change_data_feed, local_master=is_local_master(context.config.spark.master),
+        wave_bytes=snapshot_delta_rs.wave_bytes_estimate(
+            connection, schema.table, min(document.rows_estimated, (end - first) * settings.chunk_rows()),
+        ) if settings.writer != "spark" else 0,
+        storage=context.sink,
+    )
     try:
-        if number == 1:
+        if writer == "delta-rs":
+            version = snapshot_delta_rs.write_wave(
+                frame, path, application=application, txn_version=number, metadata=metadata,
+                overwrite=number == 1, storage=context.sink,
+            )
+        elif number == 1:
             version = delta_sink.write_snapshot(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
-                storage=context.sink, deletion_vectors=context.config.sink.deletion_vectors_for(name),
-                # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
-                change_data_feed=context.config.sink.change_data_feed_for(name) and not moded,
+                storage=context.sink, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed,
             )
         else:
             version = delta_sink.append_snapshot_wave(
@@ -245,8 +262,8 @@ def _run_wave(
     handle.save()
     heartbeat.mark_renewed()
     failpoint("after_snapshot_wave_recorded")
-    log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d", name, number, first,
-             end - 1, len(document.plan), rows, version, extra=about_table(name))
+    log.info("snapshot of %s: wave %d, chunks %d-%d of %d, %d rows, Delta version %d (written by %s)", name,
+             number, first, end - 1, len(document.plan), rows, version, writer, extra=about_table(name))
 
 
 def _check_schema_unchanged(

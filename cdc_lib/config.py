@@ -33,6 +33,10 @@ ZeroDatePolicy = Literal["null", "error"]
 #: How a table keeps the source's changes (docs/table-modes.md): `mirror` (the source as it is now),
 #: `soft_delete` (deleted rows stay, marked by `_binlake_deleted_at`) or `history` (SCD type 2, one row per version).
 TableMode = Literal["mirror", "soft_delete", "history"]
+#: Who writes a snapshot's waves to Delta (docs/performance.md "Snapshot speed"): delta-rs where it writes the
+#: table exactly as Spark would (`auto`), always Spark, or always delta-rs (a table it cannot write is refused).
+SnapshotWriter = Literal["auto", "spark", "delta-rs"]
+SNAPSHOT_WRITERS: tuple[SnapshotWriter, ...] = ("auto", "spark", "delta-rs")
 TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
 
 
@@ -137,6 +141,9 @@ class SnapshotConfig:
     #: Chunks read by one Spark job (one task each) and written in one Delta commit. None: Spark's default
     #: parallelism, at most `max_partitions`.
     chunks_per_wave: int | None = None
+    #: Who writes the waves: "auto" (delta-rs when it can write the table exactly, else Spark), "spark",
+    #: "delta-rs". Spark reads the rows either way (JDBC and the one type mapping).
+    writer: SnapshotWriter = "auto"
 
     def chunk_rows(self) -> int:
         return self.rows_per_chunk if self.rows_per_chunk is not None else self.rows_per_partition
@@ -452,7 +459,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(
-        snapshot_doc, "snapshot.", {"rows_per_partition", "max_partitions", "rows_per_chunk", "chunks_per_wave"}
+        snapshot_doc, "snapshot.",
+        {"rows_per_partition", "max_partitions", "rows_per_chunk", "chunks_per_wave", "writer"},
     )
     snapshot = SnapshotConfig(
         rows_per_partition=_integer(
@@ -471,6 +479,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             _integer(snapshot_doc, "chunks_per_wave", "snapshot.", low=1, high=10_000)
             if snapshot_doc.get("chunks_per_wave") is not None else None
         ),
+        writer=_snapshot_writer(snapshot_doc.get("writer")),
     )
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot,
@@ -692,6 +701,15 @@ def _credentials(document: Mapping[str, Any], prefix: str) -> S3Credentials | No
             "(e.g. \"${AWS_SECRET_ACCESS_KEY}\"), or neither to use the standard AWS credential chain",
         )
     return S3Credentials(key, secret, token)
+
+
+def _snapshot_writer(value: Any) -> SnapshotWriter:
+    if value is None:
+        return _default(SnapshotConfig, "writer")  # type: ignore[no-any-return]
+    for writer in SNAPSHOT_WRITERS:
+        if value == writer:
+            return writer
+    raise ConfigError("snapshot.writer", f"'{value}' is not one of: {', '.join(SNAPSHOT_WRITERS)}")
 
 
 def _zero_date_policy(value: Any) -> ZeroDatePolicy:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc_lib import delta_log
+from cdc_lib import delta_log, snapshot_delta_rs
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
@@ -38,7 +38,8 @@ BinlakeCommit = delta_log.BinlakeCommit
 LogTail = delta_log.LogTail
 read_log_tail = delta_log.read_log_tail
 table_exists = delta_log.table_exists
-written_rows = delta_log.written_rows
+# A snapshot wave may be delta-rs's commit (cdc_lib.snapshot_delta_rs), which names its row count differently.
+written_rows = snapshot_delta_rs.written_rows
 
 
 def app_id(pipeline: str, table: str) -> str:

@@ -1,0 +1,184 @@
+"""A snapshot wave written by delta-rs instead of Spark's Delta writer (`snapshot.writer`, docs/performance.md
+"Snapshot speed").
+
+Data flow: Spark still reads the wave (JDBC, binlake's casts: the one type mapping, `cdc_lib.snapshot.read_table`)
+→ the wave's rows come to Python as Arrow (`DataFrame.toArrow()`: at most `rows_per_chunk × chunks_per_wave`
+rows, the same bound as a wave's Spark job) → delta-rs (`deltalake`) writes the Parquet files and their
+statistics and commits once, with the same SetTransaction (snapshot app id, wave number) and `userMetadata`
+as the Spark writer. The first wave overwrites, the others append.
+
+Spark's writer skips a commit whose SetTransaction the log already holds; delta-rs does not check, so this
+module does it first: a replayed wave writes nothing and returns the version of the commit it made before.
+
+What delta-rs cannot write exactly stays on Spark (`delta_rs_refusal`): deletion vectors and the change data
+feed (`write_snapshot` sets those table properties and may drop the feature), soft-delete and history
+tables, sinks on S3, and an existing table whose protocol carries a writer feature outside the few this module
+knows delta-rs 1.6 writes. So does what it would write worse (`choose_writer`): a wave too large to hold in
+the driver (`ARROW_WAVE_BYTES`), and Spark on a cluster, whose executors write in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+import pymysql
+
+from cdc_lib import delta_log
+from cdc_lib.config import SnapshotWriter
+from cdc_lib.errors import TableError
+from cdc_lib.logs import about_table
+from cdc_lib.sink_storage import SinkStorage, storage_for
+from cdc_lib.source import TableRef, query
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("binlake")
+
+#: Writer features of an existing table delta-rs 1.6 writes under (an overwrite keeps the table's protocol).
+#: Anything else (deletionVectors, checkpointProtection after Spark's DROP FEATURE, rowTracking, …) keeps
+#: the table on Spark.
+DELTA_RS_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "timestampNtz"})
+
+_DELETION_VECTORS = "delta.enableDeletionVectors"
+_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+
+
+class SnapshotWriterError(TableError):
+    """`snapshot.writer: delta-rs` names a table delta-rs cannot write exactly as Spark would."""
+
+
+#: The most a wave may hold, estimated from InnoDB's average row length (which counts page and row overhead the
+#: Arrow columns do not carry), to be collected to the driver as Arrow: half Spark's `spark.driver.maxResultSize`
+#: (1 GiB by default; a larger result fails the job), with room in a local driver's heap (4g) for the read
+#: itself. A larger wave (wide rows, BLOBs) is written by Spark, which streams it.
+ARROW_WAVE_BYTES = 512 * 1024 * 1024
+
+
+def choose_writer(
+    setting: SnapshotWriter, path: str, *, table: str, mode: str, deletion_vectors: bool, change_data_feed: bool,
+    local_master: bool, wave_bytes: int, storage: SinkStorage,
+) -> Literal["spark", "delta-rs"]:
+    """The engine that writes this table's snapshot wave under `snapshot.writer: setting`.
+
+    Args:
+        local_master: Spark runs in this process (`local[…]`); on a cluster its executors write in parallel and
+            the driver is the wrong place to hold a wave.
+        wave_bytes: the wave's estimated size (`wave_bytes_estimate`).
+
+    Raises:
+        SnapshotWriterError: `delta-rs` was asked for a table it cannot write exactly (the reason is named).
+    """
+    if setting == "spark":
+        return "spark"
+    refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
+                               change_data_feed=change_data_feed, storage=storage)
+    if refusal is None and not local_master:
+        refusal = "Spark runs on a cluster (spark.master), whose executors write the wave in parallel"
+    if refusal is None and wave_bytes > ARROW_WAVE_BYTES:
+        refusal = (f"a wave holds about {wave_bytes // 2**20} MiB, more than the {ARROW_WAVE_BYTES // 2**20} MiB "
+                   "collected to the driver as Arrow (lower snapshot.rows_per_chunk or chunks_per_wave)")
+    if refusal is None:
+        return "delta-rs"
+    if setting == "delta-rs":
+        raise SnapshotWriterError(
+            f"snapshot.writer is delta-rs, but delta-rs cannot write this table's snapshot exactly: {refusal}",
+            remedy="set snapshot.writer to auto (Spark writes such tables) or spark", table=table,
+        )
+    log.info("snapshot of %s written by Spark: %s", table, refusal, extra=about_table(table))
+    return "spark"
+
+
+def delta_rs_refusal(
+    path: str, *, mode: str, deletion_vectors: bool, change_data_feed: bool, storage: SinkStorage
+) -> str | None:
+    """Why this table's snapshot cannot be written by delta-rs exactly as Spark writes it; None when it can."""
+    if mode != "mirror":
+        return f"a {mode} table's snapshot carries its mode's columns and correction (Spark writes it)"
+    if deletion_vectors:
+        return "the table has deletion vectors on (sink.deletion_vectors)"
+    if change_data_feed:
+        return "the table has the change data feed on (sink.change_data_feed)"
+    if path.startswith("s3a://"):
+        return "the sink is on S3 (the delta-rs snapshot writer writes local sinks)"
+    settings = delta_log.table_settings(path, storage=storage)
+    if settings is None:
+        return None if not delta_log.table_exists(path, storage=storage) else "the table's settings are unreadable"
+    for key in (_DELETION_VECTORS, _CHANGE_DATA_FEED):
+        if settings.properties.get(key, "false") == "true":
+            return f"the existing table has {key} = true"
+    unknown = settings.features - DELTA_RS_WRITER_FEATURES
+    if unknown:
+        return f"the existing table's protocol has {', '.join(sorted(unknown))}"
+    return None
+
+
+def write_wave(
+    frame: DataFrame,
+    path: str,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    overwrite: bool,
+    storage: SinkStorage | None = None,
+) -> int:
+    """Write one snapshot wave with delta-rs in one idempotent commit; return its Delta version.
+
+    Args:
+        frame: the wave's rows as Spark reads and casts them; collected to the driver as Arrow (bounded by the
+            wave's size).
+        overwrite: the first wave (or a one-wave snapshot): replace the table and its schema, as
+            `delta_sink.write_snapshot`; later waves append, as `delta_sink.append_snapshot_wave`.
+    """
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    storage = storage or storage_for(path)
+    done = _committed(path, application, txn_version, storage)
+    if done is not None:
+        return done  # a replay of a wave already in the log: Spark's writer would skip it too
+    exists = delta_log.table_exists(path, storage=storage)
+    rows = frame.toArrow()
+    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
+    write_deltalake(
+        path,
+        rows,
+        mode="overwrite" if overwrite else "append",
+        schema_mode="overwrite" if overwrite else None,
+        # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
+        configuration={_DELETION_VECTORS: "false"} if not exists else None,
+        commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": user_metadata},
+            app_transactions=[Transaction(app_id=application, version=txn_version)],
+        ),
+    )
+    return delta_log.version_of(path, application, txn_version, storage)
+
+
+def _committed(path: str, application: str, txn_version: int, storage: SinkStorage) -> int | None:
+    """The version of `application`'s commit with `txn_version` when the log already has it (or a later one)."""
+    tail = delta_log.read_log_tail(path, application=application, storage=storage)
+    if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version < txn_version:
+        return None
+    return delta_log.version_of(path, application, txn_version, storage)
+
+
+def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
+    """Rows a commit wrote, whichever engine wrote it: Spark's `numOutputRows` metric, delta-rs's
+    `num_added_rows` (its name for the same count in a write's `operationMetrics`)."""
+    metrics = delta_log.commit_metrics(path, version, storage=storage)
+    return metrics.get("numOutputRows", metrics.get("num_added_rows", 0))
+
+
+def wave_bytes_estimate(connection: pymysql.connections.Connection, ref: TableRef, rows: int) -> int:
+    """About how many bytes `rows` rows of the table hold: InnoDB's average row length (data pages, off-page
+    BLOB and TEXT pages included) times `rows`. An estimate sizes the choice only; 0 when InnoDB has none."""
+    found = query(
+        connection,
+        "SELECT AVG_ROW_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+        (ref.database, ref.table),
+    )
+    average = int(found[0][0] or 0) if found else 0
+    return average * rows

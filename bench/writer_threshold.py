@@ -33,9 +33,11 @@ COLUMNS = (("id", "bigint", "bigint(20)"), ("qty", "int", "int(11)"), ("price", 
 
 
 def bench_schema() -> TableSchema:
-    columns = tuple(ColumnInfo(name, kind, column_type, nullable=name != "id", datetime_precision=6 if kind == "datetime" else None,
-                               character_set="utf8mb4" if kind == "varchar" else None)
-                    for name, kind, column_type in COLUMNS)
+    columns = tuple(
+        ColumnInfo(name, kind, column_type, nullable=name != "id", datetime_precision=6 if kind == "datetime" else None,
+                   character_set="utf8mb4" if kind == "varchar" else None)
+        for name, kind, column_type in COLUMNS
+    )
     return TableSchema(table=TableRef("bench", "wide"), columns=columns, primary_key=("id",))
 
 
@@ -44,7 +46,8 @@ def create_target(spark: Any, path: str, rows: int) -> None:
 
     frame = spark.range(rows).select(
         F.col("id"), (F.col("id") % 1000).cast("int").alias("qty"), (F.col("id") / 7.25).alias("price"),
-        F.sha1(F.col("id").cast("string")).alias("label"), F.timestamp_seconds(F.col("id") + 1_700_000_000).alias("seen"),
+        F.sha1(F.col("id").cast("string")).alias("label"),
+        F.timestamp_seconds(F.col("id") + 1_700_000_000).cast("timestamp_ntz").alias("seen"),
     )
     frame.repartition(4).write.format("delta").save(path)
 

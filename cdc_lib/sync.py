@@ -28,13 +28,13 @@ from cdc_lib import source as mysql
 from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
 from cdc_lib.catch_up import record_of_batch
 from cdc_lib.config import PipelineConfig
+from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import BinlogPurgedError
 from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
-from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.parallel_apply import apply_all, run_all
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition

@@ -94,6 +94,7 @@ def writer_for(
     path: str,
     storage: SinkStorage,
     table: str,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> WriterChoice:
     """The engine that writes `table`'s share of a batch; DeltaRsWriterError when `delta-rs` is forced on a table
     it cannot write.
@@ -109,6 +110,9 @@ def writer_for(
         reasons.append(f"the {mode} table mode")
     if isinstance(changes, SpilledChanges):
         reasons.append("a spilled batch (batch.max_buffered_changes)")
+    if any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
+        # e.g. the DynamoDB log store: commits coordinate through it, and delta-rs would bypass it.
+        reasons.append("a Delta log store set under spark.conf (spark.delta.logStore.*)")
     settings = delta_log.table_settings(path, storage=storage)
     if settings is not None:
         reasons += spark_only_reasons(settings)

@@ -312,6 +312,7 @@ def _write_tables(
         cursor.name: delta_rs_sink.writer_for(
             context.config.batch.writer, mode=cursor.mode, changes=relevant[cursor.name],
             path=context.table_path(cursor.name), storage=context.sink, table=cursor.name,
+            spark_conf=context.config.spark.conf,
         ).engine
         for cursor in changed
     }

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_lib import delta_log
 from cdc_lib.config import BatchWriter, TableMode
-from cdc_lib.errors import BinlakeError
+from cdc_lib.errors import BinlakeError, SinkError
 from cdc_lib.events import TableChanges
 from cdc_lib.s3 import S3Settings, is_s3_uri
 from cdc_lib.sink_storage import S3SinkStorage, SinkStorage
@@ -119,7 +119,9 @@ def writer_for(
     if reasons and configured == "delta-rs":
         raise DeltaRsWriterError(
             f"batch.writer is delta-rs, but delta-rs cannot write this batch exactly: {'; '.join(reasons)}",
-            remedy="set batch.writer to auto (Spark writes such tables) or spark",
+            remedy="set batch.writer to auto (Spark writes such tables) or spark"
+            + (", or raise batch.max_buffered_changes above the batch's size" if isinstance(changes, SpilledChanges)
+               else ""),
             table=table,
         )
     return WriterChoice("spark", "; ".join(reasons)) if reasons else WriterChoice("delta-rs")
@@ -206,7 +208,34 @@ def write_batch(
     """Write the batch in one delta-rs commit carrying binlake's SetTransaction and metadata; its version.
 
     A replay of a committed `txn_version` writes nothing and returns the committed version.
+
+    Raises:
+        SinkError: (retryable) delta-rs could not read or write the sink's files (its object-store errors are
+            OSError): the run fails before any offset moves and the next run retries, as a Spark write's
+            unreachable sink does; it is not the table's fault.
     """
+    try:
+        return _write_batch(path, schema, batch, application=application, txn_version=txn_version,
+                            metadata=metadata, storage=storage)
+    except OSError as exc:
+        raise SinkError(
+            f"delta-rs could not read or write {path} ({type(exc).__name__}: {str(exc)[:300]})",
+            remedy="check that the sink is reachable with the configured endpoint and credentials; the next run "
+            "retries the batch",
+            retryable=True,
+        ) from exc
+
+
+def _write_batch(
+    path: str,
+    schema: TableSchema,
+    batch: BatchWrite,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    storage: SinkStorage,
+) -> int:
     from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
     options = storage_options(path, storage)

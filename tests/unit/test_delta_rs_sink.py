@@ -100,3 +100,23 @@ def test_storage_options_carry_the_sink_settings_and_the_single_writer_premise()
     aws = storage_options("s3a://bucket/lake/db/t", S3SinkStorage(S3Settings(region="us-west-2")))
     assert aws == {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "us-west-2",
                    "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"}
+
+
+def test_an_unreachable_sink_fails_the_run_retryably_not_the_table() -> None:
+    import pyarrow as pa
+
+    from cdc_lib.delta_rs_sink import BatchWrite, write_batch
+    from cdc_lib.errors import SinkError
+    from cdc_lib.source import TableRef, TableSchema
+    from cdc_lib.types import ColumnInfo
+
+    schema = TableSchema(table=TableRef("shop", "orders"), columns=(ColumnInfo("id", "int", "int(11)", False),),
+                         primary_key=("id",))
+    closed_port = S3SinkStorage(S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1",
+                                           credentials=S3Credentials("AKIA12", "secret-34")))
+    batch = BatchWrite(records=pa.table({"id": pa.array([7], pa.int32()), "_binlake_op": ["u"]}), append=False,
+                       key_range=None, truncated=False)
+    with pytest.raises(SinkError) as failed:
+        write_batch("s3a://bucket/lake/shop/orders", schema, batch, application="binlake:p:shop.orders",
+                    txn_version=3, metadata={}, storage=closed_port)
+    assert failed.value.retryable and "s3a://bucket/lake/shop/orders" in failed.value.cause

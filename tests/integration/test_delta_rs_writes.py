@@ -222,6 +222,12 @@ def test_a_batch_of_delta_rs_tables_never_starts_spark(mariadb, database, make_c
     assert report["spark_started"] == [False] and report["sessions"] == 0
     assert report["pyspark_session_imported"] is False
     assert len(report["versions"]) == 2
+    mixed(mariadb, tables[0], 7)
+    cli = run_cli(path, "sync", "--json")  # the CLI process too: no JVM, and its result says so
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    (batch,) = json.loads(cli.stdout)
+    assert batch["spark_started"] is False and [table["table"] for table in batch["tables"]
+                                                if table["rows_written"]] == [tables[0]]
     pipeline = Pipeline(config)
     for table in tables:
         assert_equal_to_source(mariadb, pipeline, table)

@@ -1,6 +1,7 @@
 """Where the time of a batch that changes many tables goes (issue 12: 100 tables vs 1 table ≤ 3×).
 
     PYTHONPATH=$PWD python -m bench.many_tables [--changes 10000] [--tables 1,20,100] [--repeat 1]
+        [--variants 'spark:writer=spark;delta-rs:writer=delta-rs;delta-rs-1:writer=delta-rs,threads=1']
 
 One MariaDB and one warm SparkSession serve every case. Per case: N tables of `changes / N` rows, a snapshot,
 a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
@@ -72,7 +73,7 @@ def instrument(clock: StepClock) -> None:
     """Wrap the steps of a table's apply; names say what each covers."""
     from delta.tables import DeltaMergeBuilder, DeltaTable
 
-    from cdc_lib import delta_log, delta_sink, parallel_apply, sync
+    from cdc_lib import delta_log, delta_rs_sink, delta_sink, parallel_apply, sync
 
     clock.wrap(sync, "_write_table", "table apply, whole (incl. waits)")
     clock.wrap(sync, "snapshot_begun", "snapshot document read")
@@ -85,6 +86,7 @@ def instrument(clock: StepClock) -> None:
     clock.wrap(DeltaMergeBuilder, "execute", "MERGE execute (jobs + commit)")
     clock.wrap(delta_sink, "_append", "append (jobs + commit)")
     clock.wrap(parallel_apply, "isolated_session", "session clone")
+    clock.wrap(delta_rs_sink, "write_batch", "delta-rs write (merge or append + commit)")
 
 
 def spark_jobs_since(spark: Any, first_job: int) -> list[str]:
@@ -161,20 +163,25 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
 
 @contextmanager
 def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Spark confs set on the pipeline's session for one batch; two keys are not confs:
-    `threads` (batch.apply_threads) and `engine=before` (the MERGE without `delta_sink.merge_settings`)."""
+    """Spark confs set on the pipeline's session for one batch; three keys are not confs: `threads`
+    (batch.apply_threads), `writer` (batch.writer: spark, delta-rs, auto) and `engine=before` (the MERGE without
+    `delta_sink.merge_settings`)."""
     from cdc_lib import delta_sink
 
     settings = dict(settings)
     threads = settings.pop("threads", None)
+    writer = settings.pop("writer", None)
     engine = settings.pop("engine", None)
     previous = {key: spark.conf.get(key, None) for key in settings}
     config, merge_settings = pipeline.context.config, delta_sink.merge_settings
     for key, value in settings.items():
         spark.conf.set(key, value)
+    batch = config.batch
     if threads is not None:
-        object.__setattr__(pipeline.context, "config",
-                           replace(config, batch=replace(config.batch, apply_threads=int(threads))))
+        batch = replace(batch, apply_threads=int(threads))
+    if writer is not None:
+        batch = replace(batch, writer=writer)  # type: ignore[arg-type]
+    object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
         delta_sink.merge_settings = lambda rows: {}  # type: ignore[assignment]
     try:
@@ -197,7 +204,7 @@ def parse_variants(text: str) -> dict[str, dict[str, str]]:
         settings = {}
         for pair in filter(None, pairs.split(",")):
             key, _, value = pair.partition("=")
-            plain = key.startswith("spark.") or key in ("threads", "engine")
+            plain = key.startswith("spark.") or key in ("threads", "engine", "writer")
             settings[key if plain else f"spark.databricks.delta.{key}"] = value
         variants[name] = settings
     return variants

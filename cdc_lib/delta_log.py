@@ -268,6 +268,9 @@ class TableSettings:
 
     properties: dict[str, str]
     features: frozenset[str]
+    #: The protocol's `minReaderVersion` / `minWriterVersion` (a legacy protocol names no features).
+    reader_version: int = 1
+    writer_version: int = 2
 
 
 def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSettings | None:
@@ -308,7 +311,8 @@ def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSet
     protocol = found["protocol"]
     features = [*(protocol.get("readerFeatures") or []), *(protocol.get("writerFeatures") or [])]
     return TableSettings(properties={str(key): str(value) for key, value in configuration.items()},
-                         features=frozenset(features))
+                         features=frozenset(features), reader_version=int(protocol.get("minReaderVersion", 1)),
+                         writer_version=int(protocol.get("minWriterVersion", 2)))
 
 
 def _checkpoint_actions(content: bytes, is_json: bool) -> dict[str, dict[str, Any]]:

@@ -173,7 +173,8 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
         "offsets": {"uri": config.offsets.uri, **({"endpoint_url": config.offsets.endpoint_url}
                                                   if config.offsets.endpoint_url else {})},
         "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
-        "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds)},
+        "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds),
+                  "writer": config.batch.writer},
         "snapshot": {key: value for key, value in config.snapshot.__dict__.items() if value is not None},
     }
     path.write_text(yaml.safe_dump(document))

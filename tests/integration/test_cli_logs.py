@@ -35,7 +35,7 @@ def test_cli_output_has_no_jvm_line_and_the_jvm_log_has_them(
     table = f"{database}.items"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL)",
         f"INSERT INTO {table} SELECT seq, seq FROM {database}.seq_1_to_100")
-    config = make_config([table])
+    config = make_config([table], batch__writer="spark")  # the sync's MERGE starts a JVM (delta-rs would not)
     path = write_config_file(config, tmp_path / "binlake.yaml")
     logs = tmp_path / "logs"
     env = {"BINLAKE_LOG_DIR": str(logs)}

@@ -1,0 +1,122 @@
+"""Which tables the delta-rs writer takes, and the names and options it hands delta-rs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cdc_lib.config import BatchWriter
+from cdc_lib.delta_log import TableSettings
+from cdc_lib.delta_rs_sink import (
+    DeltaRsWriterError,
+    quote,
+    spark_only_reasons,
+    storage_options,
+    table_uri,
+    writer_for,
+)
+from cdc_lib.events import TableChanges
+from cdc_lib.s3 import S3Credentials, S3Settings
+from cdc_lib.sink_storage import LocalSinkStorage, S3SinkStorage
+
+
+def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
+             properties: dict[str, str] | None = None) -> TableSettings:
+    return TableSettings(properties=dict(properties or {}), features=frozenset(features), reader_version=reader,
+                         writer_version=writer)
+
+
+@pytest.mark.parametrize("table, reason", [
+    (settings(), None),
+    (settings(3, 7, ("timestampNtz", "appendOnly", "invariants")), None),
+    (settings(properties={"delta.checkpointInterval": "4", "delta.enableDeletionVectors": "false"}), None),
+    (settings(3, 7, ("deletionVectors",), properties={"delta.enableDeletionVectors": "true"}), "deletion vectors"),
+    (settings(1, 7, ("checkpointProtection", "appendOnly")), "checkpointProtection"),
+    (settings(1, 4, properties={"delta.enableChangeDataFeed": "true"}), "change data feed"),
+    (settings(2, 5, properties={"delta.columnMapping.mode": "name"}), "column mapping"),
+    (settings(3, 7, ("typeWidening",), properties={"delta.enableTypeWidening": "true"}), "typeWidening"),
+    (settings(1, 3, properties={"delta.constraints.positive": "qty > 0"}), "CHECK constraints"),
+    (settings(4, 8), "newer than delta-rs's"),
+    (settings(properties={"delta.checkpointPolicy": "v2"}), "v2 checkpoints"),
+])
+def test_spark_only_reasons_name_what_delta_rs_does_not_write(table: TableSettings, reason: str | None) -> None:
+    reasons = spark_only_reasons(table)
+    if reason is None:
+        assert reasons == []
+    else:
+        assert any(reason in text for text in reasons), reasons
+
+
+def write_log(path: Path, protocol: dict[str, object], configuration: dict[str, str]) -> str:
+    (path / "_delta_log").mkdir(parents=True)
+    actions = [{"protocol": protocol}, {"metaData": {"id": "x", "format": {"provider": "parquet"},
+                                                     "schemaString": "{}", "partitionColumns": [],
+                                                     "configuration": configuration}}]
+    (path / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(action) for action in actions))
+    return str(path)
+
+
+def choose(configured: BatchWriter, path: str, **options: object) -> str:
+    return writer_for(configured, mode=options.pop("mode", "mirror"), changes=TableChanges((0,)),  # type: ignore[arg-type]
+                      path=path, storage=LocalSinkStorage(), table="shop.orders", **options).engine  # type: ignore[arg-type]
+
+
+def test_auto_takes_delta_rs_for_a_plain_mirror_table_and_spark_otherwise(tmp_path: Path) -> None:
+    plain = write_log(tmp_path / "plain", {"minReaderVersion": 1, "minWriterVersion": 2}, {})
+    vectors = write_log(tmp_path / "dv", {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures":
+                                          ["deletionVectors"], "writerFeatures": ["deletionVectors"]},
+                        {"delta.enableDeletionVectors": "true"})
+    assert choose("auto", plain) == "delta-rs"
+    assert choose("auto", vectors) == "spark"
+    assert choose("spark", plain) == "spark"
+    assert choose("auto", plain, mode="history") == "spark"
+    dynamo = {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"}
+    assert choose("auto", plain, spark_conf=dynamo) == "spark"
+    with pytest.raises(DeltaRsWriterError) as refused:
+        choose("delta-rs", vectors)
+    assert refused.value.table == "shop.orders" and "batch.writer" in refused.value.remedy
+    assert "deletion vectors" in str(refused.value)
+
+
+def test_identifiers_and_locations_as_delta_rs_takes_them() -> None:
+    assert quote('Qty"Total') == '"Qty""Total"'
+    assert quote("Über Größe") == '"Über Größe"'
+    assert table_uri("s3a://bucket/lake/db/t") == "s3://bucket/lake/db/t"
+    assert table_uri("/lake/db/t") == "/lake/db/t"
+
+
+def test_storage_options_carry_the_sink_settings_and_the_single_writer_premise() -> None:
+    assert storage_options("/lake/db/t", LocalSinkStorage()) is None
+    sink = S3SinkStorage(S3Settings(endpoint_url="http://127.0.0.1:9000", region="eu-west-3",
+                                    credentials=S3Credentials("AKIA12", "secret-34", "token-56")))
+    options = storage_options("s3a://bucket/lake/db/t", sink)
+    assert options == {
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_ALLOW_HTTP": "true", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ACCESS_KEY_ID": "AKIA12",
+        "AWS_SECRET_ACCESS_KEY": "secret-34", "AWS_SESSION_TOKEN": "token-56",
+    }
+    aws = storage_options("s3a://bucket/lake/db/t", S3SinkStorage(S3Settings(region="us-west-2")))
+    assert aws == {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "us-west-2",
+                   "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"}
+
+
+def test_an_unreachable_sink_fails_the_run_retryably_not_the_table() -> None:
+    import pyarrow as pa
+
+    from cdc_lib.delta_rs_sink import BatchWrite, write_batch
+    from cdc_lib.errors import SinkError
+    from cdc_lib.source import TableRef, TableSchema
+    from cdc_lib.types import ColumnInfo
+
+    schema = TableSchema(table=TableRef("shop", "orders"), columns=(ColumnInfo("id", "int", "int(11)", False),),
+                         primary_key=("id",))
+    closed_port = S3SinkStorage(S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1",
+                                           credentials=S3Credentials("AKIA12", "secret-34")))
+    batch = BatchWrite(records=pa.table({"id": pa.array([7], pa.int32()), "_binlake_op": ["u"]}), append=False,
+                       key_range=None, truncated=False)
+    with pytest.raises(SinkError) as failed:
+        write_batch("s3a://bucket/lake/shop/orders", schema, batch, application="binlake:p:shop.orders",
+                    txn_version=3, metadata={}, storage=closed_port)
+    assert failed.value.retryable and "s3a://bucket/lake/shop/orders" in failed.value.cause

@@ -515,7 +515,8 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
             context.log.info(
                 f"micro-batch: {batch.row_changes} row changes in {batch.transactions} transactions, "
                 f"{batch.events_read} events in {batch.seconds:.2f}s"
-                + ("" if batch.spark_started else " (no change: Spark not started)")
+                + ("" if batch.spark_started else " (Spark not started)" if batch.row_changes
+                   else " (no change: Spark not started)")
             )
         check_keys = set(context.selected_asset_check_keys)
         if check_keys:

@@ -177,10 +177,12 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             print(json.dumps([_jsonable(asdict(result)) for result in results], indent=1))
             return 0
         for result in results:
+            # A batch of changes written by delta-rs (batch.writer) starts no Spark either.
+            no_spark = " (Spark not started)" if result.batch_seq else " (no change: Spark not started)"
             print(
                 f"batch {result.batch_seq or '-'}: {result.row_changes} row changes in {result.transactions} "
                 f"transactions, {result.seconds:.2f}s read, {result.start} → {result.end}"
-                f"{'' if result.spark_started else ' (no change: Spark not started)'}"
+                f"{'' if result.spark_started else no_spark}"
             )
             for table in result.tables:
                 if table.rows_written or table.error:

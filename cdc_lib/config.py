@@ -34,6 +34,10 @@ ZeroDatePolicy = Literal["null", "error"]
 #: `soft_delete` (deleted rows stay, marked by `_binlake_deleted_at`) or `history` (SCD type 2, one row per version).
 TableMode = Literal["mirror", "soft_delete", "history"]
 TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
+#: Which engine writes a mirror table's change batch (docs/performance.md "A writer without Spark"): `auto`
+#: (delta-rs where it writes the table exactly and the batch is small enough, else Spark), `spark` or `delta-rs`.
+BatchWriter = Literal["auto", "spark", "delta-rs"]
+BATCH_WRITERS: tuple[BatchWriter, ...] = ("auto", "spark", "delta-rs")
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class BatchConfig:
     max_buffered_changes: int = 200_000
     #: The local folder spilled changes go to; None: `binlake-spill` under the system's temporary folder.
     spill_path: str | None = None
+    #: The engine that writes a mirror table's changes: `auto`, `spark` or `delta-rs` (cdc_lib.delta_rs_sink).
+    writer: BatchWriter = "auto"
 
     def threads_for(self, tables: int) -> int:
         """Writer threads for a batch that changes `tables` tables: never more threads than tables."""
@@ -424,7 +430,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
     _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds", "apply_threads", "append_inserts",
-                                          "max_buffered_changes", "spill_path"})
+                                          "max_buffered_changes", "spill_path", "writer"})
     spill_path = _optional_string(batch_doc, "spill_path", "batch.")
     if spill_path is not None and "://" in spill_path:
         raise ConfigError(
@@ -449,6 +455,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             low=100, high=1_000_000_000,
         ),
         spill_path=_local_or_uri(spill_path, base_dir) if spill_path is not None else None,
+        writer=_batch_writer(batch_doc.get("writer")),
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(
@@ -701,6 +708,18 @@ def _zero_date_policy(value: Any) -> ZeroDatePolicy:
     if value == "error":
         return "error"
     raise ConfigError("source.zero_dates", f"'{value}' is not one of: null, error")
+
+
+def _batch_writer(value: Any) -> BatchWriter:
+    if value is None:
+        return "auto"
+    for writer in BATCH_WRITERS:
+        if value == writer:
+            return writer
+    raise ConfigError(
+        "batch.writer", f"'{value}' is not one of: {', '.join(BATCH_WRITERS)}",
+        remedy="leave it out (auto: delta-rs where it writes the table exactly, else Spark), or name an engine",
+    )
 
 
 def _local_or_uri(value: str, base_dir: Path | None) -> str:

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc_lib import delta_log
+from cdc_lib import delta_log, delta_rs_sink
+from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
@@ -192,7 +193,7 @@ APPLIED_THROUGH = "applied_through"
 
 
 def merge_changes(
-    spark: SparkSession,
+    spark: SparkSession | None,
     path: str,
     schema: TableSchema,
     changes: TableChanges,
@@ -203,6 +204,7 @@ def merge_changes(
     storage: SinkStorage | None = None,
     applied_through: BinlogPosition | None = None,
     append_from: BinlogPosition | None = None,
+    writer: Engine = "spark",
 ) -> int:
     """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version.
 
@@ -212,6 +214,8 @@ def merge_changes(
             its snapshot's high watermark). Then, if the Delta log proves the table holds nothing past that
             offset, keys the batch inserts cannot be in it: a batch of only such keys is appended without a
             join, and in a mixed batch they do not widen the MERGE's file pruning (`split_new`).
+        writer: the engine that commits: `spark` (needs `spark`) or `delta-rs` (cdc_lib.delta_rs_sink, no JVM;
+            `delta_rs_sink.writer_for` says which tables it takes).
     """
     storage = storage or storage_for(path)
     tail = existing_tail(path, schema, application=application, storage=storage)
@@ -227,6 +231,11 @@ def merge_changes(
         append_from is not None and not changes.truncated and through_before is not None
         and _reached(append_from, through_before)
     )
+    metadata = {**metadata, "writer": writer}
+    if writer == "delta-rs":
+        return _write_with_delta_rs(path, schema, changes, exact, application=application, txn_version=txn_version,
+                                    metadata=metadata, storage=storage)
+    assert spark is not None, "the Spark writer needs a SparkSession"
     # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.spill), each staged as
     # it comes, so a spilled batch never sits in Python whole.
     bounds = KeyBounds(schema)  # of the keys that may be in the table: only they bound the MERGE's file pruning
@@ -253,6 +262,37 @@ def merge_changes(
     finally:
         if isinstance(changes, SpilledChanges):
             changes.remove()
+
+
+def _write_with_delta_rs(
+    path: str,
+    schema: TableSchema,
+    changes: TableChanges,
+    exact: bool,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    storage: SinkStorage,
+) -> int:
+    """The Spark path's plan (append when only new keys, else MERGE pruned to the keys' range) on delta-rs.
+
+    A spilled batch never comes here (`delta_rs_sink.writer_for`): it is staged in one Arrow table.
+    """
+    rows = changes.rows
+    if exact:
+        _, rest = changes.split_new()
+        rows = rest.rows
+    bounds = KeyBounds(schema)
+    bounds.add(rows)
+    batch = delta_rs_sink.BatchWrite(
+        records=delta_rs_sink.arrow_records(schema, _mirror_records(schema, changes)),
+        append=exact and not rows, key_range=None if changes.truncated else bounds.range(),
+        truncated=changes.truncated,
+    )
+    kind = {"kind": "merge", "path": "append"} if batch.append else {"kind": "merge"}
+    return delta_rs_sink.write_batch(path, schema, batch, application=application, txn_version=txn_version,
+                                     metadata={**metadata, **kind}, storage=storage)
 
 
 def _mirror_records(schema: TableSchema, changes: TableChanges) -> list[tuple[Any, ...]]:
@@ -511,9 +551,12 @@ class KeyBounds:
     def filter(self) -> str | None:
         return key_range_filter(self.schema, self.ends)
 
+    def range(self) -> tuple[Any, Any] | None:
+        return key_range(self.schema, self.ends)
 
-def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> str | None:
-    """A predicate on the target's (`t`) leading key column covering `keys`, for integer keys; else None."""
+
+def key_range(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> tuple[Any, Any] | None:
+    """The smallest and largest leading key value of `keys`, for integer keys; else None."""
     lead = schema.primary_key[0]
     column = next(column for column in schema.columns if column.name == lead)
     if spark_type_ddl(column) not in ("tinyint", "smallint", "int", "bigint", "decimal(20,0)"):
@@ -521,7 +564,16 @@ def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> st
     values = [key[0] for key in keys]
     if not values:
         return None
-    return f"t.`{lead}` BETWEEN {min(values)} AND {max(values)}"
+    return min(values), max(values)
+
+
+def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> str | None:
+    """A predicate on the target's (`t`) leading key column covering `keys`, for integer keys; else None."""
+    bounds = key_range(schema, keys)
+    if bounds is None:
+        return None
+    lead = schema.primary_key[0]
+    return f"t.`{lead}` BETWEEN {bounds[0]} AND {bounds[1]}"
 
 
 def _version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Job = TypeVar("Job")
+Session = TypeVar("Session")
 Outcome = TypeVar("Outcome")
 
 
@@ -67,8 +68,19 @@ def apply_all(
         return list(executor.map(run, jobs))
 
 
+def run_all(
+    jobs: Sequence[Job], write: Callable[[None, Job], Outcome], *, threads: int
+) -> list[Outcome | BaseException]:
+    """`write(None, job)` for every job, `threads` at a time on plain threads (writers that need no Spark session,
+    e.g. delta-rs, which releases the GIL while it merges); outcomes (or what each raised) in job order."""
+    if threads <= 1 or len(jobs) <= 1:
+        return [_attempt(write, None, job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="binlake-apply") as executor:
+        return list(executor.map(lambda job: _attempt(write, None, job), jobs))
+
+
 def _attempt(
-    write: Callable[[SparkSession, Job], Outcome], session: SparkSession, job: Job
+    write: Callable[[Session, Job], Outcome], session: Session, job: Job
 ) -> Outcome | BaseException:
     try:
         return write(session, job)
@@ -76,4 +88,4 @@ def _attempt(
         return exc
 
 
-__all__ = ["apply_all", "isolated_session"]
+__all__ = ["apply_all", "isolated_session", "run_all"]

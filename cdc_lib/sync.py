@@ -5,7 +5,8 @@ or stopped when purged) → read the binlog once from the smallest table offset 
 batch sequence (saved before any Delta commit carries it) → per table, in order: MERGE its
 changes in one idempotent Delta commit (as its mode keeps them: mirror, soft delete, history),
 move its offset to the batch end, take it past any ALTER it paused at → save every offset at
-once (compare-and-swap). Spark starts only if some table has a change.
+once (compare-and-swap). Spark starts only if some changed table takes the Spark writer
+(`batch.writer`; mirror tables go to delta-rs where it writes them exactly).
 
 The per-table steps compute the table's next `TableState` as a value; `run_batch` alone puts
 states into the pipeline state and saves it.
@@ -22,18 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from cdc_lib import delta_sink, mode_sink
+from cdc_lib import delta_rs_sink, delta_sink, mode_sink
 from cdc_lib import source as mysql
 from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
 from cdc_lib.catch_up import record_of_batch
 from cdc_lib.config import PipelineConfig
+from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import BinlogPurgedError
 from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
-from cdc_lib.parallel_apply import apply_all
+from cdc_lib.parallel_apply import apply_all, run_all
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema_changes import apply_schema_change
@@ -173,8 +175,7 @@ def run_batch(
         # On record before a Delta commit carries it, so no later batch reuses it.
         handle.save()
     now = utc_now().isoformat()
-    spark_used = bool(relevant)
-    outcomes = _write_tables(
+    outcomes, spark_used = _write_tables(
         context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
         check_lease=handle.check_lease,
     )
@@ -298,27 +299,45 @@ def _write_tables(
     server_end: BinlogPosition,
     now: str,
     check_lease: Callable[[], None],
-) -> dict[str, _Written | BaseException]:
+) -> tuple[dict[str, _Written | BaseException], bool]:
     """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
-    (each its own idempotent commit, in a Spark session of its own), the others only moving their offsets."""
+    (each its own idempotent commit), the others only moving their offsets; and whether Spark wrote any.
+
+    Each changed table's engine is chosen first (`delta_rs_sink.writer_for`, `batch.writer`): the SparkSession is
+    built only when some table takes Spark, whose tables each get a Spark session of their own
+    (`parallel_apply`); delta-rs tables run on plain threads (delta-rs releases the GIL while it merges).
+    """
     changed = [cursor for cursor in cursors if seq is not None and relevant.get(cursor.name) is not None]
+    engines = {
+        cursor.name: delta_rs_sink.writer_for(
+            context.config.batch.writer, mode=cursor.mode, changes=relevant[cursor.name],
+            path=context.table_path(cursor.name), storage=context.sink, table=cursor.name,
+        ).engine
+        for cursor in changed
+    }
 
     def write(spark: SparkSession | None, cursor: TableCursor) -> _Written:
         return _write_table(
             context, spark, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
-            seq=seq, server_end=server_end, now=now, check_lease=check_lease,
+            seq=seq, server_end=server_end, now=now, check_lease=check_lease, engine=engines.get(cursor.name),
         )
 
     outcomes: dict[str, _Written | BaseException] = {}
-    if changed:
+    on_spark = [cursor for cursor in changed if engines[cursor.name] == "spark"]
+    on_delta_rs = [cursor for cursor in changed if engines[cursor.name] == "delta-rs"]
+    if on_spark:
         spark = context.spark()  # started here, not by the first of several threads
-        threads = context.config.batch.threads_for(len(changed))
-        for cursor, outcome in zip(changed, apply_all(spark, changed, write, threads=threads), strict=True):
+        threads = context.config.batch.threads_for(len(on_spark))
+        for cursor, outcome in zip(on_spark, apply_all(spark, on_spark, write, threads=threads), strict=True):
+            outcomes[cursor.name] = outcome
+    if on_delta_rs:
+        threads = context.config.batch.threads_for(len(on_delta_rs))
+        for cursor, outcome in zip(on_delta_rs, run_all(on_delta_rs, write, threads=threads), strict=True):
             outcomes[cursor.name] = outcome
     for cursor in cursors:
         if cursor.name not in outcomes:
             outcomes[cursor.name] = write(None, cursor)
-    return outcomes
+    return outcomes, bool(on_spark)
 
 
 def _write_table(
@@ -333,7 +352,9 @@ def _write_table(
     server_end: BinlogPosition,
     now: str,
     check_lease: Callable[[], None],
+    engine: Engine | None = None,
 ) -> _Written:
+    """`engine` is None for a table that has nothing to write (its offset only moves)."""
     name = cursor.name
     failure = read.table_errors.get(name)
     end = read.end_for(name)
@@ -344,17 +365,18 @@ def _write_table(
     )):
         # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
         changes.drop_after(held)
-    if changes is not None and seq is not None and spark is not None and snapshot_begun(context, name):
+    writing = changes is not None and seq is not None and engine is not None
+    if writing and snapshot_begun(context, name):
         # A snapshot of the table began after this batch listed the snapshots: its first wave may already have
         # replaced the table. Nothing is written and the offset stays; the snapshot's install replaces the state.
         log.warning("%s: a snapshot began during the batch; the table waits for it", name, extra=about_table(name))
         return _Written(state=table_state, changes=None, failure=None)
-    if changes is not None and seq is not None and spark is not None:
+    if changes is not None and seq is not None and engine is not None:
         failpoint("before_delta_commit")
         # A runner that lost its lease stops here (LeaseLostError): the new holder reconciles from the Delta log.
         check_lease()
         try:
-            version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, metadata={
+            version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, engine=engine, metadata={
                 "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
                 # The table's own offset: the read starts at the smallest of all tables' offsets, and a table
                 # takes only the events past its own (a resumed table whose commit landed before a crash).
@@ -375,13 +397,14 @@ def _write_table(
 
 def _merge(
     context: PipelineContext,
-    spark: SparkSession,
+    spark: SparkSession | None,
     cursor: TableCursor,
     changes: TableChanges,
     table_state: TableState,
     read: BatchRead,
     *,
     seq: int,
+    engine: Engine,
     metadata: dict[str, Any],
 ) -> int:
     """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
@@ -394,8 +417,9 @@ def _merge(
         return delta_sink.merge_changes(
             spark, context.table_path(name), cursor.schema, changes,
             application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
-            applied_through=read.end, append_from=append_from,
+            applied_through=read.end, append_from=append_from, writer=engine,
         )
+    assert spark is not None, "soft-delete and history tables are written by Spark"
     return mode_sink.merge_mode_changes(
         spark, context.table_path(name), cursor.schema, changes, mode=cursor.mode,
         application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,

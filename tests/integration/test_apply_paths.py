@@ -83,14 +83,15 @@ def assert_equal_to_source(mariadb: Any, pipeline: Pipeline, table: str) -> None
 def config_file_with(config: Any, path: Path, **batch: Any) -> Path:
     write_config_file(config, path)
     document = yaml.safe_load(path.read_text())
-    document["batch"].update(batch)
+    document["batch"].update({"writer": config.batch.writer, **batch})
     path.write_text(yaml.safe_dump(document))
     return path
 
 
-def test_inserted_keys_are_appended_once_the_table_is_consistent(mariadb, database, make_config) -> None:
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_inserted_keys_are_appended_once_the_table_is_consistent(mariadb, database, make_config, writer) -> None:
     (table,) = make_tables(mariadb, database, 1)
-    pipeline = Pipeline(make_config([table]))
+    pipeline = Pipeline(make_config([table], batch__writer=writer))
     pipeline.snapshot()
     inserts(mariadb, table, 5_000, 40)
     pipeline.sync(until_caught_up=True)
@@ -105,6 +106,7 @@ def test_inserted_keys_are_appended_once_the_table_is_consistent(mariadb, databa
     # second is past it: its inserts are appended, the mixed batch after it is MERGEd.
     assert len(operations) == 3 and operations[1:] == ["WRITE", "MERGE"], operations
     assert commits[2]["metadata"]["path"] == "append"
+    assert [commit["metadata"]["writer"] for commit in commits[2:]] == [writer, writer]
     assert all(delta_sink.APPLIED_THROUGH in commit["metadata"] for commit in commits[1:])
     assert_equal_to_source(mariadb, pipeline, table)
     assert_each_change_applied_once(pipeline.config, table)
@@ -146,7 +148,9 @@ def test_append_is_refused_while_the_delta_log_shows_rows_past_the_offset(mariad
 
 def test_tables_written_in_parallel_keep_their_own_transactions(mariadb, database, make_config) -> None:
     tables = make_tables(mariadb, database, 5)
-    pipeline = Pipeline(make_config(tables, batch__apply_threads=3))
+    # Spark: each writer thread needs a session of its own (cdc_lib.parallel_apply); delta-rs's are in
+    # tests/integration/test_delta_rs_writes.py.
+    pipeline = Pipeline(make_config(tables, batch__apply_threads=3, batch__writer="spark"))
     pipeline.snapshot()
     for round_number in range(3):
         for index, table in enumerate(tables):
@@ -171,9 +175,10 @@ def test_tables_written_in_parallel_keep_their_own_transactions(mariadb, databas
 
 
 @pytest.mark.parametrize("failpoint", ["after_delta_commit", "before_offset_write"])
-def test_kill_around_an_append_then_resume(failpoint, mariadb, database, make_config, tmp_path) -> None:
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_kill_around_an_append_then_resume(writer, failpoint, mariadb, database, make_config, tmp_path) -> None:
     (table,) = make_tables(mariadb, database, 1)
-    config = make_config([table])
+    config = make_config([table], batch__writer=writer)
     pipeline = Pipeline(config)
     pipeline.snapshot()
     inserts(mariadb, table, 5_000, 10)
@@ -183,7 +188,8 @@ def test_kill_around_an_append_then_resume(failpoint, mariadb, database, make_co
     inserts(mariadb, table, 7_000, 60)
     crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": failpoint})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    assert delta_log(pipeline, table)[-1]["operation"] == "WRITE", "the append landed before the kill"
+    landed = delta_log(pipeline, table)[-1]
+    assert (landed["operation"], landed["metadata"]["writer"]) == ("WRITE", writer), "the append landed first"
 
     inserts(mariadb, table, 8_000, 15)
     resumed = Pipeline(config)
@@ -196,7 +202,7 @@ def test_kill_around_an_append_then_resume(failpoint, mariadb, database, make_co
 
 def test_kill_while_tables_are_written_in_parallel_then_resume(mariadb, database, make_config, tmp_path) -> None:
     tables = make_tables(mariadb, database, 4)
-    config = make_config(tables)
+    config = make_config(tables, batch__writer="spark")  # Spark's sessions per thread; delta-rs: its own test file
     pipeline = Pipeline(config)
     pipeline.snapshot()
     config_path = config_file_with(config, tmp_path / "binlake.yaml", apply_threads=4)
@@ -240,7 +246,7 @@ def test_a_small_merge_runs_fewer_jobs_and_leaves_the_session_as_it_was(
     jobs (docs/performance.md "Many tables in one batch"); a larger one keeps adaptive execution. Either way the
     table equals the source, and the session's own settings are back once the commit is made."""
     (table,) = make_tables(mariadb, database, 1)
-    pipeline = Pipeline(make_config([table]))
+    pipeline = Pipeline(make_config([table], batch__writer="spark"))
     pipeline.snapshot()
     if not small:
         monkeypatch.setattr(delta_sink, "SMALL_MERGE_ROWS", 7)  # the mixed round stages ~60 rows

@@ -6,8 +6,10 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from pyspark.sql.types import StructType
 
+from cdc_lib import delta_log
 from cdc_lib.config import PipelineConfig
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.spark import spark_session
@@ -41,12 +43,25 @@ ROWS = [
 ]
 
 
+#: The binlog path's engines (`batch.writer`): the first batch after a snapshot MERGEs on either.
+WRITERS = pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+
+
+def written_by(pipeline: Pipeline, table: str) -> tuple[str, str]:
+    """The writer and kind of the table's newest binlake commit."""
+    tail = delta_log.read_log_tail(pipeline.table_path(table), application=pipeline.context.application(table))
+    assert tail is not None and tail.last_binlake_commit is not None
+    metadata = tail.last_binlake_commit.metadata
+    return metadata["writer"], metadata["kind"]
+
+
 def delta_table(config: PipelineConfig, pipeline: Pipeline, table: str) -> tuple[StructType, list[tuple[Any, ...]]]:
     frame = spark_session(config.spark).read.format("delta").load(pipeline.table_path(table))
     return frame.schema, sorted((tuple(row) for row in frame.collect()), key=lambda row: row[0])
 
 
-def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make_config) -> None:
+@WRITERS
+def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make_config, writer: str) -> None:
     db = database
     sql(
         mariadb,
@@ -54,11 +69,12 @@ def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make
         f"CREATE TABLE {db}.via_binlog ({COLUMNS})",
         f"INSERT INTO {db}.via_snapshot VALUES {', '.join(ROWS)}",
     )
-    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"])
+    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"], batch__writer=writer)
     pipeline = Pipeline(config)
     pipeline.snapshot()
     sql(mariadb, f"INSERT INTO {db}.via_binlog SELECT * FROM {db}.via_snapshot")
     pipeline.sync(until_caught_up=True)
+    assert written_by(pipeline, f"{db}.via_binlog") == (writer, "merge")
 
     snapshot_schema, snapshot_rows = delta_table(config, pipeline, f"{db}.via_snapshot")
     binlog_schema, binlog_rows = delta_table(config, pipeline, f"{db}.via_binlog")
@@ -141,17 +157,20 @@ def as_temporal_text(row: tuple) -> tuple:
     return (row[0], *(temporal_text(value, int(name[2])) for name, value in zip(TEMPORAL_NAMES, row[1:], strict=True)))
 
 
-def test_time_datetime_and_timestamp_edges_land_as_the_server_shows_them(mariadb, database, make_config) -> None:
+@WRITERS
+def test_time_datetime_and_timestamp_edges_land_as_the_server_shows_them(mariadb, database, make_config,
+                                                                         writer: str) -> None:
     """Every fsp 0-6, negative TIME fractions, the DATETIME and TIMESTAMP range ends: both paths, one table each."""
     db = database
     sql(mariadb, f"CREATE TABLE {db}.via_snapshot ({TEMPORAL_COLUMNS})",
         f"CREATE TABLE {db}.via_binlog ({TEMPORAL_COLUMNS})")
     insert_temporal_rows(mariadb, f"{db}.via_snapshot")
-    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"])
+    config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"], batch__writer=writer)
     pipeline = Pipeline(config)
     pipeline.snapshot()
     sql(mariadb, f"INSERT INTO {db}.via_binlog SELECT * FROM {db}.via_snapshot")
     pipeline.sync(until_caught_up=True)
+    assert written_by(pipeline, f"{db}.via_binlog") == (writer, "merge")
 
     expected = server_temporal_text(mariadb, f"{db}.via_snapshot")
     assert (expected[2][7], expected[3][7], expected[3][3]) == ("-00:00:00.000001", "-00:00:01.250000", "-00:00:01.25")

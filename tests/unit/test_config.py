@@ -49,6 +49,12 @@ def test_apply_threads_default_to_the_cores_and_never_exceed_the_changed_tables(
     assert not parse_config(with_key("batch.append_inserts", False)).batch.append_inserts
 
 
+def test_batch_writer_defaults_to_auto_and_names_an_engine() -> None:
+    assert parse_config(VALID).batch.writer == "auto"
+    assert parse_config(with_key("batch.writer", "delta-rs")).batch.writer == "delta-rs"
+    assert parse_config(with_key("batch.writer", "spark")).batch.writer == "spark"
+
+
 def test_spill_bound_and_folder(tmp_path: Path) -> None:
     batch = parse_config(VALID).batch
     assert (batch.max_buffered_changes, batch.spill_path) == (200_000, None)
@@ -220,6 +226,8 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("batch.apply_threads", 0, "batch.apply_threads", "between 1 and 256"),
         ("batch.apply_threads", "all", "batch.apply_threads", "must be an integer"),
         ("batch.append_inserts", "maybe", "batch.append_inserts", "must be true or false"),
+        ("batch.writer", "deltars", "batch.writer", "is not one of: auto, spark, delta-rs"),
+        ("batch.writer", True, "batch.writer", "is not one of"),
         ("batch.max_buffered_changes", 99, "batch.max_buffered_changes", "between 100 and"),
         ("batch.spill_path", "s3://bucket/spill", "batch.spill_path", "is a URI"),
         ("snapshot", 5, "snapshot", "must be a mapping"),

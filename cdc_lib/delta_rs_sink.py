@@ -1,0 +1,271 @@
+"""Writing a mirror table's change batch with delta-rs (`deltalake`), without Spark or a JVM.
+
+A Spark MERGE costs five Spark jobs and a commit whatever the batch's size (~0.36 s per changed table), and a
+scheduled run that has changes must start a JVM first. delta-rs MERGEs the same staged records (the row's
+columns and `_binlake_op`, `delta_sink._mirror_records`) in tens of milliseconds, in process.
+
+The commit is binlake's as Spark writes it: the same SetTransaction (app id, version = batch sequence) and the
+same `userMetadata` (`kind`, `path`, `applied_through`, `app_id`, …, plus `writer`), so `delta_log.read_log_tail`
+and every caller see no difference. delta-rs does not skip a commit whose SetTransaction version is not newer
+(Spark does): the caller's log-tail check does that, and `write_batch` checks again on the very snapshot it
+merges into. Under binlake's lease binlake is the table's only writer.
+
+Which tables (`batch.writer`, `writer_for`): a mirror table whose Delta protocol delta-rs writes exactly and whose
+batch did not spill. Everything else stays on Spark (docs/performance.md "A writer without Spark").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from cdc_lib import delta_log
+from cdc_lib.config import BatchWriter, TableMode
+from cdc_lib.errors import BinlakeError
+from cdc_lib.events import TableChanges
+from cdc_lib.s3 import S3Settings, is_s3_uri
+from cdc_lib.sink_storage import S3SinkStorage, SinkStorage
+from cdc_lib.source import TableSchema
+from cdc_lib.spill import SpilledChanges, arrow_type
+from cdc_lib.types import spark_type_ddl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Engine = Literal["spark", "delta-rs"]
+OPERATION_COLUMN = "_binlake_op"
+
+#: The writer features delta-rs 1.6.6 writes exactly on binlake's tables (tested, docs/performance.md).
+#: `appendOnly` and `invariants` are the legacy features Spark lists in every table-features protocol.
+WRITABLE_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
+#: Properties whose `true` (or value) turns on what delta-rs does not write as Spark does.
+_SPARK_ONLY_PROPERTIES: Mapping[str, str] = {
+    "delta.enableDeletionVectors": "deletion vectors",
+    "delta.enableChangeDataFeed": "the change data feed",
+    "delta.enableTypeWidening": "type widening",
+    "delta.enableRowTracking": "row tracking",
+    "delta.appendOnly": "an append-only table",
+}
+#: Spark writes a checkpoint every this many commits unless the table sets `delta.checkpointInterval`.
+SPARK_CHECKPOINT_INTERVAL = 10
+
+
+class DeltaRsWriterError(BinlakeError):
+    """`batch.writer: delta-rs` names a table whose Delta protocol delta-rs cannot write exactly."""
+
+
+@dataclass(frozen=True)
+class WriterChoice:
+    engine: Engine
+    #: Why Spark writes the table (empty when delta-rs does).
+    reason: str = ""
+
+
+def spark_only_reasons(settings: delta_log.TableSettings) -> list[str]:
+    """What in the table's protocol or properties delta-rs does not write exactly (empty: it does)."""
+    reasons = []
+    if settings.reader_version > 3 or settings.writer_version > 7:
+        reasons.append(f"protocol ({settings.reader_version}, {settings.writer_version}) is newer than delta-rs's")
+    elif settings.writer_version < 7 and (settings.reader_version > 1 or settings.writer_version > 2):
+        # Legacy versions 2-6 bring column mapping, check constraints, generated or identity columns, CDF.
+        reasons.append(f"legacy protocol ({settings.reader_version}, {settings.writer_version})")
+    unknown = sorted(settings.features - WRITABLE_FEATURES)
+    if unknown:
+        reasons.append(f"table features {', '.join(unknown)}")
+    for key, what in _SPARK_ONLY_PROPERTIES.items():
+        if settings.properties.get(key, "false").lower() == "true":
+            reasons.append(f"{what} ({key})")
+    if settings.properties.get("delta.columnMapping.mode", "none") != "none":
+        reasons.append("column mapping (delta.columnMapping.mode)")
+    if settings.properties.get("delta.checkpointPolicy", "classic") != "classic":
+        reasons.append("v2 checkpoints (delta.checkpointPolicy)")
+    if any(key.startswith("delta.constraints.") for key in settings.properties):
+        reasons.append("CHECK constraints")
+    return reasons
+
+
+def writer_for(
+    configured: BatchWriter,
+    *,
+    mode: TableMode,
+    changes: TableChanges,
+    path: str,
+    storage: SinkStorage,
+    table: str,
+) -> WriterChoice:
+    """The engine that writes `table`'s share of a batch; DeltaRsWriterError when `delta-rs` is forced on a table
+    it cannot write.
+
+    No size threshold: delta-rs MERGEd faster than Spark at every source size measured (1k to 1M rows into a
+    2M-row table, bench/writer_threshold.py), and a table's batch larger than `batch.max_buffered_changes`
+    spills, which goes to Spark (its parts are staged for Spark a bucket at a time, with bounded memory).
+    """
+    if configured == "spark":
+        return WriterChoice("spark", "batch.writer: spark")
+    reasons: list[str] = []
+    if mode != "mirror":
+        reasons.append(f"the {mode} table mode")
+    if isinstance(changes, SpilledChanges):
+        reasons.append("a spilled batch (batch.max_buffered_changes)")
+    settings = delta_log.table_settings(path, storage=storage)
+    if settings is not None:
+        reasons += spark_only_reasons(settings)
+    if reasons and configured == "delta-rs":
+        raise DeltaRsWriterError(
+            f"batch.writer is delta-rs, but delta-rs cannot write this batch exactly: {'; '.join(reasons)}",
+            remedy="set batch.writer to auto (Spark writes such tables) or spark",
+            table=table,
+        )
+    return WriterChoice("spark", "; ".join(reasons)) if reasons else WriterChoice("delta-rs")
+
+
+def quote(name: str) -> str:
+    """A column name as a DataFusion SQL identifier (any MySQL name: spaces, case, quotes, unicode)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The staged records' Arrow schema: the Delta table's column types exactly, then the operation."""
+    import pyarrow as pa
+
+    fields = [pa.field(column.name, arrow_type(spark_type_ddl(column))) for column in schema.columns]
+    return pa.schema([*fields, pa.field(OPERATION_COLUMN, pa.string(), nullable=False)])
+
+
+def arrow_records(schema: TableSchema, records: list[tuple[Any, ...]]) -> pa.Table:
+    """Staged records (row columns, then the operation) as an Arrow table of `arrow_schema`."""
+    import pyarrow as pa
+
+    target = arrow_schema(schema)
+    columns = list(zip(*records, strict=True)) if records else [() for _ in target.names]
+    return pa.Table.from_arrays(
+        [pa.array(values, type=field.type) for values, field in zip(columns, target, strict=True)], schema=target
+    )
+
+
+def storage_options(path: str, storage: SinkStorage) -> dict[str, str] | None:
+    """delta-rs's object-store options for the sink: the S3 settings binlake and Spark use.
+
+    `AWS_S3_ALLOW_UNSAFE_RENAME`: S3 has no atomic put-if-absent rename for delta-rs without a locking
+    provider. binlake's lease makes it the table's single writer, which is the same premise Spark's default S3
+    log store relies on (docs/s3.md).
+    """
+    if not is_s3_uri(path):
+        return None
+    settings = storage.settings if isinstance(storage, S3SinkStorage) else S3Settings()
+    options = {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": settings.resolved_region()}
+    if settings.endpoint_url is not None:
+        options["AWS_ENDPOINT_URL"] = settings.endpoint_url
+        if settings.endpoint_url.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if settings.path_style else "true"
+    if settings.credentials is not None:
+        options["AWS_ACCESS_KEY_ID"] = settings.credentials.access_key_id
+        options["AWS_SECRET_ACCESS_KEY"] = settings.credentials.secret_access_key
+        if settings.credentials.session_token:
+            options["AWS_SESSION_TOKEN"] = settings.credentials.session_token
+    return options
+
+
+def table_uri(path: str) -> str:
+    """The table's location as delta-rs names it (`s3://`, not Hadoop's `s3a://`)."""
+    for scheme in ("s3a://", "s3n://"):
+        if path.startswith(scheme):
+            return "s3://" + path.removeprefix(scheme)
+    return path
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchWrite:
+    """One table's staged batch and how it goes in (see `delta_sink.merge_changes`)."""
+
+    records: pa.Table
+    #: Only new keys: appended without a join.
+    append: bool
+    #: The smallest and largest leading key the table may hold among the batch's keys (integer keys).
+    key_range: tuple[Any, Any] | None
+    truncated: bool
+
+
+def write_batch(
+    path: str,
+    schema: TableSchema,
+    batch: BatchWrite,
+    *,
+    application: str,
+    txn_version: int,
+    metadata: dict[str, Any],
+    storage: SinkStorage,
+) -> int:
+    """Write the batch in one delta-rs commit carrying binlake's SetTransaction and metadata; its version.
+
+    A replay of a committed `txn_version` writes nothing and returns the committed version.
+    """
+    from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+
+    options = storage_options(path, storage)
+    table = DeltaTable(table_uri(path), storage_options=options)
+    committed = table.transaction_version(application)
+    if committed is not None and committed >= txn_version:
+        return delta_log.version_of(path, application, txn_version, storage)
+    commit = CommitProperties(
+        custom_metadata={"userMetadata": json.dumps({**metadata, "app_id": application, "writer": "delta-rs"},
+                                                    sort_keys=True)},
+        app_transactions=[Transaction(app_id=application, version=txn_version)],
+    )
+    # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
+    # next checkpoint removes expired log files as it always does.
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    if batch.append:
+        rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
+        write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+    else:
+        _merge(table, schema, batch, commit, hooks)
+    table.update_incremental()
+    version = table.version()
+    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or SPARK_CHECKPOINT_INTERVAL)
+    if version % interval == 0:
+        table.create_checkpoint()
+    return delta_log.version_of(path, application, txn_version, storage)
+
+
+def _is_upsert(records: pa.Table) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.equal(records.column(OPERATION_COLUMN), "u")
+
+
+def _merge(table: Any, schema: TableSchema, batch: BatchWrite, commit: Any, hooks: Any) -> None:
+    condition = " AND ".join(f"t.{quote(key)} = s.{quote(key)}" for key in schema.primary_key)
+    if batch.key_range is not None and not batch.truncated:
+        condition += f" AND {_range_predicate(schema, batch.key_range)}"
+    columns = {quote(name): f"s.{quote(name)}" for name in schema.column_names}
+    merger = (
+        table.merge(batch.records, condition, source_alias="s", target_alias="t", commit_properties=commit,
+                    post_commithook_properties=hooks)
+        .when_matched_delete(f"s.{OPERATION_COLUMN} = 'd'")
+        .when_matched_update(columns)
+        .when_not_matched_insert(columns, predicate=f"s.{OPERATION_COLUMN} = 'u'")
+    )
+    if batch.truncated:
+        merger = merger.when_not_matched_by_source_delete()
+    merger.execute()
+
+
+def _range_predicate(schema: TableSchema, key_range: tuple[Any, Any]) -> str:
+    """`t.<lead> BETWEEN low AND high`, the literals typed as the column (a DECIMAL(20,0) key past 2^63)."""
+    lead = schema.primary_key[0]
+    column = next(column for column in schema.columns if column.name == lead)
+    ddl = spark_type_ddl(column)
+    low, high = key_range
+    if ddl.startswith("decimal"):
+        return f"t.{quote(lead)} BETWEEN CAST('{low}' AS DECIMAL(20, 0)) AND CAST('{high}' AS DECIMAL(20, 0))"
+    return f"t.{quote(lead)} BETWEEN {int(low)} AND {int(high)}"
+
+
+__all__ = [
+    "BatchWrite", "DeltaRsWriterError", "WriterChoice", "arrow_records", "arrow_schema",
+    "quote", "spark_only_reasons", "storage_options", "table_uri", "write_batch", "writer_for",
+]

@@ -83,7 +83,8 @@ WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded
                    "after_snapshot_wave_commit@2")
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
 PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
-         "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked", "spark_batches", "delta_rs_batches")
+         "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked", "spark_batches", "delta_rs_batches",
+         "delta_rs_refused")
 #: `batch.writer` values a round draws (with `paths` on), and may switch between in its workload.
 WRITERS = ("spark", "delta-rs", "auto")
 #: Statement forms after which binlake may stop the table (instead of applying them exactly).
@@ -530,10 +531,12 @@ class Generator:
         what it was before writers were drawn: a seed chosen for the paths it covers keeps covering them.
         """
         rng = random.Random(f"{self.seed}:{self.round}:writer")
-        writer = rng.choice(WRITERS)
+        # A spilled batch is Spark's (delta-rs would hold it whole): `delta-rs` is not forced where batches spill.
+        allowed = WRITERS if self.settings.max_buffered_changes is None else ("spark", "auto")
+        writer = rng.choice(allowed)
         self.settings = dataclasses.replace(self.settings, writer=writer)
         for _ in range(rng.choice((0, 1, 1, 2))):
-            writer = rng.choice([other for other in WRITERS if other != writer])
+            writer = rng.choice([other for other in allowed if other != writer])
             steps.insert(rng.randint(1, len(steps)), Step("writer", (Action("writer", writer),)))
 
     def _comment(self) -> str:
@@ -871,7 +874,11 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     try:
                         pipeline.sync(until_caught_up=False)
                     except Exception as error:  # noqa: BLE001 - the outcome names it
-                        errors.append(f"in-process sync raised {_describe(error)}")
+                        if _writer_refused(document, str(error), type(error).__name__):
+                            outcome.took("delta_rs_refused")
+                            config, pipeline = _switch_writer(document, config_file, "auto")
+                        else:
+                            errors.append(f"in-process sync raised {_describe(error)}")
                 elif action.kind == "follow":
                     from cdc_lib.follow import follow
 
@@ -879,13 +886,14 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                         summary = follow(pipeline, budget_seconds=float(action.text), poll_seconds=0.2)
                         outcome.took("follow", summary.batches_written > 0)
                     except Exception as error:  # noqa: BLE001
-                        errors.append(f"in-process follow raised {_describe(error)}")
+                        if _writer_refused(document, str(error), type(error).__name__):
+                            outcome.took("delta_rs_refused")
+                            config, pipeline = _switch_writer(document, config_file, "auto")
+                        else:
+                            errors.append(f"in-process follow raised {_describe(error)}")
                 elif action.kind == "writer":
                     # Later batches (in-process and CLI) take the other engine; tables and offsets are unchanged.
-                    document["batch"]["writer"] = action.text
-                    config = parse_config(document)
-                    config_file.write_text(yaml.safe_dump(document))
-                    pipeline = Pipeline(config)
+                    config, pipeline = _switch_writer(document, config_file, action.text)
                 elif action.kind == "snapshot":
                     from cdc_lib.snapshot_documents import read_document
 
@@ -907,7 +915,10 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     outcome.took("spill", result.stderr.count(SPILL_MESSAGE))
                     outcome.took("follow_cli", action.kind == "follow_cli")
                     # 1: a table is stopped (the state says which; judged at the end); -9: killed at the failpoint.
-                    if result.returncode not in (0, 1, -9) or (result.returncode == -9 and not killed):
+                    if result.returncode not in (0, -9) and _writer_refused(document, result.stderr):
+                        outcome.took("delta_rs_refused")
+                        config, pipeline = _switch_writer(document, config_file, "auto")
+                    elif result.returncode not in (0, 1, -9) or (result.returncode == -9 and not killed):
                         errors.append(f"CLI {' '.join(('sync', *follow_arguments[:1]))} exited "
                                       f"{result.returncode}: {_last_line(result.stderr)}")
                     if result.returncode == -9:
@@ -973,6 +984,28 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             shutil.rmtree(work / "lake", ignore_errors=True)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _writer_refused(document: dict[str, Any], text: str, kind: str = "") -> bool:
+    """Whether binlake refused a forced `batch.writer: delta-rs` (a table delta-rs cannot write exactly): the
+    loud refusal the config calls for. The round then applies its remedy (`auto`) and goes on."""
+    # In process the error's class names it; the CLI prints only its message (cdc_lib/delta_rs_sink.py).
+    said = f"{kind} {text}"
+    return document["batch"].get("writer") == "delta-rs" and (
+        "DeltaRsWriterError" in said or "delta-rs cannot write" in said)
+
+
+def _switch_writer(document: dict[str, Any], config_file: Path, writer: str) -> tuple[Any, Any]:
+    """`batch.writer` = `writer` from now on: the config file (CLI runs) rewritten, the in-process pipeline rebuilt."""
+    import yaml
+
+    from cdc_lib.config import parse_config
+    from cdc_lib.pipeline import Pipeline
+
+    document["batch"]["writer"] = writer
+    config_file.write_text(yaml.safe_dump(document))
+    config = parse_config(document)
+    return config, Pipeline(config)
 
 
 def _describe(error: BaseException) -> str:

@@ -535,9 +535,14 @@ class Generator:
         allowed = WRITERS if self.settings.max_buffered_changes is None else ("spark", "auto")
         writer = rng.choice(allowed)
         self.settings = dataclasses.replace(self.settings, writer=writer)
+        switches = []
         for _ in range(rng.choice((0, 1, 1, 2))):
             writer = rng.choice([other for other in allowed if other != writer])
-            steps.insert(rng.randint(1, len(steps)), Step("writer", (Action("writer", writer),)))
+            switches.append(writer)
+        places = sorted(rng.randint(1, len(steps)) for _ in switches)
+        # From the last place back, so each switch lands where drawn and they run in the order drawn.
+        for place, switch in reversed(list(zip(places, switches, strict=True))):
+            steps.insert(place, Step("writer", (Action("writer", switch),)))
 
     def _comment(self) -> str:
         return self.rng.choice(("", "", "/* app */ ", "-- note\n", "/*!40101 */ ", "# hash\n"))

@@ -24,6 +24,11 @@ sometimes killed between two waves and resumed after part of the workload); foll
 concurrently. Each round prints which paths its Delta logs (commit metadata), binlake's log (spills) and the
 killed processes show it took; a run prints how many rounds went through each.
 
+With `paths` on, each round also draws `batch.writer` (spark, delta-rs or auto; `WRITERS`) and in most rounds
+switches to another one once or twice between its batches, so one table's log holds commits of both engines
+(Spark snapshot, then batches by either). The engine that wrote each batch is counted from its commit's
+`engineInfo` (`spark_batches`, `delta_rs_batches`), not from the config.
+
 Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
 `difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed
 sync the workload did not call for). A failure is shrunk (ddmin over steps, then statements) and printed
@@ -33,6 +38,7 @@ with its seed, round and the smallest reproduction found.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -77,7 +83,10 @@ WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded
                    "after_snapshot_wave_commit@2")
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
 PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
-         "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked")
+         "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked", "spark_batches", "delta_rs_batches",
+         "delta_rs_refused")
+#: `batch.writer` values a round draws (with `paths` on), and may switch between in its workload.
+WRITERS = ("spark", "delta-rs", "auto")
 #: Statement forms after which binlake may stop the table (instead of applying them exactly).
 EXPECTED_STOP_FORMS = ("DROP COLUMN", "RENAME COLUMN", "DROP PARTITION", "TRUNCATE PARTITION")
 
@@ -90,6 +99,7 @@ class Action:
 
     #: "sql" | "sync" | "sync_cli" | "crash" | "follow" (in-process, `text` = budget seconds) |
     #: "follow_cli" (`binlake sync --follow`, `text` = its failpoint or "") | "snapshot" (resume unfinished snapshots)
+    #: | "writer" (`batch.writer` = `text` for the syncs that follow: config rewritten, pipeline rebuilt)
     kind: str
     text: str = ""  # the SQL, the failpoint of a crash (`name` or `name@n`: its n-th arrival), a follow budget
     table: str = ""  # for DDL that may stop a table: the table it names
@@ -108,6 +118,8 @@ class Action:
             return f"-- binlake sync --follow (CLI subprocess){killed}"
         if self.kind == "snapshot":
             return "-- binlake snapshot of the tables whose snapshot is unfinished (resumes at its next wave)"
+        if self.kind == "writer":
+            return f"-- batch.writer: {self.text} from here on"
         return f"-- binlake sync ({'in-process' if self.kind == 'sync' else 'CLI subprocess'})"
 
 
@@ -137,9 +149,12 @@ class RoundSettings:
     #: Tiny: the snapshot of a preloaded table runs in several waves of chunks (cdc_lib/chunked_snapshot.py).
     rows_per_chunk: int | None = None
     chunks_per_wave: int | None = None
+    #: `batch.writer` at the round's start: which engine writes mirror batches (a `writer` step may switch it).
+    writer: str = "auto"
 
     def apply(self, document: dict[str, Any]) -> None:
         batch = document.setdefault("batch", {})
+        batch["writer"] = self.writer
         if self.apply_threads is not None:
             batch["apply_threads"] = self.apply_threads
         batch["append_inserts"] = self.append_inserts
@@ -152,7 +167,8 @@ class RoundSettings:
         return self.apply_threads is None or self.apply_threads > 1
 
     def describe(self) -> str:
-        parts = [f"apply_threads {self.apply_threads or 'cores'}", f"append_inserts {self.append_inserts}"]
+        parts = [f"writer {self.writer}", f"apply_threads {self.apply_threads or 'cores'}",
+                 f"append_inserts {self.append_inserts}"]
         if self.max_buffered_changes is not None:
             parts.append(f"max_buffered_changes {self.max_buffered_changes}")
         if self.rows_per_chunk is not None:
@@ -508,6 +524,26 @@ class Generator:
             chunks_per_wave=rng.choice((1, 1, 2)) if chunked else None,
         )
 
+    def draw_writers(self, steps: list[Step]) -> None:
+        """The round's `batch.writer`, and in most rounds a switch or two to another one between its batches.
+
+        Drawn from a generator of their own, so the rest of a round (tables, statements, the other settings) is
+        what it was before writers were drawn: a seed chosen for the paths it covers keeps covering them.
+        """
+        rng = random.Random(f"{self.seed}:{self.round}:writer")
+        # A spilled batch is Spark's (delta-rs would hold it whole): `delta-rs` is not forced where batches spill.
+        allowed = WRITERS if self.settings.max_buffered_changes is None else ("spark", "auto")
+        writer = rng.choice(allowed)
+        self.settings = dataclasses.replace(self.settings, writer=writer)
+        switches = []
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            writer = rng.choice([other for other in allowed if other != writer])
+            switches.append(writer)
+        places = sorted(rng.randint(1, len(steps)) for _ in switches)
+        # From the last place back, so each switch lands where drawn and they run in the order drawn.
+        for place, switch in reversed(list(zip(places, switches, strict=True))):
+            steps.insert(place, Step("writer", (Action("writer", switch),)))
+
     def _comment(self) -> str:
         return self.rng.choice(("", "", "/* app */ ", "-- note\n", "/*!40101 */ ", "# hash\n"))
 
@@ -608,6 +644,8 @@ class Generator:
         if "@" in snapshot_crash:
             # The interrupted snapshot resumes after some of the workload (its DML, syncs, DDL) ran between waves.
             steps.insert(self.rng.randint(0, len(steps)), Step("snapshot_resume", (Action("snapshot"),)))
+        if self.on("paths"):
+            self.draw_writers(steps)
         return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps),
                          self.settings)
 
@@ -736,8 +774,10 @@ def _unsnapshotted(pipeline: Any, database: str, plan: RoundPlan) -> list[str]:
 
 def _count_delta_paths(outcome: Outcome, plan: RoundPlan, paths: list[str]) -> None:
     """The paths the round's Delta commits show: appends, batches committed to several tables by several
-    threads, snapshots written in more than one wave."""
+    threads, snapshots written in more than one wave, and the engine of each batch commit (`engineInfo`)."""
     from deltalake import DeltaTable
+
+    from cdc_lib.delta_log import engine_of
 
     tables_of_batch: dict[int, int] = {}
     for path in paths:
@@ -756,6 +796,10 @@ def _count_delta_paths(outcome: Outcome, plan: RoundPlan, paths: list[str]) -> N
                 outcome.took("append")
             if metadata.get("kind") == "snapshot" and "wave" in metadata:
                 waves = max(waves, int(metadata["wave"]))
+            if metadata.get("kind") == "merge":
+                # The engine as the commit names it (`engineInfo`), not as binlake's metadata says.
+                engine = engine_of(commit.get("engineInfo"))
+                outcome.took({"delta-rs": "delta_rs_batches", "spark": "spark_batches"}.get(engine, f"engine {engine}"))
             if metadata.get("kind") == "merge" and "batch_seq" in metadata:
                 seq = int(metadata["batch_seq"])
                 tables_of_batch[seq] = tables_of_batch.get(seq, 0) + 1
@@ -835,7 +879,11 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     try:
                         pipeline.sync(until_caught_up=False)
                     except Exception as error:  # noqa: BLE001 - the outcome names it
-                        errors.append(f"in-process sync raised {_describe(error)}")
+                        if _writer_refused(document, str(error), type(error).__name__):
+                            outcome.took("delta_rs_refused")
+                            config, pipeline = _switch_writer(document, config_file, "auto")
+                        else:
+                            errors.append(f"in-process sync raised {_describe(error)}")
                 elif action.kind == "follow":
                     from cdc_lib.follow import follow
 
@@ -843,7 +891,14 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                         summary = follow(pipeline, budget_seconds=float(action.text), poll_seconds=0.2)
                         outcome.took("follow", summary.batches_written > 0)
                     except Exception as error:  # noqa: BLE001
-                        errors.append(f"in-process follow raised {_describe(error)}")
+                        if _writer_refused(document, str(error), type(error).__name__):
+                            outcome.took("delta_rs_refused")
+                            config, pipeline = _switch_writer(document, config_file, "auto")
+                        else:
+                            errors.append(f"in-process follow raised {_describe(error)}")
+                elif action.kind == "writer":
+                    # Later batches (in-process and CLI) take the other engine; tables and offsets are unchanged.
+                    config, pipeline = _switch_writer(document, config_file, action.text)
                 elif action.kind == "snapshot":
                     from cdc_lib.snapshot_documents import read_document
 
@@ -865,7 +920,10 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     outcome.took("spill", result.stderr.count(SPILL_MESSAGE))
                     outcome.took("follow_cli", action.kind == "follow_cli")
                     # 1: a table is stopped (the state says which; judged at the end); -9: killed at the failpoint.
-                    if result.returncode not in (0, 1, -9) or (result.returncode == -9 and not killed):
+                    if result.returncode not in (0, -9) and _writer_refused(document, result.stderr):
+                        outcome.took("delta_rs_refused")
+                        config, pipeline = _switch_writer(document, config_file, "auto")
+                    elif result.returncode not in (0, 1, -9) or (result.returncode == -9 and not killed):
                         errors.append(f"CLI {' '.join(('sync', *follow_arguments[:1]))} exited "
                                       f"{result.returncode}: {_last_line(result.stderr)}")
                     if result.returncode == -9:
@@ -931,6 +989,28 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             shutil.rmtree(work / "lake", ignore_errors=True)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _writer_refused(document: dict[str, Any], text: str, kind: str = "") -> bool:
+    """Whether binlake refused a forced `batch.writer: delta-rs` (a table delta-rs cannot write exactly): the
+    loud refusal the config calls for. The round then applies its remedy (`auto`) and goes on."""
+    # In process the error's class names it; the CLI prints only its message (cdc_lib/delta_rs_sink.py).
+    said = f"{kind} {text}"
+    return document["batch"].get("writer") == "delta-rs" and (
+        "DeltaRsWriterError" in said or "delta-rs cannot write" in said)
+
+
+def _switch_writer(document: dict[str, Any], config_file: Path, writer: str) -> tuple[Any, Any]:
+    """`batch.writer` = `writer` from now on: the config file (CLI runs) rewritten, the in-process pipeline rebuilt."""
+    import yaml
+
+    from cdc_lib.config import parse_config
+    from cdc_lib.pipeline import Pipeline
+
+    document["batch"]["writer"] = writer
+    config_file.write_text(yaml.safe_dump(document))
+    config = parse_config(document)
+    return config, Pipeline(config)
 
 
 def _describe(error: BaseException) -> str:
@@ -1183,6 +1263,8 @@ class Totals:
     #: Rounds that went through each apply path (`PATHS`; `Outcome.paths`), and how often in all.
     path_rounds: dict[str, int] = field(default_factory=dict)
     path_times: dict[str, int] = field(default_factory=dict)
+    #: Rounds by the `batch.writer` they drew: one writer (`spark`), or the switches in order (`auto>spark`).
+    writers: dict[str, int] = field(default_factory=dict)
 
     def paths_line(self) -> str:
         return ", ".join(f"{path} {self.path_rounds.get(path, 0)} ({self.path_times.get(path, 0)}×)"
@@ -1236,6 +1318,9 @@ class Fuzzer:
         if plan.snapshot_crash:
             label = f"crash_snapshot_{plan.snapshot_crash}"
             totals.shapes[label] = totals.shapes.get(label, 0) + 1
+        writers = ">".join([plan.settings.writer, *(action.text for step in plan.steps for action in step.actions
+                                                      if action.kind == "writer")])
+        totals.writers[writers] = totals.writers.get(writers, 0) + 1
         for path, times in outcome.paths.items():
             totals.path_rounds[path] = totals.path_rounds.get(path, 0) + 1
             totals.path_times[path] = totals.path_times.get(path, 0) + times
@@ -1361,6 +1446,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             print(f"step shapes: {dict(sorted(totals.shapes.items()))}")
             print(f"rounds per apply path (times in all): {totals.paths_line()}")
+            print(f"rounds per batch.writer drawn: {dict(sorted(totals.writers.items()))}")
             for failure in totals.failures:
                 print(f"  failure: seed {failure['seed']} round {failure['round']}: {failure['result']}: "
                       f"{failure['detail'][:300]}")

@@ -17,6 +17,11 @@ Checkpoints come in three shapes, and Delta 4.0 writes all of them: classic
 `spark.databricks.delta.checkpoint.partSize` splits it) and v2 (`delta.checkpointPolicy=v2`:
 `C.checkpoint.<uuid>.json` or `.parquet`, a manifest whose file actions live in
 `_sidecars/`; its `txn` actions are in the manifest itself, so sidecars are never read).
+
+Two engines may write one table (`batch.writer`): delta-spark and delta-rs (`deltalake`). Their logs read
+the same here — delta-rs's classic checkpoints and `_last_checkpoint`, its `commitInfo` (no Spark fields;
+`userMetadata` as binlake passes it) — except its metric names, which `commit_metrics` gives under Spark's.
+`delta_rs_write_blocker` says which tables delta-rs writes exactly (tests/integration/test_engine_interplay.py).
 """
 
 from __future__ import annotations
@@ -271,6 +276,10 @@ class TableSettings:
     #: The protocol's `minReaderVersion` / `minWriterVersion` (a legacy protocol names no features).
     reader_version: int = 1
     writer_version: int = 2
+    #: The table's top-level columns and their Delta types (`metaData.schemaString`), in order.
+    column_types: tuple[tuple[str, str], ...] = ()
+    #: The metadata keys its columns carry (`delta.generationExpression`, `delta.identity.start` …).
+    column_metadata_keys: frozenset[str] = frozenset()
 
 
 def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSettings | None:
@@ -310,9 +319,26 @@ def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSet
         configuration = dict(configuration)
     protocol = found["protocol"]
     features = [*(protocol.get("readerFeatures") or []), *(protocol.get("writerFeatures") or [])]
+    fields = _schema_fields(found["metaData"])
     return TableSettings(properties={str(key): str(value) for key, value in configuration.items()},
                          features=frozenset(features), reader_version=int(protocol.get("minReaderVersion", 1)),
-                         writer_version=int(protocol.get("minWriterVersion", 2)))
+                         writer_version=int(protocol.get("minWriterVersion", 2)),
+                         column_types=_column_types(fields),
+                         column_metadata_keys=frozenset(key for field in fields for key in field.get("metadata") or {}))
+
+
+def _schema_fields(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        fields = json.loads(metadata.get("schemaString") or "{}").get("fields")
+    except ValueError:
+        return []
+    return list(fields) if isinstance(fields, list) else []
+
+
+def _column_types(fields: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """(name, Delta type) of each top-level column; a nested type is named by its kind (`struct`, `array` …)."""
+    return tuple((str(field["name"]), kind if isinstance(kind := field["type"], str) else str(kind.get("type")))
+                 for field in fields)
 
 
 def _checkpoint_actions(content: bytes, is_json: bool) -> dict[str, dict[str, Any]]:
@@ -339,13 +365,35 @@ def _checkpoint_actions(content: bytes, is_json: bool) -> dict[str, dict[str, An
 
 
 def commit_metrics(path: str, version: int, *, storage: SinkStorage | None = None) -> dict[str, int]:
-    """A commit's `operationMetrics`, read from the Delta log (one file, no listing)."""
+    """A commit's `operationMetrics`, read from the Delta log (one file, no listing), under Spark's names.
+
+    delta-rs names its metrics in snake case (`num_target_rows_inserted`) and counts an append's rows as
+    `num_added_rows`; they are given here as Spark names them (`numTargetRowsInserted`, `numOutputRows`), so a
+    caller reads one set of names whichever engine wrote the commit.
+    """
     text = (storage or storage_for(path)).read_text(commit_file(path, version))
     for line in text.split("\n"):  # not splitlines(): U+0085 and U+2028 occur raw in column statistics
         if '"commitInfo"' in line:
             metrics = json.loads(line)["commitInfo"].get("operationMetrics", {})
-            return {name: int(value) for name, value in metrics.items() if str(value).lstrip("-").isdigit()}
+            return _spark_metric_names(
+                {name: int(value) for name, value in metrics.items() if str(value).lstrip("-").isdigit()}
+            )
     return {}
+
+
+#: delta-rs metrics whose Spark counterpart is not just the camel-case spelling of their name.
+_DELTA_RS_METRIC_ALIASES = {"numAddedRows": "numOutputRows", "numAddedFiles": "numFiles"}
+
+
+def _spark_metric_names(metrics: dict[str, int]) -> dict[str, int]:
+    named: dict[str, int] = {}
+    for name, value in metrics.items():
+        if "_" in name:
+            head, *rest = name.split("_")
+            name = head + "".join(part[:1].upper() + part[1:] for part in rest)
+            name = _DELTA_RS_METRIC_ALIASES.get(name, name)
+        named.setdefault(name, value)
+    return named
 
 
 def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
@@ -353,7 +401,121 @@ def written_rows(path: str, version: int, *, storage: SinkStorage | None = None)
     return commit_metrics(path, version, storage=storage).get("numOutputRows", 0)
 
 
+#: `commitInfo.engineInfo` of a delta-rs commit starts with this (`delta-rs:py-1.6.6`); Spark's with
+#: `Apache-Spark/`.
+DELTA_RS_ENGINE = "delta-rs"
+SPARK_ENGINE = "Apache-Spark"
+
+
+def commit_engine(path: str, version: int, *, storage: SinkStorage | None = None) -> str:
+    """Which engine wrote a commit: "delta-rs", "spark", or its `engineInfo` as written ("" when it has none)."""
+    text = (storage or storage_for(path)).read_text(commit_file(path, version))
+    for line in text.split("\n"):
+        if '"commitInfo"' in line:
+            return engine_of(json.loads(line)["commitInfo"].get("engineInfo"))
+    return ""
+
+
+def engine_of(engine_info: object) -> str:
+    """"delta-rs" or "spark" for a commit's `engineInfo` (as `DeltaTable.history()` also reports it)."""
+    text = str(engine_info or "")
+    if text.startswith(DELTA_RS_ENGINE):
+        return "delta-rs"
+    if text.startswith(SPARK_ENGINE):
+        return "spark"
+    return text
+
+
+# -- which tables delta-rs writes exactly ------------------------------------------------------------
+
+#: Table features `deltalake` 1.6.6 writes exactly, as tests/integration/test_engine_interplay.py shows on
+#: tables Spark created: `timestampNtz`, `changeDataFeed` (`cdc` files Spark's change feed reads), and
+#: `deletionVectors`, whose tables it MERGEs into by rewriting files (it writes no vector; the rows a vector
+#: deleted stay deleted). Also `columnMapping` in `name` mode (checked apart: `id` mode is not proven).
+DELTA_RS_WRITABLE_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "changeDataFeed",
+                                        "deletionVectors"})
+#: What a legacy protocol (no feature lists) lets a writer use, by `minWriterVersion`.
+_LEGACY_WRITER_FEATURES = {
+    2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
+    5: {"columnMapping"}, 6: {"identityColumns"},
+}
+#: delta-rs 1.6.6 keeps exact min/max statistics of a DECIMAL up to this precision (through a 64-bit float),
+#: and of a DECIMAL(p, 0) up to 18 digits (a 64-bit integer); beyond, they are rounded or clamped.
+DELTA_RS_EXACT_DECIMAL_DIGITS = 15
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+#: Delta's default number of leading columns with statistics (`delta.dataSkippingNumIndexedCols`).
+_DEFAULT_INDEXED_COLUMNS = 32
+
+
+def delta_rs_write_blocker(settings: TableSettings) -> str | None:
+    """Why `deltalake` 1.6.6 cannot write this table exactly; None when it can.
+
+    None means a delta-rs MERGE or append leaves a table that Spark and delta-rs read alike, whose log binlake
+    reads back, and whose statistics do not make any reader's data skipping miss rows. Otherwise the reason,
+    with what to do, for the caller to fall back on Spark (`batch.writer: auto`) or refuse (`delta-rs`).
+    """
+    features = set(settings.features)
+    if not features:  # a legacy protocol: what its writer version allows and the table actually uses
+        features = {feature for version, named in _LEGACY_WRITER_FEATURES.items() if version <= settings.writer_version
+                    for feature in named}
+        features -= {"checkConstraints", "generatedColumns", "identityColumns"} - _in_use(settings)
+        if settings.properties.get("delta.columnMapping.mode", "none") == "none":
+            features.discard("columnMapping")
+    if "checkpointProtection" in features:
+        return ("the table has the checkpointProtection feature (left by `DROP FEATURE deletionVectors` when a "
+                "re-snapshot turned deletion vectors off), which deltalake 1.6.6 refuses to write; the table stays "
+                "on Spark (batch.writer: spark or auto) until it is re-created without it")
+    if "columnMapping" in features and settings.properties.get("delta.columnMapping.mode") == "name":
+        features.discard("columnMapping")  # by name: delta-rs writes the physical names Spark reads back
+    unsupported = sorted(features - DELTA_RS_WRITABLE_FEATURES)
+    if unsupported:
+        return (f"the table uses Delta features deltalake 1.6.6 does not write exactly: {', '.join(unsupported)}; "
+                "write it with Spark (batch.writer: spark or auto)")
+    inexact = _inexact_statistics(settings)
+    if inexact:
+        return (f"deltalake 1.6.6 writes inexact min/max statistics for {', '.join(inexact)} (DECIMAL beyond "
+                f"{DELTA_RS_EXACT_DECIMAL_DIGITS} digits, or beyond 18 without a scale: rounded through a float or "
+                "clamped to 64 bits), and data skipping then misses rows (binlake's own MERGE prunes by key range); "
+                "exclude them from statistics (delta.dataSkippingStatsColumns) or write with Spark")
+    return None
+
+
+def _in_use(settings: TableSettings) -> set[str]:
+    """The legacy-protocol features the table shows in use: a CHECK constraint, a generated or identity column."""
+    used = set()
+    if any(key.startswith("delta.constraints.") for key in settings.properties):
+        used.add("checkConstraints")
+    if "delta.generationExpression" in settings.column_metadata_keys:
+        used.add("generatedColumns")
+    if any(key.startswith("delta.identity.") for key in settings.column_metadata_keys):
+        used.add("identityColumns")
+    return used
+
+
+def _inexact_statistics(settings: TableSettings) -> list[str]:
+    """The columns delta-rs would keep statistics for whose min/max it cannot write exactly."""
+    listed = settings.properties.get("delta.dataSkippingStatsColumns")
+    if listed is not None:
+        wanted = {name.strip().strip("`") for name in listed.split(",") if name.strip()}
+        indexed = [name for name, _ in settings.column_types if name in wanted]
+    else:
+        count = int(settings.properties.get("delta.dataSkippingNumIndexedCols", _DEFAULT_INDEXED_COLUMNS))
+        names = [name for name, _ in settings.column_types]
+        indexed = names if count < 0 else names[:count]
+    types = dict(settings.column_types)
+    inexact = []
+    for name in indexed:
+        match = _DECIMAL.match(types[name].replace(" ", ""))
+        if match is None:
+            continue
+        precision, scale = int(match.group(1)), int(match.group(2))
+        if precision > DELTA_RS_EXACT_DECIMAL_DIGITS and not (scale == 0 and precision <= 18):
+            inexact.append(f"{name} ({types[name]})")
+    return inexact
+
+
 __all__ = [
-    "BinlakeCommit", "LogTail", "TableSettings", "commit_file", "commit_metrics", "log_dir", "newest_version",
+    "DELTA_RS_ENGINE", "DELTA_RS_WRITABLE_FEATURES", "BinlakeCommit", "LogTail", "TableSettings", "commit_engine",
+    "commit_file", "commit_metrics", "delta_rs_write_blocker", "engine_of", "log_dir", "newest_version",
     "read_log_tail", "table_exists", "table_settings", "version_of", "written_rows",
 ]

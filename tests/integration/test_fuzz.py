@@ -2,7 +2,8 @@
 
 Each round creates random tables over every type and character set, runs random transaction shapes,
 DDL, binlake syncs (one-shot, follow mode, CLI) and crashes, with a config drawn per round (writer threads,
-append path, tiny spill and chunk sizes), syncs until caught up and compares source and Delta row by row with
+append path, tiny spill and chunk sizes, `batch.writer` spark/delta-rs/auto and switches between them),
+syncs until caught up and compares source and Delta row by row with
 an independent reader. A failing round prints its seed, round and the smallest reproduction found;
 `python -m bench.fuzz --seed S --round R` replays it.
 """
@@ -26,6 +27,8 @@ SEEDS = ((2145, 2),)
 #: Paths the default seeds must take, as the rounds' Delta logs and binlake's log show them: a generator
 #: change that loses one fails here instead of leaving the path untested.
 COVERED_PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow")
+#: Both batch writers must commit batches in the default seeds' rounds, as the commits' `engineInfo` shows.
+COVERED_WRITERS = ("spark_batches", "delta_rs_batches")
 SHRINK_SECONDS = float(os.environ.get("BINLAKE_FUZZ_SHRINK_SECONDS", "90"))
 
 
@@ -57,11 +60,14 @@ def test_fuzz_rounds_match_source(fuzz_server: Server, tmp_path: Path) -> None:
     totals = fuzzer.totals
     print(f"{totals.rounds} rounds, {totals.statements} statements, {totals.rows_compared} rows compared, "
           f"results {totals.results}, step shapes {dict(sorted(totals.shapes.items()))}\n"
-          f"rounds per apply path: {totals.paths_line()}")
+          f"rounds per apply path: {totals.paths_line()}\n"
+          f"rounds per batch.writer drawn: {dict(sorted(totals.writers.items()))}")
     assert not totals.failures, "\n".join(line for line in lines if not line.startswith("seed "))
     if _seeds() == SEEDS and families == frozenset(FAMILIES):
         missed = [path for path in COVERED_PATHS if not totals.path_rounds.get(path)]
         assert not missed, f"the CI rounds no longer go through {missed}: {totals.paths_line()}"
+        writers = [path for path in COVERED_WRITERS if not totals.path_rounds.get(path)]
+        assert not writers, f"no batch was committed by {writers}: {totals.paths_line()}"
         crashes = [path for path in PATHS if path.startswith("crash_") and totals.path_rounds.get(path)]
         assert crashes, f"no round was killed inside a new apply path: {totals.paths_line()}"
 

@@ -225,7 +225,7 @@ def _run_wave(
         wave_bytes=snapshot_delta_rs.wave_bytes_estimate(
             connection, schema.table, min(document.rows_estimated, (end - first) * settings.chunk_rows()),
         ) if settings.writer != "spark" else 0,
-        storage=context.sink,
+        storage=context.sink, column_types=snapshot_delta_rs.frame_column_types(frame),
     )
     try:
         if writer == "delta-rs":

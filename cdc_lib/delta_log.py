@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -471,7 +472,7 @@ def delta_rs_write_blocker(settings: TableSettings) -> str | None:
     if unsupported:
         return (f"the table uses Delta features deltalake 1.6.6 does not write exactly: {', '.join(unsupported)}; "
                 "write it with Spark (batch.writer: spark or auto)")
-    inexact = _inexact_statistics(settings)
+    inexact = inexact_statistics(settings.column_types, settings.properties)
     if inexact:
         return (f"deltalake 1.6.6 writes inexact min/max statistics for {', '.join(inexact)} (DECIMAL beyond "
                 f"{DELTA_RS_EXACT_DECIMAL_DIGITS} digits, or beyond 18 without a scale: rounded through a float or "
@@ -492,17 +493,19 @@ def _in_use(settings: TableSettings) -> set[str]:
     return used
 
 
-def _inexact_statistics(settings: TableSettings) -> list[str]:
-    """The columns delta-rs would keep statistics for whose min/max it cannot write exactly."""
-    listed = settings.properties.get("delta.dataSkippingStatsColumns")
+def inexact_statistics(column_types: Iterable[tuple[str, str]], properties: Mapping[str, str]) -> list[str]:
+    """The columns (name, Delta type) delta-rs would keep statistics for, under the table's `properties`, whose
+    min/max it cannot write exactly; for a table that does not exist yet, its first write's columns."""
+    column_types = tuple(column_types)
+    listed = properties.get("delta.dataSkippingStatsColumns")
     if listed is not None:
         wanted = {name.strip().strip("`") for name in listed.split(",") if name.strip()}
-        indexed = [name for name, _ in settings.column_types if name in wanted]
+        indexed = [name for name, _ in column_types if name in wanted]
     else:
-        count = int(settings.properties.get("delta.dataSkippingNumIndexedCols", _DEFAULT_INDEXED_COLUMNS))
-        names = [name for name, _ in settings.column_types]
+        count = int(properties.get("delta.dataSkippingNumIndexedCols", _DEFAULT_INDEXED_COLUMNS))
+        names = [name for name, _ in column_types]
         indexed = names if count < 0 else names[:count]
-    types = dict(settings.column_types)
+    types = dict(column_types)
     inexact = []
     for name in indexed:
         match = _DECIMAL.match(types[name].replace(" ", ""))
@@ -516,6 +519,6 @@ def _inexact_statistics(settings: TableSettings) -> list[str]:
 
 __all__ = [
     "DELTA_RS_ENGINE", "DELTA_RS_WRITABLE_FEATURES", "BinlakeCommit", "LogTail", "TableSettings", "commit_engine",
-    "commit_file", "commit_metrics", "delta_rs_write_blocker", "engine_of", "log_dir", "newest_version",
-    "read_log_tail", "table_exists", "table_settings", "version_of", "written_rows",
+    "commit_file", "commit_metrics", "delta_rs_write_blocker", "engine_of", "inexact_statistics", "log_dir",
+    "newest_version", "read_log_tail", "table_exists", "table_settings", "version_of", "written_rows",
 ]

@@ -83,6 +83,10 @@ def spark_only_reasons(settings: delta_log.TableSettings) -> list[str]:
         reasons.append("v2 checkpoints (delta.checkpointPolicy)")
     if any(key.startswith("delta.constraints.") for key in settings.properties):
         reasons.append("CHECK constraints")
+    # What delta-rs itself writes inexactly (e.g. wide DECIMAL statistics) where binlake's policy above allows it.
+    blocker = delta_log.delta_rs_write_blocker(settings)
+    if blocker is not None and not reasons:
+        reasons.append(blocker)
     return reasons
 
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc_lib import delta_log, delta_rs_sink, snapshot_delta_rs
+from cdc_lib import delta_log, delta_rs_sink
 from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.events import TableChanges
@@ -39,8 +39,7 @@ BinlakeCommit = delta_log.BinlakeCommit
 LogTail = delta_log.LogTail
 read_log_tail = delta_log.read_log_tail
 table_exists = delta_log.table_exists
-# A snapshot wave may be delta-rs's commit (cdc_lib.snapshot_delta_rs), which names its row count differently.
-written_rows = snapshot_delta_rs.written_rows
+written_rows = delta_log.written_rows
 
 
 def app_id(pipeline: str, table: str) -> str:

@@ -12,21 +12,25 @@ module does it first: a replayed wave writes nothing and returns the version of 
 
 What delta-rs cannot write exactly stays on Spark (`delta_rs_refusal`): deletion vectors and the change data
 feed (`write_snapshot` sets those table properties and may drop the feature), soft-delete and history
-tables, sinks on S3, and an existing table whose protocol carries a writer feature outside the few this module
-knows delta-rs 1.6 writes. So does what it would write worse (`choose_writer`): a wave too large to hold in
-the driver (`ARROW_WAVE_BYTES`), and Spark on a cluster, whose executors write in parallel.
+tables, sinks on S3, an existing table the change writer would not write (`delta_rs_sink.spark_only_reasons`),
+and columns whose statistics delta-rs writes inexactly (wide DECIMALs, `delta_log.inexact_statistics`).
+So does what it would write worse (`choose_writer`): a wave too large to hold in the driver
+(`ARROW_WAVE_BYTES`), and Spark on a cluster, whose executors write in parallel.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import pymysql
 
 from cdc_lib import delta_log
 from cdc_lib.config import SnapshotWriter
+from cdc_lib.delta_rs_sink import spark_only_reasons
 from cdc_lib.errors import TableError
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
@@ -37,13 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("binlake")
 
-#: Writer features of an existing table delta-rs 1.6 writes under (an overwrite keeps the table's protocol).
-#: Anything else (deletionVectors, checkpointProtection after Spark's DROP FEATURE, rowTracking, …) keeps
-#: the table on Spark.
-DELTA_RS_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints", "timestampNtz"})
-
 _DELETION_VECTORS = "delta.enableDeletionVectors"
-_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 
 class SnapshotWriterError(TableError):
@@ -59,7 +57,7 @@ ARROW_WAVE_BYTES = 512 * 1024 * 1024
 
 def choose_writer(
     setting: SnapshotWriter, path: str, *, table: str, mode: str, deletion_vectors: bool, change_data_feed: bool,
-    local_master: bool, wave_bytes: int, storage: SinkStorage,
+    local_master: bool, wave_bytes: int, storage: SinkStorage, column_types: Sequence[tuple[str, str]] = (),
 ) -> Literal["spark", "delta-rs"]:
     """The engine that writes this table's snapshot wave under `snapshot.writer: setting`.
 
@@ -67,6 +65,7 @@ def choose_writer(
         local_master: Spark runs in this process (`local[…]`); on a cluster its executors write in parallel and
             the driver is the wrong place to hold a wave.
         wave_bytes: the wave's estimated size (`wave_bytes_estimate`).
+        column_types: the wave's columns and their Delta types (`frame_column_types`).
 
     Raises:
         SnapshotWriterError: `delta-rs` was asked for a table it cannot write exactly (the reason is named).
@@ -74,7 +73,7 @@ def choose_writer(
     if setting == "spark":
         return "spark"
     refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
-                               change_data_feed=change_data_feed, storage=storage)
+                               change_data_feed=change_data_feed, storage=storage, column_types=column_types)
     if refusal is None and not local_master:
         refusal = "Spark runs on a cluster (spark.master), whose executors write the wave in parallel"
     if refusal is None and wave_bytes > ARROW_WAVE_BYTES:
@@ -92,7 +91,8 @@ def choose_writer(
 
 
 def delta_rs_refusal(
-    path: str, *, mode: str, deletion_vectors: bool, change_data_feed: bool, storage: SinkStorage
+    path: str, *, mode: str, deletion_vectors: bool, change_data_feed: bool, storage: SinkStorage,
+    column_types: Sequence[tuple[str, str]] = (),
 ) -> str | None:
     """Why this table's snapshot cannot be written by delta-rs exactly as Spark writes it; None when it can."""
     if mode != "mirror":
@@ -105,14 +105,19 @@ def delta_rs_refusal(
         return "the sink is on S3 (the delta-rs snapshot writer writes local sinks)"
     settings = delta_log.table_settings(path, storage=storage)
     if settings is None:
-        return None if not delta_log.table_exists(path, storage=storage) else "the table's settings are unreadable"
-    for key in (_DELETION_VECTORS, _CHANGE_DATA_FEED):
-        if settings.properties.get(key, "false") == "true":
-            return f"the existing table has {key} = true"
-    unknown = settings.features - DELTA_RS_WRITER_FEATURES
-    if unknown:
-        return f"the existing table's protocol has {', '.join(sorted(unknown))}"
-    return None
+        if delta_log.table_exists(path, storage=storage):
+            return "the table's settings are unreadable"
+        # A new table: delta-rs creates it with the wave's columns, under Delta's default statistics settings.
+        inexact = delta_log.inexact_statistics(column_types, {})
+        return f"delta-rs writes inexact min/max statistics for {', '.join(inexact)}" if inexact else None
+    # An overwrite keeps the table's protocol and properties: the change writer's rules (`batch.writer`) apply.
+    reasons = spark_only_reasons(replace(settings, column_types=tuple(column_types)))
+    return f"the existing table: {'; '.join(reasons)}" if reasons else None
+
+
+def frame_column_types(frame: DataFrame) -> list[tuple[str, str]]:
+    """The frame's columns with their types as the Delta schema names them (`decimal(20,0)`, `bigint`, …)."""
+    return [(field.name, field.dataType.simpleString()) for field in frame.schema.fields]
 
 
 def write_wave(
@@ -163,13 +168,6 @@ def _committed(path: str, application: str, txn_version: int, storage: SinkStora
     if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version < txn_version:
         return None
     return delta_log.version_of(path, application, txn_version, storage)
-
-
-def written_rows(path: str, version: int, *, storage: SinkStorage | None = None) -> int:
-    """Rows a commit wrote, whichever engine wrote it: Spark's `numOutputRows` metric, delta-rs's
-    `num_added_rows` (its name for the same count in a write's `operationMetrics`)."""
-    metrics = delta_log.commit_metrics(path, version, storage=storage)
-    return metrics.get("numOutputRows", metrics.get("num_added_rows", 0))
 
 
 def wave_bytes_estimate(connection: pymysql.connections.Connection, ref: TableRef, rows: int) -> int:

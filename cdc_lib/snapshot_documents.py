@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pymysql
 
-from cdc_lib import delta_log, snapshot_delta_rs
+from cdc_lib import delta_log
 from cdc_lib import source as mysql
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError
 from cdc_lib.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
@@ -324,7 +324,7 @@ def adopt_committed_waves(
     metadata = commit.metadata
     document.waves.append(Wave(
         number=commit.txn_version, first_chunk=int(metadata["first_chunk"]), end_chunk=int(metadata["end_chunk"]),
-        rows=snapshot_delta_rs.written_rows(path, commit.delta_version, storage=context.sink),
+        rows=delta_log.written_rows(path, commit.delta_version, storage=context.sink),
         low=BinlogPosition.from_json(metadata["wave_low"]), high=mysql.current_position(connection),
         delta_version=commit.delta_version, adopted=True,
     ))

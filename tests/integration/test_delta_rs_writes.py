@@ -232,3 +232,32 @@ def test_a_batch_of_delta_rs_tables_never_starts_spark(mariadb, database, make_c
     for table in tables:
         assert_equal_to_source(mariadb, pipeline, table)
         assert commits_of(pipeline, table)[-1]["writer"] == "delta-rs"
+
+
+def test_wide_decimal_statistics_keep_a_table_on_spark_for_its_snapshot_and_its_batches(
+    mariadb, database, make_config
+) -> None:
+    # delta-rs 1.6.6 writes a DECIMAL(20,0) (BIGINT UNSIGNED) min/max clamped to 2^63 - 1: a MERGE pruned by key
+    # range then skips the file holding 18446744073709551610 and inserts it a second time (found by the fuzzer).
+    wide, (plain,) = f"{database}.wide_keys", make_tables(mariadb, database, 1)
+    sql(mariadb, f"CREATE TABLE {wide} (id BIGINT UNSIGNED PRIMARY KEY, qty INT)",
+        f"INSERT INTO {wide} VALUES (7, 1), (18446744073709551610, 2), (18446744073709551615, 3)")
+    config = make_config([wide, plain])
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    engines = {table: [commit["engine"] for commit in commits_of(pipeline, table)] for table in (wide, plain)}
+    assert all(engine.startswith("Apache-Spark") for engine in engines[wide]), engines
+    assert all(engine.startswith("delta-rs") for engine in engines[plain]), engines
+
+    sql(mariadb, f"UPDATE {wide} SET qty = qty + 40 WHERE id > 18446744073709551600",
+        f"INSERT INTO {wide} VALUES (18446744073709551612, 4)")
+    mixed(mariadb, plain, 1)
+    pipeline.sync(until_caught_up=True)
+    assert [commits_of(pipeline, table)[-1]["writer"] for table in (wide, plain)] == ["spark", "delta-rs"]
+    assert_equal_to_source(mariadb, pipeline, wide)
+    assert_equal_to_source(mariadb, pipeline, plain)
+
+    sql(mariadb, f"UPDATE {wide} SET qty = qty + 1 WHERE id = 18446744073709551615")
+    with pytest.raises(DeltaRsWriterError) as refused:
+        Pipeline(with_writer(config, "delta-rs")).sync(until_caught_up=True)
+    assert refused.value.table == wide and "statistics" in refused.value.cause

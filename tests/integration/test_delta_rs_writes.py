@@ -31,7 +31,7 @@ from tests.integration.test_apply_paths import config_file_with, make_tables, mi
 
 #: Column names DataFusion must quote: upper case, a double quote, a hyphen, non-ASCII. (A backtick breaks the
 #: snapshot's Spark column reference, before any writer runs.)
-ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(20), `Prix€` DECIMAL(20,4), '
+ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(20), `Prix€` DECIMAL(15,4), '
                '`Seen` DATETIME(6)')
 
 

@@ -46,6 +46,21 @@ ROWS = [
 #: The binlog path's engines (`batch.writer`): the first batch after a snapshot MERGEs on either.
 WRITERS = pytest.mark.parametrize("writer", ["spark", "delta-rs"])
 
+#: COLUMNS' names, in order.
+NAMES = ["id", "flag", "ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "biu", "f", "d", "dec_small", "dec_wide",
+         "b1", "b64", "c", "vc", "tx", "bin", "vbin", "bl", "e", "st", "dte", "dt0", "dt6", "ts0", "ts6", "tm0", "tm6",
+         "yr", "js"]
+#: COLUMNS that are DECIMALs wider than delta-rs 1.6.6 writes statistics for exactly (`delta_log.inexact_statistics`).
+WIDE_DECIMALS = ("biu", "dec_wide", "b64")
+
+
+def exclude_wide_decimals_from_statistics(config: PipelineConfig, pipeline: Pipeline, table: str) -> None:
+    """The remedy delta-rs's refusal names: no statistics for the wide DECIMALs, so delta-rs may write the table."""
+    # Spark refuses binary columns in the list (it keeps no statistics for them anyway).
+    kept = ",".join(name for name in NAMES if name not in (*WIDE_DECIMALS, "bin", "vbin", "bl"))
+    spark_session(config.spark).sql(f"ALTER TABLE delta.`{pipeline.table_path(table)}` SET TBLPROPERTIES "
+                                     f"('delta.dataSkippingStatsColumns' = '{kept}')")
+
 
 def written_by(pipeline: Pipeline, table: str) -> tuple[str, str]:
     """The writer and kind of the table's newest binlake commit."""
@@ -72,6 +87,8 @@ def test_snapshot_and_binlog_land_identical_delta_tables(mariadb, database, make
     config = make_config([f"{db}.via_snapshot", f"{db}.via_binlog"], batch__writer=writer)
     pipeline = Pipeline(config)
     pipeline.snapshot()
+    if writer == "delta-rs":
+        exclude_wide_decimals_from_statistics(config, pipeline, f"{db}.via_binlog")
     sql(mariadb, f"INSERT INTO {db}.via_binlog SELECT * FROM {db}.via_snapshot")
     pipeline.sync(until_caught_up=True)
     assert written_by(pipeline, f"{db}.via_binlog") == (writer, "merge")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,11 +142,12 @@ def test_the_version_write_batch_returns_is_its_commit_in_the_log(tmp_path: Path
                     configuration={"delta.checkpointInterval": "3"})
     application, storage = "binlake:p:shop.orders", LocalSinkStorage()
     versions = []
-    for txn, (records, append) in enumerate([
+    batches: list[tuple[list[tuple[Any, ...]], bool]] = [
         ([(11, 99.125, "u"), (3, None, "d"), (40, 1.0, "u")], False),  # MERGE: update, delete, insert
         ([(41, 2.5, "u"), (42, 3.75, "u")], True),  # append
         ([(41, None, "d")], False),  # MERGE to version 3: a checkpoint at the table's interval
-    ], start=17):
+    ]
+    for txn, (records, append) in enumerate(batches, start=17):
         batch = BatchWrite(records=arrow_records(schema, records), append=append, key_range=None, truncated=False)
         version = write_batch(path, schema, batch, application=application, txn_version=txn,
                               metadata={"table": "shop.orders"}, storage=storage)

@@ -30,9 +30,8 @@ from tests.integration.conftest import assert_each_change_applied_once, s3_sink
 from tests.integration.test_apply_paths import config_file_with, make_tables, mixed
 
 #: Column names DataFusion must quote: upper case, a double quote, a hyphen, non-ASCII. (A backtick breaks the
-#: snapshot's Spark column reference, before any writer runs.) DECIMAL(15,4): a wider one keeps the table on Spark
-#: (`delta_log.delta_rs_write_blocker`: delta-rs's statistics of it are inexact).
-ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(20), `Prix€` DECIMAL(15,4), '
+#: snapshot's Spark column reference, before any writer runs.)
+ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(20), `Prix€` DECIMAL(20,4), '
                '`Seen` DATETIME(6)')
 
 

@@ -88,6 +88,21 @@ def instrument(clock: StepClock) -> None:
     clock.wrap(parallel_apply, "isolated_session", "session clone")
     clock.wrap(delta_rs_sink, "write_batch", "delta-rs write (merge or append + commit)")
     instrument_delta_rs(clock)
+    instrument_batch(clock)
+
+
+def instrument_batch(clock: StepClock) -> None:
+    """The batch's steps around the tables' writes (main thread): what a changed table costs outside its write."""
+    from cdc_lib import offsets, sync
+
+    clock.wrap(sync, "run_batch", "batch: run_batch, whole")
+    clock.wrap(sync, "_write_tables", "batch: every table's write (_write_tables)")
+    clock.wrap(sync, "read_batch", "batch: binlog read and fold (read_batch)")
+    clock.wrap(sync, "settle_snapshots", "batch: snapshot documents (settle_snapshots)")
+    clock.wrap(sync, "_resumed", "batch: per-table resume check (_resumed)")
+    clock.wrap(sync, "_settle_table", "batch: per-table settle (_settle_table)")
+    clock.wrap(sync, "record_of_batch", "batch: catch-up record (record_of_batch)")
+    clock.wrap(offsets.StateHandle, "save", "batch: offset store saves (StateHandle.save)")
 
 
 def instrument_delta_rs(clock: StepClock) -> None:

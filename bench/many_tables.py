@@ -87,6 +87,76 @@ def instrument(clock: StepClock) -> None:
     clock.wrap(delta_sink, "_append", "append (jobs + commit)")
     clock.wrap(parallel_apply, "isolated_session", "session clone")
     clock.wrap(delta_rs_sink, "write_batch", "delta-rs write (merge or append + commit)")
+    instrument_delta_rs(clock)
+    instrument_batch(clock)
+
+
+def instrument_batch(clock: StepClock) -> None:
+    """The batch's steps around the tables' writes (main thread): what a changed table costs outside its write."""
+    from cdc_lib import offsets, sync
+
+    clock.wrap(sync, "run_batch", "batch: run_batch, whole")
+    clock.wrap(sync, "_write_tables", "batch: every table's write (_write_tables)")
+    clock.wrap(sync, "read_batch", "batch: binlog read and fold (read_batch)")
+    clock.wrap(sync, "settle_snapshots", "batch: snapshot documents (settle_snapshots)")
+    clock.wrap(sync, "_resumed", "batch: per-table resume check (_resumed)")
+    clock.wrap(sync, "_settle_table", "batch: per-table settle (_settle_table)")
+    clock.wrap(sync, "record_of_batch", "batch: catch-up record (record_of_batch)")
+    clock.wrap(offsets.StateHandle, "save", "batch: offset store saves (StateHandle.save)")
+
+
+def instrument_delta_rs(clock: StepClock) -> None:
+    """The steps inside a delta-rs table's write (`delta_rs_sink.write_batch`) and its engine choice."""
+    import deltalake
+    from deltalake.table import TableMerger
+
+    from cdc_lib import delta_log, delta_rs_sink
+
+    clock.wrap(delta_rs_sink, "writer_for", "delta-rs: writer choice (writer_for, whole)")
+    clock.wrap(delta_log, "table_settings", "delta-rs: table settings read (Python)")
+    clock.wrap(delta_rs_sink, "arrow_records", "delta-rs: records → Arrow")
+    clock.wrap(deltalake.DeltaTable, "__init__", "delta-rs: DeltaTable load")
+    clock.wrap(deltalake.DeltaTable, "transaction_version", "delta-rs: transaction_version")
+    clock.wrap(deltalake.DeltaTable, "update_incremental", "delta-rs: update_incremental")
+    clock.wrap(deltalake.DeltaTable, "create_checkpoint", "delta-rs: create_checkpoint")
+    clock.wrap(deltalake.DeltaTable, "metadata", "delta-rs: metadata")
+    clock.wrap(TableMerger, "execute", "delta-rs: MERGE execute (+ commit)")
+    clock.wrap(deltalake, "write_deltalake", "delta-rs: append (+ commit)")
+
+
+def delta_rs_write_before(
+    path: str, schema: Any, batch: Any, *, application: str, txn_version: int, metadata: dict[str, Any],
+    storage: Any,
+) -> int:
+    """`delta_rs_sink._write_batch` as merged first (`--variants 'before:writer=delta-rs,delta_rs=before'`): the
+    committed version read back by `update_incremental` and `delta_log.version_of` (a log listing and reads)."""
+    import json as json_module
+
+    from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
+
+    from cdc_lib import delta_log, delta_rs_sink
+
+    table = DeltaTable(delta_rs_sink.table_uri(path), storage_options=delta_rs_sink.storage_options(path, storage))
+    committed = table.transaction_version(application)
+    if committed is not None and committed >= txn_version:
+        return delta_log.version_of(path, application, txn_version, storage)
+    user_metadata = json_module.dumps({**metadata, "app_id": application, "writer": "delta-rs"}, sort_keys=True)
+    commit = CommitProperties(custom_metadata={"userMetadata": user_metadata},
+                              app_transactions=[Transaction(app_id=application, version=txn_version)])
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    if batch.append:
+        rows = batch.records.filter(delta_rs_sink._is_upsert(batch.records)).drop_columns(
+            [delta_rs_sink.OPERATION_COLUMN])
+        write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+    else:
+        delta_rs_sink._merge(table, schema, batch, commit, hooks)
+    table.update_incremental()
+    version = table.version()
+    interval = int(table.metadata().configuration.get("delta.checkpointInterval")
+                   or delta_rs_sink.SPARK_CHECKPOINT_INTERVAL)
+    if version % interval == 0:
+        table.create_checkpoint()
+    return delta_log.version_of(path, application, txn_version, storage)
 
 
 def spark_jobs_since(spark: Any, first_job: int) -> list[str]:
@@ -163,15 +233,16 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
 
 @contextmanager
 def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Spark confs set on the pipeline's session for one batch; three keys are not confs: `threads`
-    (batch.apply_threads), `writer` (batch.writer: spark, delta-rs, auto) and `engine=before` (the MERGE without
-    `delta_sink.merge_settings`)."""
-    from cdc_lib import delta_sink
+    """Spark confs set on the pipeline's session for one batch; four keys are not confs: `threads`
+    (batch.apply_threads), `writer` (batch.writer: spark, delta-rs, auto), `engine=before` (the MERGE without
+    `delta_sink.merge_settings`) and `delta_rs=before` (delta-rs's write as first merged, `delta_rs_write_before`)."""
+    from cdc_lib import delta_rs_sink, delta_sink
 
     settings = dict(settings)
     threads = settings.pop("threads", None)
     writer = settings.pop("writer", None)
     engine = settings.pop("engine", None)
+    delta_rs = settings.pop("delta_rs", None)
     previous = {key: spark.conf.get(key, None) for key in settings}
     config, merge_settings = pipeline.context.config, delta_sink.merge_settings
     for key, value in settings.items():
@@ -184,10 +255,14 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
         delta_sink.merge_settings = lambda rows: {}  # type: ignore[assignment]
+    write_batch = delta_rs_sink._write_batch
+    if delta_rs == "before":
+        delta_rs_sink._write_batch = delta_rs_write_before
     try:
         yield
     finally:
         delta_sink.merge_settings = merge_settings
+        delta_rs_sink._write_batch = write_batch
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:
@@ -204,7 +279,7 @@ def parse_variants(text: str) -> dict[str, dict[str, str]]:
         settings = {}
         for pair in filter(None, pairs.split(",")):
             key, _, value = pair.partition("=")
-            plain = key.startswith("spark.") or key in ("threads", "engine", "writer")
+            plain = key.startswith("spark.") or key in ("threads", "engine", "writer", "delta_rs")
             settings[key if plain else f"spark.databricks.delta.{key}"] = value
         variants[name] = settings
     return variants

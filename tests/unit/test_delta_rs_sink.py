@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,3 +121,43 @@ def test_an_unreachable_sink_fails_the_run_retryably_not_the_table() -> None:
         write_batch("s3a://bucket/lake/shop/orders", schema, batch, application="binlake:p:shop.orders",
                     txn_version=3, metadata={}, storage=closed_port)
     assert failed.value.retryable and "s3a://bucket/lake/shop/orders" in failed.value.cause
+
+
+def test_the_version_write_batch_returns_is_its_commit_in_the_log(tmp_path: Path) -> None:
+    """The committed version comes from delta-rs's own state, not a re-read of the log: it must be the log's."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from cdc_lib import delta_log
+    from cdc_lib.delta_rs_sink import BatchWrite, arrow_records, write_batch
+    from cdc_lib.source import TableRef, TableSchema
+    from cdc_lib.types import ColumnInfo
+
+    schema = TableSchema(table=TableRef("shop", "orders"),
+                         columns=(ColumnInfo("id", "bigint", "bigint(20)", False),
+                                  ColumnInfo("total", "double", "double", True)),
+                         primary_key=("id",))
+    path = str(tmp_path / "orders")
+    write_deltalake(path, pa.table({"id": pa.array([3, 11], pa.int64()), "total": [12.25, -7.5]}),
+                    configuration={"delta.checkpointInterval": "3"})
+    application, storage = "binlake:p:shop.orders", LocalSinkStorage()
+    versions = []
+    batches: list[tuple[list[tuple[Any, ...]], bool]] = [
+        ([(11, 99.125, "u"), (3, None, "d"), (40, 1.0, "u")], False),  # MERGE: update, delete, insert
+        ([(41, 2.5, "u"), (42, 3.75, "u")], True),  # append
+        ([(41, None, "d")], False),  # MERGE to version 3: a checkpoint at the table's interval
+    ]
+    for txn, (records, append) in enumerate(batches, start=17):
+        batch = BatchWrite(records=arrow_records(schema, records), append=append, key_range=None, truncated=False)
+        version = write_batch(path, schema, batch, application=application, txn_version=txn,
+                              metadata={"table": "shop.orders"}, storage=storage)
+        assert version == delta_log.version_of(path, application, txn, storage) == delta_log.newest_version(path)
+        versions.append(version)
+    assert versions == [1, 2, 3]
+    assert (tmp_path / "orders" / "_delta_log" / f"{3:020d}.checkpoint.parquet").exists()
+    # A replay of the newest batch writes nothing and answers its commit's version.
+    replayed = BatchWrite(records=arrow_records(schema, [(77, 0.5, "u")]), append=False, key_range=None,
+                          truncated=False)
+    assert write_batch(path, schema, replayed, application=application, txn_version=19,
+                       metadata={"table": "shop.orders"}, storage=storage) == 3
+    assert delta_log.newest_version(path) == 3

@@ -46,6 +46,8 @@ def cluster_config(
         },
         # Three key ranges, so the snapshot is several JDBC tasks (one wave: one Spark job reads them all).
         "snapshot": {"rows_per_partition": 1000, "max_partitions": 8, "chunks_per_wave": 4},
+        # The batches' MERGEs on the cluster's executors (under `auto` delta-rs writes them in the driver's process).
+        "batch": {"writer": "spark"},
     }
     path.write_text(yaml.safe_dump(document))
     return path

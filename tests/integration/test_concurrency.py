@@ -10,9 +10,11 @@ import time
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.offsets import PipelineState, S3OffsetStore, StateHandle
 from cdc_lib.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
+from tests.integration.conftest import wait_for
 
 
 def test_second_concurrent_sync_fails_with_clear_error(mariadb, database, make_config, tmp_path) -> None:
@@ -22,7 +24,11 @@ def test_second_concurrent_sync_fails_with_clear_error(mariadb, database, make_c
     pipeline.snapshot()
     sql(mariadb, f"INSERT INTO {database}.t SELECT seq + 1, seq FROM {database}.seq_1_to_50")
     config_path = write_config_file(config, tmp_path / "binlake.yaml")
-    environment = {**os.environ, "BINLAKE_TEST_PASSWORD": CDC_PASSWORD}
+    # The first sync holds the lease, paused before its Delta commit, until the second has been refused: a batch
+    # on the delta-rs writer ends within a second, sooner than a second process starts.
+    flag = tmp_path / "first-sync-paused"
+    environment = {**os.environ, "BINLAKE_TEST_PASSWORD": CDC_PASSWORD, PAUSE_VARIABLE: "before_delta_commit",
+                   PAUSE_FILE_VARIABLE: str(flag)}
     first = subprocess.Popen(
         [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "sync"],
         env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -40,6 +46,8 @@ def test_second_concurrent_sync_fails_with_clear_error(mariadb, database, make_c
     assert second.returncode == ConcurrentRunError.exit_code
     assert f"(pid {first.pid} on host" in second.stderr
     assert "one runner per pipeline" in second.stderr
+    wait_for(flag.exists, timeout=60, interval=0.05, what="the first sync to pause before its commit")
+    flag.unlink()
     _, first_err = first.communicate(timeout=300)
     assert first.returncode == 0, first_err[-2000:]
     assert delta_rows(config, f"{database}.t") == source_rows(mariadb, f"{database}.t")

@@ -196,7 +196,9 @@ def test_offset_store_unreachable_during_the_offset_write(
 def test_sigkill_while_the_first_snapshot_writes(mariadb: LocalMariaDB, database: str, make_config: Any,
                                                  tmp_path: Path) -> None:
     table = make_items(mariadb, database, rows=100_000, pad=60)
-    config = make_config([table])
+    # Spark's writer, whose Parquet files sit uncommitted for a while (delta-rs commits within milliseconds of
+    # them; its kills are tests/integration/test_snapshot_writer.py's).
+    config = make_config([table], snapshot__writer="spark")
     process = popen_cli(write_config_file(config, tmp_path / "binlake.yaml"), "snapshot")
     table_dir = Path(Pipeline(config).table_path(table))
 

@@ -33,15 +33,15 @@ ZeroDatePolicy = Literal["null", "error"]
 #: How a table keeps the source's changes (docs/table-modes.md): `mirror` (the source as it is now),
 #: `soft_delete` (deleted rows stay, marked by `_binlake_deleted_at`) or `history` (SCD type 2, one row per version).
 TableMode = Literal["mirror", "soft_delete", "history"]
-#: Who writes a snapshot's waves to Delta (docs/performance.md "Snapshot speed"): delta-rs where it writes the
-#: table exactly as Spark would (`auto`), always Spark, or always delta-rs (a table it cannot write is refused).
-SnapshotWriter = Literal["auto", "spark", "delta-rs"]
-SNAPSHOT_WRITERS: tuple[SnapshotWriter, ...] = ("auto", "spark", "delta-rs")
+#: Which engine writes to Delta: `auto` (delta-rs where it writes the table exactly as Spark would, else Spark),
+#: always `spark`, or always `delta-rs` (a table it cannot write is refused). `snapshot.writer` for a snapshot's
+#: waves (docs/performance.md "Snapshot speed"), `batch.writer` for a mirror table's change batches ("A writer
+#: without Spark").
+Writer = Literal["auto", "spark", "delta-rs"]
+WRITERS: tuple[Writer, ...] = ("auto", "spark", "delta-rs")
+SnapshotWriter = Writer
+BatchWriter = Writer
 TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
-#: Which engine writes a mirror table's change batch (docs/performance.md "A writer without Spark"): `auto`
-#: (delta-rs where it writes the table exactly and the batch is small enough, else Spark), `spark` or `delta-rs`.
-BatchWriter = Literal["auto", "spark", "delta-rs"]
-BATCH_WRITERS: tuple[BatchWriter, ...] = ("auto", "spark", "delta-rs")
 
 
 @dataclass(frozen=True)
@@ -462,7 +462,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             low=100, high=1_000_000_000,
         ),
         spill_path=_local_or_uri(spill_path, base_dir) if spill_path is not None else None,
-        writer=_batch_writer(batch_doc.get("writer")),
+        writer=_writer(batch_doc.get("writer"), "batch.writer"),
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(
@@ -486,7 +486,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             _integer(snapshot_doc, "chunks_per_wave", "snapshot.", low=1, high=10_000)
             if snapshot_doc.get("chunks_per_wave") is not None else None
         ),
-        writer=_snapshot_writer(snapshot_doc.get("writer")),
+        writer=_writer(snapshot_doc.get("writer"), "snapshot.writer"),
     )
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot,
@@ -710,15 +710,6 @@ def _credentials(document: Mapping[str, Any], prefix: str) -> S3Credentials | No
     return S3Credentials(key, secret, token)
 
 
-def _snapshot_writer(value: Any) -> SnapshotWriter:
-    if value is None:
-        return _default(SnapshotConfig, "writer")  # type: ignore[no-any-return]
-    for writer in SNAPSHOT_WRITERS:
-        if value == writer:
-            return writer
-    raise ConfigError("snapshot.writer", f"'{value}' is not one of: {', '.join(SNAPSHOT_WRITERS)}")
-
-
 def _zero_date_policy(value: Any) -> ZeroDatePolicy:
     # YAML reads a bare `null` as None: both spellings mean the default.
     if value is None or value == "null":
@@ -728,14 +719,14 @@ def _zero_date_policy(value: Any) -> ZeroDatePolicy:
     raise ConfigError("source.zero_dates", f"'{value}' is not one of: null, error")
 
 
-def _batch_writer(value: Any) -> BatchWriter:
+def _writer(value: Any, key: str) -> Writer:
     if value is None:
         return "auto"
-    for writer in BATCH_WRITERS:
+    for writer in WRITERS:
         if value == writer:
             return writer
     raise ConfigError(
-        "batch.writer", f"'{value}' is not one of: {', '.join(BATCH_WRITERS)}",
+        key, f"'{value}' is not one of: {', '.join(WRITERS)}",
         remedy="leave it out (auto: delta-rs where it writes the table exactly, else Spark), or name an engine",
     )
 

@@ -30,6 +30,7 @@ from cdc_lib.config import CATALOG_NAME_PART, CatalogConfig
 from cdc_lib.errors import BinlakeError, TableError
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.source import TableRef
+from cdc_lib.types import quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,11 +55,11 @@ class CatalogName:
 
     @property
     def quoted(self) -> str:
-        return ".".join(f"`{part}`" for part in (self.catalog, self.database, self.table))
+        return ".".join(quote_identifier(part) for part in (self.catalog, self.database, self.table))
 
     @property
     def namespace(self) -> str:
-        return f"`{self.catalog}`.`{self.database}`"
+        return f"{quote_identifier(self.catalog)}.{quote_identifier(self.database)}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
 from cdc_lib.spill import ParquetParts, SpilledChanges, SpillError, arrow_type, folds_of
-from cdc_lib.types import spark_type_ddl
+from cdc_lib.types import copied_from, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -349,7 +349,8 @@ def _append(
     rewritten). A staged delete is of a key born and gone within the batch: absent before and after."""
     from pyspark.sql import functions as F
 
-    frame = source.where(F.col(OPERATION_COLUMN) == "u").select(*(f"`{name}`" for name in schema.column_names))
+    names = (quote_identifier(name) for name in schema.column_names)
+    frame = source.where(F.col(OPERATION_COLUMN) == "u").select(*names)
     with _IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge", "path": "append"}):
         frame.write.format("delta").mode("append").save(path)
     return _version_of(path, application, txn_version, storage)
@@ -382,10 +383,10 @@ def _merge(
 ) -> int:
     from delta.tables import DeltaTable
 
-    condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
+    condition = " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
     if key_filter and not truncated:
         condition = f"{condition} AND {key_filter}"
-    columns: dict[str, str | Column] = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
+    columns: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
     builder = (
         DeltaTable.forPath(spark, path)
         .alias("t")
@@ -573,7 +574,7 @@ def key_range_filter(schema: TableSchema, keys: Iterable[tuple[Any, ...]]) -> st
     if bounds is None:
         return None
     lead = schema.primary_key[0]
-    return f"t.`{lead}` BETWEEN {bounds[0]} AND {bounds[1]}"
+    return f"t.{quote_identifier(lead)} BETWEEN {bounds[0]} AND {bounds[1]}"
 
 
 def _version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:
@@ -596,7 +597,7 @@ def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) 
     if all(current.get(name) == target.replace(" ", "") for name, target in types.items()):
         return
     columns = [
-        F.col(f"`{name}`").cast(types[name]).alias(name) if name in types else F.col(f"`{name}`")
+        F.col(quote_identifier(name)).cast(types[name]).alias(name) if name in types else F.col(quote_identifier(name))
         for name in frame.columns
     ]
     frame.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
@@ -610,11 +611,11 @@ def backfill_columns(spark: SparkSession, path: str, source: DataFrame, *, key: 
     """
     from delta.tables import DeltaTable
 
-    condition = " AND ".join(f"t.`{name}` = s.`{name}`" for name in key)
+    condition = " AND ".join(f"t.{quote_identifier(name)} = s.{quote_identifier(name)}" for name in key)
     (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(source.alias("s"), condition)
-        .whenMatchedUpdate(set={f"`{name}`": f"s.`{name}`" for name in columns})
+        .whenMatchedUpdate(set={**copied_from("s", columns)})
         .execute()
     )

@@ -40,7 +40,7 @@ from cdc_lib.table_modes import (
     sequence_of,
     timestamp_micros,
 )
-from cdc_lib.types import spark_type_ddl
+from cdc_lib.types import copied_from, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -105,13 +105,13 @@ def merge_mode_changes(
 
 
 def _key_condition(schema: TableSchema) -> str:
-    return " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
+    return " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
 
 
 def _same_values(schema: TableSchema, columns: list[str] | None = None) -> str:
     """SQL: the target's (`t`) and source's (`s`) columns are equal, NULL equal to NULL."""
     names = columns if columns is not None else schema.column_names
-    return " AND ".join(f"t.`{name}` <=> s.`{name}`" for name in names)
+    return " AND ".join(f"t.{quote_identifier(name)} <=> s.{quote_identifier(name)}" for name in names)
 
 
 def _key_placeholder(schema: TableSchema, key: tuple[Any, ...]) -> list[Any]:
@@ -146,7 +146,7 @@ def _merge_soft_delete(
     key_filter = bounds.filter()
     if key_filter and truncated_at is None:
         condition = f"{condition} AND {key_filter}"
-    columns: dict[str, str | Column] = {f"`{name}`": f"s.`{name}`" for name in schema.column_names}
+    columns: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
     columns[f"`{DELETED_AT}`"] = f"s.`{DELETED_AT}`"
     builder = (
         DeltaTable.forPath(spark, path).alias("t").merge(staged.frame().alias("s"), condition)
@@ -156,7 +156,7 @@ def _merge_soft_delete(
     if truncated_at is not None:
         # Rows the batch does not name were live until the first TRUNCATE.
         builder = builder.whenNotMatchedBySourceUpdate(
-            condition=f"t.`{DELETED_AT}` IS NULL", set={f"`{DELETED_AT}`": _timestamp_sql(truncated_at)}
+            condition=f"t.`{DELETED_AT}` IS NULL", set={quote_identifier(DELETED_AT): _timestamp_sql(truncated_at)}
         )
     with commit:
         builder.execute()
@@ -243,11 +243,11 @@ def _merge_history(
     if key_filter and first_truncation is None:
         condition = f"{condition} AND {key_filter}"
     values: dict[str, str | Column] = {
-        f"`{name}`": f"s.`{name}`" for name in [*schema.column_names, VALID_FROM, VALID_TO, IS_CURRENT, SEQUENCE]
+        **copied_from("s", [*schema.column_names, VALID_FROM, VALID_TO, IS_CURRENT, SEQUENCE])
     }
     builder = (
         DeltaTable.forPath(spark, path).alias("t").merge(staged.frame().alias("s"), condition)
-        .whenMatchedUpdate(set={f"`{VALID_TO}`": f"s.`{VALID_TO}`", f"`{IS_CURRENT}`": "false"})
+        .whenMatchedUpdate(set={quote_identifier(VALID_TO): f"s.`{VALID_TO}`", f"`{IS_CURRENT}`": "false"})
         .whenNotMatchedInsert(condition=f"s.`{_OP}` = 'i'", values=values)
     )
     if first_truncation is not None:
@@ -352,7 +352,7 @@ def _add_new_columns(spark: SparkSession, path: str, schema: TableSchema) -> Non
     for column in schema.columns:
         wanted = spark_type_ddl(column).replace(" ", "")
         if column.name not in existing:
-            missing.append(f"`{column.name}` {wanted}")
+            missing.append(f"{quote_identifier(column.name)} {wanted}")
         elif existing[column.name] != wanted:
             raise TableModeError(
                 f"column {column.name} is {wanted} at the source and {existing[column.name]} in Delta, and a "
@@ -368,8 +368,8 @@ def _add_new_columns(spark: SparkSession, path: str, schema: TableSchema) -> Non
 
 
 def _data_columns(schema: TableSchema, extra: dict[str, str]) -> dict[str, str | Column]:
-    columns: dict[str, str | Column] = {f"`{name}`": f"s.`{name}`" for name in schema.column_names}
-    columns.update({f"`{name}`": value for name, value in extra.items()})
+    columns: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
+    columns.update({quote_identifier(name): value for name, value in extra.items()})
     return columns
 
 
@@ -385,7 +385,7 @@ def _resnapshot_soft_delete(
         .whenMatchedUpdate(condition=f"t.`{DELETED_AT}` IS NOT NULL OR NOT ({_same_values(schema)})", set=live)
         .whenNotMatchedInsert(values=live)
         .whenNotMatchedBySourceUpdate(
-            condition=f"t.`{DELETED_AT}` IS NULL", set={f"`{DELETED_AT}`": _timestamp_sql(snapshot_time)}
+            condition=f"t.`{DELETED_AT}` IS NULL", set={quote_identifier(DELETED_AT): _timestamp_sql(snapshot_time)}
         )
     )
     with commit:
@@ -402,7 +402,10 @@ def _resnapshot_history(
     current = spark.read.format("delta").load(path).where(F.col(f"`{IS_CURRENT}`"))
     same = reduce(
         lambda left, right: left & right,
-        [F.col(f"s.`{name}`").eqNullSafe(F.col(f"t.`{name}`")) for name in schema.column_names],
+        [
+            F.col(f"s.{quote_identifier(name)}").eqNullSafe(F.col(f"t.{quote_identifier(name)}"))
+            for name in schema.column_names
+        ],
     )
     new_or_changed = frame.alias("s").join(current.alias("t"), on=same, how="left_anti")
     # Every snapshot row is a `c` row: an unchanged one matches its current version and leaves it, so only
@@ -410,7 +413,7 @@ def _resnapshot_history(
     source = frame.withColumn(_OP, F.lit("c")).unionByName(new_or_changed.withColumn(_OP, F.lit("i")))
     moment = _timestamp_sql(snapshot_time)
     closed_at = f"greatest(t.`{VALID_FROM}`, {moment})"
-    closing: dict[str, str | Column] = {f"`{VALID_TO}`": closed_at, f"`{IS_CURRENT}`": "false"}
+    closing: dict[str, str | Column] = {quote_identifier(VALID_TO): closed_at, f"`{IS_CURRENT}`": "false"}
     opened = _data_columns(schema, {
         VALID_FROM: moment, VALID_TO: "CAST(NULL AS TIMESTAMP)", IS_CURRENT: "true",
         SEQUENCE: f"CAST({sequence_of(txn_version, 0)} AS BIGINT)",

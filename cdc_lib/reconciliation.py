@@ -113,7 +113,7 @@ def mysql_digest(columns: list[ColumnInfo]) -> str:
 def spark_text(column: ColumnInfo) -> Column:
     from pyspark.sql import functions as F
 
-    value = F.col(f"`{column.name}`")
+    value = F.col(quote_identifier(column.name))
     target = spark_type_ddl(column)
     if target == "binary":
         return F.hex(value)
@@ -329,7 +329,7 @@ def _spark_chunk(plan: ChunkPlan) -> Column:
     from pyspark.sql import functions as F
 
     if plan.mode == "key_range":
-        return bucket_expression(F.col(f"`{plan.key[0].name}`"), list(plan.boundaries))
+        return bucket_expression(F.col(quote_identifier(plan.key[0].name)), list(plan.boundaries))
     key_hash = F.conv(F.substring(F.md5(spark_row_text(list(plan.key))), 1, 8), 16, 10).cast("bigint")
     return F.pmod(key_hash, F.lit(plan.buckets))
 
@@ -352,7 +352,7 @@ def delta_tallies(
     key_hash = F.conv(F.substring(F.md5(spark_row_text(list(plan.key))), 1, 4), 16, 10).cast("bigint")
     weight = F.pmod(key_hash, F.lit(_KEY_WEIGHTS)) + 1
     for column in floats:
-        value = F.col(f"`{column.name}`").cast("double")
+        value = F.col(quote_identifier(column.name)).cast("double")
         aggregates += [F.count(value), F.sum(value), F.sum(F.abs(value)), F.sum(value * weight)]
     rows = chunked.groupBy("__chunk").agg(*aggregates).collect()
     return {int(row[0]): _tally(tuple(row[1:]), len(floats)) for row in rows}
@@ -437,7 +437,7 @@ def delta_rows(
     selected = chunked.select(
         *(spark_text(column) for column in plan.key),
         spark_digest(hashed),
-        *(F.col(f"`{column.name}`").cast("double") for column in floats),
+        *(F.col(quote_identifier(column.name)).cast("double") for column in floats),
     )
     width = len(plan.key)
     return {

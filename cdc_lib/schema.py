@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cdc_lib.errors import SchemaChangeError
 from cdc_lib.source import TableSchema
-from cdc_lib.types import ColumnInfo, spark_type_ddl
+from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -210,8 +210,12 @@ def evolve_delta_table(
         if any(spark_type_ddl(column) == "timestamp_ntz" for column in missing):
             # A table written without DATETIME columns lacks the feature, and Delta will not add it implicitly.
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
-        definitions = ", ".join(f"`{column.name}` {spark_type_ddl(column)}" for column in missing)
+        definitions = ", ".join(f"{quote_identifier(column.name)} {spark_type_ddl(column)}" for column in missing)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
-    assignments = [f"`{name}` = {literal}" for name, literal in literals.items() if literal not in (_NULL, _BACKFILL)]
+    assignments = [
+        f"{quote_identifier(name)} = {literal}"
+        for name, literal in literals.items()
+        if literal not in (_NULL, _BACKFILL)
+    ]
     if assignments:
         spark.sql(f"UPDATE delta.`{path}` SET {', '.join(assignments)}")

@@ -27,7 +27,7 @@ from cdc_lib.snapshot import partition_predicates, read_table, zero_date_in
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_failures import table_write_failure
 from cdc_lib.table_modes import live_rows
-from cdc_lib.types import ColumnInfo
+from cdc_lib.types import ColumnInfo, quote_identifier
 
 log = logging.getLogger("binlake")
 
@@ -142,7 +142,7 @@ def _check_no_nulls(context: PipelineContext, table_state: TableState, name: str
     if table_state.consistent:
         # Only the live rows stand for the source now (earlier versions and deleted rows keep their NULLs).
         frame = live_rows(context.spark().read.format("delta").load(context.table_path(name)))
-        condition = " OR ".join(f"`{column}` IS NULL" for column in columns)
+        condition = " OR ".join(f"{quote_identifier(column)} IS NULL" for column in columns)
         if not frame.where(condition).limit(1).collect():
             return
     raise SchemaChangeError(

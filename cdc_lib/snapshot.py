@@ -216,7 +216,7 @@ def read_table(
     frame = spark.read.jdbc(jdbc_url(source), subquery, predicates=predicates, properties=properties)
     columns = []
     for column in schema.columns:
-        value = F.col(f"`{column.name}`")
+        value = F.col(quote_identifier(column.name))
         target = spark_type_ddl(column)
         # Zero and partial dates ('0000-00-00') arrive as text (so the driver's zeroDateTimeBehavior never
         # applies) and become NULL, as they do on the binlog path — or fail the write under the `error` policy.

@@ -51,6 +51,7 @@ from cdc_lib.positions import BinlogPosition
 from cdc_lib.snapshot_documents import Correction, DocumentHandle, SnapshotDocument, snapshot_application
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, sequence_of, timestamp_micros
+from cdc_lib.types import copied_from, quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -307,15 +308,15 @@ def _correct_history(
     assert document.correction is not None and document.snapshot_time is not None
     moment = timestamp_micros(dt.datetime.fromisoformat(document.snapshot_time))
     operation = delta_sink.OPERATION_COLUMN
-    keys = [F.col(f"`{key}`") for key in schema.primary_key]
+    keys = [F.col(quote_identifier(key)) for key in schema.primary_key]
     first_image = Window.partitionBy(*keys).orderBy(F.col(_ORDINAL))
     first = (
         staged.frame().withColumn("_binlake_rank", F.row_number().over(first_image))
         .where(F.col("_binlake_rank") == 1).drop("_binlake_rank", _ORDINAL)
     )
     key_count = first.count()
-    key_condition = " AND ".join(f"t.`{key}` = s.`{key}`" for key in schema.primary_key)
-    data: dict[str, str | Column] = {f"`{column}`": f"s.`{column}`" for column in schema.column_names}
+    key_condition = " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
+    data: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
     opened: dict[str, str | Column] = {
         **data, f"`{VALID_FROM}`": f"timestamp_micros({moment})", f"`{VALID_TO}`": "CAST(NULL AS TIMESTAMP)",
         f"`{IS_CURRENT}`": "true", f"`{SEQUENCE}`": f"CAST({sequence_of(0, 0)} AS BIGINT)",
@@ -327,9 +328,9 @@ def _correct_history(
     }
     builder = (
         DeltaTable.forPath(spark, path).alias("t").merge(first.alias("s"), key_condition)
-        .whenMatchedDelete(condition=f"s.`{operation}` = '{_ABSENT}'")
+        .whenMatchedDelete(condition=f"s.{quote_identifier(operation)} = '{_ABSENT}'")
         .whenMatchedUpdate(set=data)
-        .whenNotMatchedInsert(condition=f"s.`{operation}` = '{_ROW}'", values=opened)
+        .whenNotMatchedInsert(condition=f"s.{quote_identifier(operation)} = '{_ROW}'", values=opened)
     )
     with delta_sink._IdempotentCommit(spark, application, document.correction.txn_version, metadata):
         builder.execute()

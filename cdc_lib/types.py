@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -134,7 +134,13 @@ def jdbc_select_expression(column: ColumnInfo) -> str:
 
 
 def quote_identifier(name: str) -> str:
+    """A MySQL or Spark SQL identifier: both quote with backticks and double a backtick inside."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def copied_from(alias: str, names: Iterable[str]) -> dict[str, str]:
+    """A MERGE clause's assignments that set each named column from the same column of `alias`."""
+    return {quote_identifier(name): f"{alias}.{quote_identifier(name)}" for name in names}
 
 
 def format_time(value: dt.timedelta, fractional_digits: int) -> str:

@@ -29,10 +29,10 @@ from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, w
 from tests.integration.conftest import assert_each_change_applied_once, s3_sink
 from tests.integration.test_apply_paths import config_file_with, make_tables, mixed
 
-#: Column names DataFusion must quote: upper case, a double quote, a hyphen, non-ASCII. (A backtick breaks the
-#: snapshot's Spark column reference, before any writer runs.)
+#: Column names DataFusion must quote: upper case, a double quote, a hyphen, non-ASCII; and a backtick, which
+#: Spark's and MySQL's identifiers must double.
 ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(20), `Prix€` DECIMAL(15,4), '
-               '`Seen` DATETIME(6)')
+               '`Seen` DATETIME(6), `Tick``s` SMALLINT')
 
 
 def commits_of(pipeline: Pipeline, table: str) -> list[dict[str, Any]]:
@@ -63,7 +63,7 @@ def assert_equal_to_source(mariadb: Any, pipeline: Pipeline, table: str) -> None
 def test_every_change_kind_on_delta_rs_then_spark_then_delta_rs_again(mariadb, database, make_config) -> None:
     table = f"{database}.odd"
     sql(mariadb, f"CREATE TABLE {table} ({ODD_COLUMNS})",
-        f"INSERT INTO {table} SELECT seq, seq * 3, CONCAT('r', seq), seq / 8, '2026-01-02 03:04:05.250000' "
+        f"INSERT INTO {table} SELECT seq, seq * 3, CONCAT('r', seq), seq / 8, '2026-01-02 03:04:05.250000', -seq "
         f"FROM {database}.seq_1_to_40")
     config = make_config([table], batch__writer="delta-rs")
     pipeline = Pipeline(config)
@@ -75,20 +75,20 @@ def test_every_change_kind_on_delta_rs_then_spark_then_delta_rs_again(mariadb, d
     steps = [
         # updates, deletes, a key change, a key born and gone: the first batch after the snapshot MERGEs
         ["UPDATE {t} SET `Qty\"Total` = `Qty\"Total` + 7 WHERE `ID` % 3 = 0", "DELETE FROM {t} WHERE `ID` IN (2, 5)",
-         "UPDATE {t} SET `ID` = 1001 WHERE `ID` = 7", "INSERT INTO {t} VALUES (900, 1, 'brief', 1.5, NULL)",
+         "UPDATE {t} SET `ID` = 1001 WHERE `ID` = 7", "INSERT INTO {t} VALUES (900, 1, 'brief', 1.5, NULL, 9)",
          "DELETE FROM {t} WHERE `ID` = 900"],
         # only new keys, past the snapshot: appended without a join
-        ["INSERT INTO {t} SELECT 2000 + seq, seq, 'neu', 12.125, '2026-11-24 01:02:03.000007' "
+        ["INSERT INTO {t} SELECT 2000 + seq, seq, 'neu', 12.125, '2026-11-24 01:02:03.000007', seq "
          "FROM {db}.seq_1_to_25"],
         # TRUNCATE, then rows: every row not in the batch goes
-        ["TRUNCATE TABLE {t}", "INSERT INTO {t} VALUES (3, 33, 'nach', -0.0625, '1999-12-31 23:59:59.999999'), "
-         "(4000000, -4, 'groß ✓', 99999999.9999, NULL)"],
-        ["INSERT INTO {t} SELECT 5000 + seq, seq, 'x', 0.5, NULL FROM {db}.seq_1_to_12",
+        ["TRUNCATE TABLE {t}", "INSERT INTO {t} VALUES (3, 33, 'nach', -0.0625, '1999-12-31 23:59:59.999999', -32768), "
+         "(4000000, -4, 'groß ✓', 99999999.9999, NULL, 0)"],
+        ["INSERT INTO {t} SELECT 5000 + seq, seq, 'x', 0.5, NULL, 32767 FROM {db}.seq_1_to_12",
          "UPDATE {t} SET `Über-Größe` = 'upd' WHERE `ID` = 3"],
         # Spark MERGEs into the table delta-rs wrote, then delta-rs into Spark's
         ["UPDATE {t} SET `Qty\"Total` = -1 WHERE `ID` > 5005", "DELETE FROM {t} WHERE `ID` = 5002",
-         "INSERT INTO {t} VALUES (17, 17, 'siebzehn', 1.0625, NULL)"],
-        ["INSERT INTO {t} SELECT 6000 + seq, seq, 'y', 2.25, NULL FROM {db}.seq_1_to_5",
+         "INSERT INTO {t} VALUES (17, 17, 'siebzehn', 1.0625, NULL, 17)"],
+        ["INSERT INTO {t} SELECT 6000 + seq, seq, 'y', 2.25, NULL, NULL FROM {db}.seq_1_to_5",
          "UPDATE {t} SET `Seen` = '2030-05-06 07:08:09.123456' WHERE `ID` = 17", "DELETE FROM {t} WHERE `ID` = 5001"],
     ]
     writers = ["delta-rs"] * 4 + ["spark", "delta-rs"]

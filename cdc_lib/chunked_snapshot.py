@@ -35,7 +35,7 @@ from cdc_lib.logs import about_table
 from cdc_lib.offsets import utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener, SnapshotProgress
-from cdc_lib.snapshot import plan_snapshot_chunks, read_table, zero_date_in
+from cdc_lib.snapshot import plan_snapshot_chunks, read_refusal_in, read_table
 from cdc_lib.snapshot_correction import finish_mode_snapshot
 from cdc_lib.snapshot_documents import (
     DocumentHandle,
@@ -244,10 +244,10 @@ def _run_wave(
                 storage=context.sink,
             )
     except Exception as exc:
-        zero_date = zero_date_in(exc, name)
-        if zero_date is None:
+        refusal = read_refusal_in(exc, name)
+        if refusal is None:
             raise
-        raise zero_date from None
+        raise refusal from None
     failpoint("after_snapshot_wave_commit")
     if end >= len(document.plan):
         failpoint("after_snapshot_commit")  # the snapshot's last commit, before anything records it

@@ -131,6 +131,20 @@ class ZeroDateError(TableError):
         )
 
 
+class SurrogateTextError(TableError):
+    """A snapshot read a text value holding a surrogate code point: MariaDB stores it, a Delta string cannot."""
+
+    def __init__(self, table: str, column: str) -> None:
+        self.column = column
+        super().__init__(
+            f"column '{column}' holds a surrogate code point (U+D800–U+DFFF), which MariaDB stores but a Delta "
+            "string (UTF-8) cannot hold; the JDBC driver would have written U+FFFD in its place",
+            remedy=f"correct the value on the source (HEX({column}) shows ED A0–ED BF in UTF-8, D800–DFFF in UCS-2 "
+            f"or UTF-32), or make the column VARBINARY; then re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )
+
+
 class RowDecodeError(TableError):
     """A followed table's row event could not be decoded or folded (bad bytes, an unexpected value)."""
 

@@ -23,7 +23,7 @@ from cdc_lib.offsets import TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.schema import compare_schemas, evolve_delta_table, needs_backfill, schema_with_columns
-from cdc_lib.snapshot import partition_predicates, read_table, zero_date_in
+from cdc_lib.snapshot import partition_predicates, read_refusal_in, read_table
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_failures import table_write_failure
 from cdc_lib.table_modes import live_rows
@@ -177,10 +177,10 @@ def _backfill(
             columns=[column.name for column in columns],
         )
     except Exception as exc:
-        zero_date = zero_date_in(exc, name)
-        if zero_date is None:
+        refusal = read_refusal_in(exc, name)
+        if refusal is None:
             raise
-        raise zero_date from None
+        raise refusal from None
     return mysql.current_position(connection)
 
 

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
+from cdc_lib.charsets import surrogate_test
 from cdc_lib.config import SnapshotConfig, SourceConfig
-from cdc_lib.errors import ZeroDateError
+from cdc_lib.errors import SurrogateTextError, TableError, ZeroDateError
 from cdc_lib.faults import failpoint
 from cdc_lib.key_ranges import LARGE_TABLE_ROWS, integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.source import TableSchema, query
@@ -183,17 +184,25 @@ def _walked_predicates(schema: TableSchema, bounds: list[list[str]]) -> list[str
     return predicates
 
 
-#: Brackets the column name in the error a snapshot raises on a zero date, to find it in Spark's exception.
+#: Bracket the column name (and what follows) in the error a snapshot's read raises on a value it refuses, to
+#: find it in Spark's exception text: a zero date under `zero_dates: error`, a surrogate code point.
 ZERO_DATE_MARK = "binlake-zero-date:"
+SURROGATE_MARK = "binlake-surrogate:"
 
 
-def zero_date_in(exc: BaseException, table: str) -> ZeroDateError | None:
-    """The ZeroDateError a failed snapshot write carries in its (JVM) exception text, if any."""
+def read_refusal_in(exc: BaseException, table: str) -> TableError | None:
+    """The TableError a failed snapshot read carries in its (JVM) exception text, if any."""
     text = str(exc)
+    if SURROGATE_MARK in text:
+        return SurrogateTextError(table, text.split(SURROGATE_MARK)[1])
     if ZERO_DATE_MARK not in text:
         return None
     parts = text.split(ZERO_DATE_MARK)
     return ZeroDateError(table, parts[1], parts[2][:40] if len(parts) > 3 else None)
+
+
+def _surrogate_flag(index: int) -> str:
+    return f"binlake_surrogate_{index}"
 
 
 def read_table(
@@ -210,12 +219,19 @@ def read_table(
         for index, column in enumerate(schema.primary_key)
     )
     expressions = f"{expressions}, {keys}" if keys else expressions
+    # The JDBC driver hands over U+FFFD for a surrogate code point; the server itself finds them, row by row.
+    surrogate_tests = {
+        index: test for index, column in enumerate(schema.columns)
+        if column.character_set and (test := surrogate_test(quote_identifier(column.name), column.character_set))
+    }
+    for index, test in surrogate_tests.items():
+        expressions += f", ({test}) AS {_surrogate_flag(index)}"
     table = table_sql(schema.table)
     subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
     frame = spark.read.jdbc(jdbc_url(source), subquery, predicates=predicates, properties=properties)
     columns = []
-    for column in schema.columns:
+    for index, column in enumerate(schema.columns):
         value = F.col(quote_identifier(column.name))
         target = spark_type_ddl(column)
         # Zero and partial dates ('0000-00-00') arrive as text (so the driver's zeroDateTimeBehavior never
@@ -229,6 +245,9 @@ def read_table(
         if text_temporal and source.zero_dates == "error":
             message = F.concat(F.lit(f"{ZERO_DATE_MARK}{column.name}{ZERO_DATE_MARK}"), value, F.lit(ZERO_DATE_MARK))
             converted = F.when(value.isNotNull() & converted.isNull(), F.raise_error(message)).otherwise(converted)
+        if index in surrogate_tests:
+            refusal = F.raise_error(F.lit(f"{SURROGATE_MARK}{column.name}{SURROGATE_MARK}"))
+            converted = F.when(F.col(_surrogate_flag(index)) == 1, refusal).otherwise(converted)
         columns.append(converted.alias(column.name))
     failpoint("before_snapshot_write")
     return frame.select(*columns)

@@ -32,7 +32,7 @@ from cdc_lib.logs import about_table
 from cdc_lib.offsets import StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener, SnapshotProgress
-from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_table, zero_date_in
+from cdc_lib.snapshot import SnapshotResult, partition_predicates, read_refusal_in, read_table
 from cdc_lib.snapshot_documents import SnapshotDocument, read_document, settle_snapshots
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import live_rows
@@ -210,10 +210,10 @@ def snapshot_table(
                 deletion_vectors=context.config.sink.deletion_vectors_for(name),
             )
     except Exception as exc:
-        zero_date = zero_date_in(exc, name)
-        if zero_date is None:
+        refusal = read_refusal_in(exc, name)
+        if refusal is None:
             raise
-        raise zero_date from None
+        raise refusal from None
     high = mysql.current_position(connection)
     failpoint("after_snapshot_commit")
     rows = (

@@ -15,14 +15,14 @@ import pytest
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from bench.charset_tables import server_views
-from cdc_lib import charsets
+from cdc_lib import charsets, delta_sink
 from cdc_lib.binlog import TableCursor, TableDecoder, open_stream, read_batch
 from cdc_lib.config import BatchConfig
-from cdc_lib.errors import TableError
+from cdc_lib.errors import SurrogateTextError, TableError
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.source import TableRef, connect, current_position, describe_table
 from cdc_lib.types import ColumnInfo, spark_type_ddl
-from tests.conftest import delta_rows, sql
+from tests.conftest import delta_rows, scan_rows, source_rows, sql
 
 ROWS = 64
 
@@ -283,3 +283,34 @@ def test_a_surrogate_code_point_is_refused_by_name_on_the_binlog_path(mariadb, d
     finally:
         stream.close()
     assert decoder.fast.fallback_events == 2
+
+
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_a_surrogate_code_point_stops_the_snapshot_by_name_and_neighbouring_text_stays_exact(
+    mariadb, database, make_config, writer
+) -> None:
+    """The JDBC driver would hand over U+FFFD for a stored surrogate: the snapshot's read asks the server instead.
+    Hangul shares the surrogates' UTF-8 lead byte (U+D7FB is ED 9F BB, one below U+D800), and a U+FFFD stored as
+    such is text like any other: both must pass."""
+    table = f"{database}.sgs"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(10) CHARACTER SET utf8mb4, "
+        "u VARCHAR(10) CHARACTER SET ucs2, w VARCHAR(10) CHARACTER SET utf32, m VARCHAR(10) CHARACTER SET utf8mb3)",
+        f"INSERT INTO {table} VALUES (1, '한국\U0000d7fb', '가\U0000d7fb', '😀\U0000d7fb', 'ퟻ'), "
+        "(2, UNHEX('EFBFBD41'), UNHEX('FFFD0041'), UNHEX('0000FFFD00000041'), UNHEX('EFBFBD')), "
+        "(3, NULL, NULL, NULL, NULL)")
+    config = make_config([table], snapshot__writer=writer)
+    pipeline = Pipeline(config)
+    surrogates = {"v": "41EDA08042", "u": "0041DBFF", "w": "0000DC00", "m": "EDBFBF"}
+    for column, hexed in surrogates.items() if writer == "spark" else [("v", surrogates["v"])]:
+        sql(mariadb, f"UPDATE {table} SET {column} = UNHEX('{hexed}') WHERE id = 3")
+        with pytest.raises(SurrogateTextError) as raised:
+            pipeline.snapshot()
+        assert (raised.value.table, raised.value.column) == (table, column)
+        assert f"binlake snapshot --table {table}" in raised.value.remedy
+        assert delta_sink.read_log_tail(pipeline.table_path(table), application="-") is None, "nothing written"
+        sql(mariadb, f"UPDATE {table} SET {column} = NULL WHERE id = 3")
+
+    pipeline.snapshot()
+    shown = source_rows(mariadb, table)
+    assert shown[0][1] == "한국\ud7fb" and shown[1][1] == "\ufffdA"
+    assert sorted(scan_rows(pipeline.table_path(table))) == shown

@@ -96,6 +96,9 @@ def instrument_batch(clock: StepClock) -> None:
     from cdc_lib import offsets, sync
 
     clock.wrap(sync, "run_batch", "batch: run_batch, whole")
+    clock.wrap(sync, "reconcile_with_delta", "sync: reconcile_with_delta (before the batches)")
+    clock.wrap(offsets.StateHandle, "acquire", "sync: lease acquire (StateHandle.acquire)")
+    clock.wrap(offsets.StateHandle, "release", "sync: lease release (StateHandle.release)")
     clock.wrap(sync, "_write_tables", "batch: every table's write (_write_tables)")
     clock.wrap(sync, "read_batch", "batch: binlog read and fold (read_batch)")
     clock.wrap(sync, "settle_snapshots", "batch: snapshot documents (settle_snapshots)")

@@ -280,7 +280,7 @@ def _write_with_delta_rs(
 
     A spilled batch never comes here (`delta_rs_sink.writer_for`): it is staged in one Arrow table. `tail`, the
     log read that just checked for a replay, lets the writer use a `DeltaTable` kept from an earlier batch when
-    the log agrees with it (`delta_rs_sink._LoadedTables`).
+    the log agrees with it (`delta_rs_tables.LoadedTables`).
     """
     rows = changes.rows
     if exact:

@@ -285,6 +285,12 @@ def test_a_kept_delta_rs_table_sees_a_spark_commit_made_between_two_batches(mari
     assert LOADED_TABLES.held(table_uri(path)) is kept, "the second batch did not reuse the kept table"
     assert kept.version() == rewritten + 1 == DeltaTable(path).version()
     assert_equal_to_source(mariadb, pipeline, table)
+    # A batch that only deletes is a DELETE (no join), on the kept table too.
+    sql(mariadb, f"DELETE FROM {table} WHERE id BETWEEN 17 AND 23 OR id = 20005")
+    pipeline.sync(until_caught_up=True)
+    assert _commit_operation(path, DeltaTable(path).version()) == "DELETE"
+    assert LOADED_TABLES.held(table_uri(path)) is kept
+    assert_equal_to_source(mariadb, pipeline, table)
     assert_each_change_applied_once(pipeline.config, table)
 
 

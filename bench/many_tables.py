@@ -96,6 +96,9 @@ def instrument_batch(clock: StepClock) -> None:
     from cdc_lib import offsets, sync
 
     clock.wrap(sync, "run_batch", "batch: run_batch, whole")
+    clock.wrap(sync, "reconcile_with_delta", "sync: reconcile_with_delta (before the batches)")
+    clock.wrap(offsets.StateHandle, "acquire", "sync: lease acquire (StateHandle.acquire)")
+    clock.wrap(offsets.StateHandle, "release", "sync: lease release (StateHandle.release)")
     clock.wrap(sync, "_write_tables", "batch: every table's write (_write_tables)")
     clock.wrap(sync, "read_batch", "batch: binlog read and fold (read_batch)")
     clock.wrap(sync, "settle_snapshots", "batch: snapshot documents (settle_snapshots)")
@@ -118,6 +121,8 @@ def instrument_delta_rs(clock: StepClock) -> None:
     clock.wrap(deltalake.DeltaTable, "__init__", "delta-rs: DeltaTable load")
     clock.wrap(deltalake.DeltaTable, "transaction_version", "delta-rs: transaction_version")
     clock.wrap(deltalake.DeltaTable, "update_incremental", "delta-rs: update_incremental")
+    clock.wrap(deltalake.DeltaTable, "delete", "delta-rs: DELETE (+ commit)")
+    clock.wrap(delta_rs_sink.LOADED_TABLES, "take", "delta-rs: kept table or load (LOADED_TABLES.take)")
     clock.wrap(deltalake.DeltaTable, "create_checkpoint", "delta-rs: create_checkpoint")
     clock.wrap(deltalake.DeltaTable, "metadata", "delta-rs: metadata")
     clock.wrap(TableMerger, "execute", "delta-rs: MERGE execute (+ commit)")
@@ -126,37 +131,52 @@ def instrument_delta_rs(clock: StepClock) -> None:
 
 def delta_rs_write_before(
     path: str, schema: Any, batch: Any, *, application: str, txn_version: int, metadata: dict[str, Any],
-    storage: Any,
+    storage: Any, known_log: Any = None,
 ) -> int:
-    """`delta_rs_sink._write_batch` as merged first (`--variants 'before:writer=delta-rs,delta_rs=before'`): the
-    committed version read back by `update_incremental` and `delta_log.version_of` (a log listing and reads)."""
+    """`delta_rs_sink._write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
+    a fresh `DeltaTable` load per write, and every batch a MERGE with the operation-testing clauses (no DELETE
+    for a delete-only batch, no plain clauses for one without deletes)."""
     import json as json_module
 
     from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
     from cdc_lib import delta_log, delta_rs_sink
+    from cdc_lib.delta_rs_sink import OPERATION_COLUMN, quote
 
     table = DeltaTable(delta_rs_sink.table_uri(path), storage_options=delta_rs_sink.storage_options(path, storage))
     committed = table.transaction_version(application)
     if committed is not None and committed >= txn_version:
         return delta_log.version_of(path, application, txn_version, storage)
+    loaded = table.version()
     user_metadata = json_module.dumps({**metadata, "app_id": application, "writer": "delta-rs"}, sort_keys=True)
     commit = CommitProperties(custom_metadata={"userMetadata": user_metadata},
                               app_transactions=[Transaction(app_id=application, version=txn_version)])
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     if batch.append:
-        rows = batch.records.filter(delta_rs_sink._is_upsert(batch.records)).drop_columns(
-            [delta_rs_sink.OPERATION_COLUMN])
+        rows = batch.records.filter(delta_rs_sink._is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
         write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
     else:
-        delta_rs_sink._merge(table, schema, batch, commit, hooks)
-    table.update_incremental()
+        condition = " AND ".join(f"t.{quote(key)} = s.{quote(key)}" for key in schema.primary_key)
+        if batch.key_range is not None and not batch.truncated:
+            condition += f" AND {delta_rs_sink._range_predicate(schema, batch.key_range)}"
+        columns = {quote(name): f"s.{quote(name)}" for name in schema.column_names}
+        merger = (
+            table.merge(batch.records, condition, source_alias="s", target_alias="t", commit_properties=commit,
+                        post_commithook_properties=hooks)
+            .when_matched_delete(f"s.{OPERATION_COLUMN} = 'd'")
+            .when_matched_update(columns)
+            .when_not_matched_insert(columns, predicate=f"s.{OPERATION_COLUMN} = 'u'")
+        )
+        if batch.truncated:
+            merger = merger.when_not_matched_by_source_delete()
+        merger.execute()
     version = table.version()
+    assert version > loaded, "a MERGE that changed nothing (the bench's batches always change rows)"
     interval = int(table.metadata().configuration.get("delta.checkpointInterval")
                    or delta_rs_sink.SPARK_CHECKPOINT_INTERVAL)
     if version % interval == 0:
         table.create_checkpoint()
-    return delta_log.version_of(path, application, txn_version, storage)
+    return version
 
 
 def spark_jobs_since(spark: Any, first_job: int) -> list[str]:

@@ -162,7 +162,8 @@ class SnapshotConfig:
 class BatchConfig:
     max_events: int = 100_000
     max_seconds: float = 60.0
-    #: Tables whose changes are written to Delta at once (each its own idempotent commit); None: the cores.
+    #: Tables whose changes are written to Delta at once (each its own idempotent commit); None: the cores for
+    #: Spark's tables, twice the cores for delta-rs's (`threads_for`).
     apply_threads: int | None = None
     #: Append the rows of keys a batch inserts, without MERGE, once a mirror table is consistent.
     append_inserts: bool = True
@@ -174,9 +175,14 @@ class BatchConfig:
     #: The engine that writes a mirror table's changes: `auto`, `spark` or `delta-rs` (cdc_lib.delta_rs_sink).
     writer: BatchWriter = "auto"
 
-    def threads_for(self, tables: int) -> int:
-        """Writer threads for a batch that changes `tables` tables: never more threads than tables."""
-        wanted = self.apply_threads if self.apply_threads is not None else (os.cpu_count() or 1)
+    def threads_for(self, tables: int, *, delta_rs: bool = False) -> int:
+        """Writer threads for a batch that changes `tables` tables: never more threads than tables.
+
+        `delta_rs`: the tables delta-rs writes, by default twice the cores: a delta-rs write releases the GIL and
+        waits on file I/O part of the time (docs/performance.md "A writer without Spark").
+        """
+        cores = os.cpu_count() or 1
+        wanted = self.apply_threads if self.apply_threads is not None else (2 * cores if delta_rs else cores)
         return max(1, min(wanted, tables))
 
 

@@ -234,7 +234,7 @@ def merge_changes(
     metadata = {**metadata, "writer": writer}
     if writer == "delta-rs":
         return _write_with_delta_rs(path, schema, changes, exact, application=application, txn_version=txn_version,
-                                    metadata=metadata, storage=storage)
+                                    metadata=metadata, storage=storage, tail=tail)
     assert spark is not None, "the Spark writer needs a SparkSession"
     # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.spill), each staged as
     # it comes, so a spilled batch never sits in Python whole.
@@ -274,10 +274,13 @@ def _write_with_delta_rs(
     txn_version: int,
     metadata: dict[str, Any],
     storage: SinkStorage,
+    tail: LogTail,
 ) -> int:
     """The Spark path's plan (append when only new keys, else MERGE pruned to the keys' range) on delta-rs.
 
-    A spilled batch never comes here (`delta_rs_sink.writer_for`): it is staged in one Arrow table.
+    A spilled batch never comes here (`delta_rs_sink.writer_for`): it is staged in one Arrow table. `tail`, the
+    log read that just checked for a replay, lets the writer use a `DeltaTable` kept from an earlier batch when
+    the log agrees with it (`delta_rs_tables.LoadedTables`).
     """
     rows = changes.rows
     if exact:
@@ -291,8 +294,9 @@ def _write_with_delta_rs(
         truncated=changes.truncated,
     )
     kind = {"kind": "merge", "path": "append"} if batch.append else {"kind": "merge"}
+    known = delta_rs_sink.KnownLog(latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version)
     return delta_rs_sink.write_batch(path, schema, batch, application=application, txn_version=txn_version,
-                                     metadata={**metadata, **kind}, storage=storage)
+                                     metadata={**metadata, **kind}, storage=storage, known_log=known)
 
 
 def _mirror_records(schema: TableSchema, changes: TableChanges) -> list[tuple[Any, ...]]:

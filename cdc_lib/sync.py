@@ -332,7 +332,7 @@ def _write_tables(
         for cursor, outcome in zip(on_spark, apply_all(spark, on_spark, write, threads=threads), strict=True):
             outcomes[cursor.name] = outcome
     if on_delta_rs:
-        threads = context.config.batch.threads_for(len(on_delta_rs))
+        threads = context.config.batch.threads_for(len(on_delta_rs), delta_rs=True)
         for cursor, outcome in zip(on_delta_rs, run_all(on_delta_rs, write, threads=threads), strict=True):
             outcomes[cursor.name] = outcome
     for cursor in cursors:

@@ -261,3 +261,39 @@ def test_wide_decimal_statistics_keep_a_table_on_spark_for_its_snapshot_and_its_
     with pytest.raises(DeltaRsWriterError) as refused:
         Pipeline(with_writer(config, "delta-rs")).sync(until_caught_up=True)
     assert refused.value.table == wide and "statistics" in refused.value.cause
+
+
+def test_a_kept_delta_rs_table_sees_a_spark_commit_made_between_two_batches(mariadb, database, make_config) -> None:
+    from cdc_lib.delta_rs_sink import LOADED_TABLES, table_uri
+
+    (table,) = make_tables(mariadb, database, 1)
+    pipeline = Pipeline(make_config([table], batch__writer="delta-rs"))
+    pipeline.snapshot()
+    path = pipeline.table_path(table)
+    mixed(mariadb, table, 1)
+    pipeline.sync(until_caught_up=True)
+    kept = LOADED_TABLES.held(table_uri(path))
+    assert kept is not None, "the batch kept no DeltaTable"
+    # Spark (another engine, as a second process would be) rewrites every file of the table between the batches,
+    # rows unchanged: a kept state that missed the commit would MERGE into removed files (rows twice, or a
+    # conflict).
+    spark_session(pipeline.config.spark).sql(f"UPDATE delta.`{path}` SET qty = qty")
+    rewritten = DeltaTable(path).version()
+    assert rewritten == kept.version() + 1 and _commit_operation(path, rewritten) == "UPDATE"
+    mixed(mariadb, table, 2)
+    pipeline.sync(until_caught_up=True)
+    assert LOADED_TABLES.held(table_uri(path)) is kept, "the second batch did not reuse the kept table"
+    assert kept.version() == rewritten + 1 == DeltaTable(path).version()
+    assert_equal_to_source(mariadb, pipeline, table)
+    # A batch that only deletes is a DELETE (no join), on the kept table too.
+    sql(mariadb, f"DELETE FROM {table} WHERE id BETWEEN 17 AND 23 OR id = 20005")
+    pipeline.sync(until_caught_up=True)
+    assert _commit_operation(path, DeltaTable(path).version()) == "DELETE"
+    assert LOADED_TABLES.held(table_uri(path)) is kept
+    assert_equal_to_source(mariadb, pipeline, table)
+    assert_each_change_applied_once(pipeline.config, table)
+
+
+def _commit_operation(path: str, version: int) -> str:
+    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return str(next(json.loads(line)["commitInfo"]["operation"] for line in lines if '"commitInfo"' in line))

@@ -43,9 +43,11 @@ def test_apply_threads_default_to_the_cores_and_never_exceed_the_changed_tables(
     batch = parse_config(VALID).batch
     assert batch.apply_threads is None and batch.append_inserts
     assert batch.threads_for(500) == (os.cpu_count() or 1)
-    assert batch.threads_for(1) == 1
+    assert batch.threads_for(500, delta_rs=True) == 2 * (os.cpu_count() or 1)  # delta-rs waits on I/O too
+    assert batch.threads_for(1) == batch.threads_for(1, delta_rs=True) == 1
     configured = parse_config(with_key("batch.apply_threads", 7)).batch
     assert (configured.threads_for(3), configured.threads_for(50)) == (3, 7)
+    assert configured.threads_for(50, delta_rs=True) == 7
     assert not parse_config(with_key("batch.append_inserts", False)).batch.append_inserts
 
 

@@ -1,0 +1,99 @@
+"""delta-rs `DeltaTable`s kept between the batches of one process (`LOADED_TABLES`), for `delta_rs_sink`.
+
+A small write's second cost after its MERGE is loading the table's state; a kept table is moved forward with
+`update_incremental` instead, and used only when binlake's own read of the log agrees with it
+(docs/performance.md "A writer without Spark", "Kept tables").
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+
+@dataclass(frozen=True)
+class KnownLog:
+    """What binlake's own read of the table's log (`delta_log.read_log_tail`) found just before the write."""
+
+    latest_version: int
+    checkpoint_version: int | None
+
+
+class LoadedTables:
+    """`DeltaTable`s kept between batches of this process and moved forward with `update_incremental`.
+
+    A load lists the log and reads the newest checkpoint and every commit since (3-5 ms a table, the second cost
+    of a small write after the MERGE itself); `update_incremental` reads only the commits after the kept version
+    (~1 ms). The Delta log is append-only, so a kept table brought forward to the newest commit has the state a
+    fresh load has. A kept table is used only when binlake's own read of the log, just before, agrees:
+
+    - the kept version is at or past the newest checkpoint that read found: the commits after it are then newer
+      than every checkpoint, so no log cleanup (which removes only commits older than the newest checkpoint, and
+      older than the log retention) can have removed one it has not read yet;
+    - after `update_incremental` its version is the newest the read found: a commit that landed in between (a
+      writer outside binlake's lease) or a log that does not continue the kept one makes a fresh load.
+
+    Anything else, or any failure, loads afresh as before. Entries unused for `MAX_IDLE_SECONDS` are dropped and
+    at most `MAX_TABLES` are kept (the least recently used go), bounding memory: a table's state holds its file
+    list.
+    """
+
+    MAX_TABLES = 512
+    MAX_IDLE_SECONDS = 600.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tables: OrderedDict[tuple[str, str], tuple[DeltaTable, float]] = OrderedDict()
+
+    def take(self, uri: str, options: dict[str, str] | None, known: KnownLog | None) -> DeltaTable:
+        """The table at the version `known` names, kept or loaded; the caller owns it until `keep`."""
+        from deltalake import DeltaTable
+
+        key = (uri, json.dumps(options, sort_keys=True))
+        kept: DeltaTable | None
+        with self._lock:
+            kept, used = self._tables.pop(key, (None, 0.0))
+        if kept is not None and known is not None and time.monotonic() - used < self.MAX_IDLE_SECONDS:
+            version = kept.version()
+            if version <= known.latest_version and (known.checkpoint_version is None
+                                                    or version >= known.checkpoint_version):
+                try:
+                    kept.update_incremental()
+                except Exception:  # noqa: BLE001 - whatever it was, a fresh load below reads the log anew
+                    kept = None
+                if kept is not None and kept.version() == known.latest_version:
+                    return kept
+        return DeltaTable(uri, storage_options=options)
+
+    def keep(self, uri: str, options: dict[str, str] | None, table: DeltaTable) -> None:
+        key = (uri, json.dumps(options, sort_keys=True))
+        with self._lock:
+            self._tables[key] = (table, time.monotonic())
+            self._tables.move_to_end(key)
+            while len(self._tables) > self.MAX_TABLES:
+                self._tables.popitem(last=False)
+
+    def held(self, uri: str, options: dict[str, str] | None = None) -> DeltaTable | None:
+        """The `DeltaTable` kept for `uri` (None: none is): for tests and benches that check it is reused."""
+        with self._lock:
+            entry = self._tables.get((uri, json.dumps(options, sort_keys=True)))
+        return entry[0] if entry is not None else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+
+
+#: This process's kept tables (delta-rs tables are thread-safe to hand from one thread to another; each is used
+#: by one write at a time: `take` removes it until `keep` puts it back).
+LOADED_TABLES = LoadedTables()
+
+
+__all__ = ["LOADED_TABLES", "KnownLog", "LoadedTables"]

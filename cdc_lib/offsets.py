@@ -288,6 +288,26 @@ class PipelineState:
         )
 
 
+def document_bytes(document: dict[str, Any]) -> bytes:
+    """A stored document as JSON with one line per key, and per entry of a mapping of objects (`tables`).
+
+    Readable like an indented dump, at the C encoder's speed: `indent` switches `json` to its pure-Python
+    encoder, 9 ms of a 100-table state's 19 ms save (three saves a batch).
+    """
+
+    def line(key: str, value: Any, margin: str) -> str:
+        return f"{margin}{json.dumps(key)}: {json.dumps(value, sort_keys=True)}"
+
+    lines = []
+    for key, value in sorted(document.items()):
+        if isinstance(value, dict) and value and all(isinstance(entry, dict) for entry in value.values()):
+            entries = ",\n".join(line(name, entry, "  ") for name, entry in sorted(value.items()))
+            lines.append(f" {json.dumps(key)}: {{\n{entries}\n }}")
+        else:
+            lines.append(line(key, value, " "))
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
+
+
 class OffsetStore(ABC):
     """A place for one state document per pipeline, with conditional writes."""
 
@@ -401,7 +421,7 @@ class LocalOffsetStore(OffsetStore):
             partial = target.parent / f".{target.name}.{uuid.uuid4().hex}"
             try:
                 with open(partial, "wb") as handle:
-                    handle.write(json.dumps(document, indent=1, sort_keys=True).encode())
+                    handle.write(document_bytes(document))
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.replace(partial, target)
@@ -507,7 +527,7 @@ class S3OffsetStore(OffsetStore):
             response = self.client.put_object(
                 Bucket=self.bucket,
                 Key=self._key(pipeline, name),
-                Body=json.dumps(document, indent=1, sort_keys=True).encode(),
+                Body=document_bytes(document),
                 ContentType="application/json",
                 **condition,
             )

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -5,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
-from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle
+from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, document_bytes
 
 
 def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:
@@ -17,6 +18,19 @@ def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:
     store.write(PipelineState(pipeline="p", batch_seq=4), token)
     with pytest.raises(ConcurrentRunError, match="another runner"):
         store.write(PipelineState(pipeline="p", batch_seq=5), token)
+
+
+def test_a_stored_document_is_json_with_a_line_per_table() -> None:
+    document = {
+        "tables": {"z.t": {"pos": 7, "note": "Größe \"x\"", "ddl": [{"q": None}]}, "a.t": {}},
+        "batch_seq": 12, "lease": None, "recent_batches": [{"rows": 3}], "empty": {}, "mixed": {"k": 1, "j": {"x": 2}},
+    }
+    text = document_bytes(document).decode()
+    assert json.loads(text) == document
+    lines = text.splitlines()
+    table_line = '  "z.t": {"ddl": [{"q": null}], "note": "Gr\\u00f6\\u00dfe \\"x\\"", "pos": 7}'
+    assert lines.index('  "a.t": {},') < lines.index(table_line)
+    assert ' "mixed": {"j": {"x": 2}, "k": 1},' in lines
 
 
 def test_second_runner_fails_fast_while_lease_is_held(tmp_path: Path) -> None:

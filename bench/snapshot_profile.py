@@ -13,10 +13,13 @@ key columns only, statistics on every column (Delta's default, the first 32 colu
 encoding, Delta's statistics and commit, and what binlake's own commit adds. The last run's Spark jobs are
 listed with their start, duration and tasks: the write's seconds outside them are the driver's.
 
-`--writers spark delta-rs` snapshots the table once per `snapshot.writer` in each run, in turn, each into a lake
-of its own, in the same process and warm SparkSession. The write stages also end the read handed to Python as
-Arrow (`toArrow`), and that Arrow written by delta-rs with binlake's SetTransaction and metadata; `--stages`
-picks some of them by label.
+`--writers spark delta-rs` snapshots the table once per `snapshot.writer` in each run, in turn (the order
+alternating between runs), each into a lake of its own, in the same process and warm SparkSession. The write
+stages also end the read handed to Python as Arrow (`toArrow`), and that Arrow written by delta-rs with binlake's
+SetTransaction and metadata; `--stages` picks some of them by label.
+
+Each snapshot's CPU seconds are read from /proc for the JVM, `mariadbd` and this process (delta-rs's threads
+included): unlike the wall time, they do not move with the load or the run order.
 
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
     python -m bench.snapshot_profile --rows 200000 2000000 --repeat 5 --writers spark delta-rs
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -140,6 +144,40 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
     ]
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far, all its threads (delta-rs's included in Python's)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def _jvm_pid() -> int | None:
+    """The Spark driver JVM this process launched (a child or grandchild running java), if any."""
+    def children(pid: int) -> list[int]:
+        found = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(child) for child in (task / "children").read_text().split()]
+        return found
+
+    for child in children(os.getpid()):
+        for candidate in [child, *children(child)]:
+            if b"java" in Path(f"/proc/{candidate}/cmdline").read_bytes():
+                return candidate
+    return None
+
+
+def _cpu_snapshot(mariadb_pid: int | None) -> dict[str, float]:
+    jvm = _jvm_pid()
+    found = {"python (delta-rs included)": _cpu_seconds(os.getpid())}
+    if jvm is not None:
+        found["JVM"] = _cpu_seconds(jvm)
+    if mariadb_pid is not None:
+        found["mariadbd"] = _cpu_seconds(mariadb_pid)
+    return found
+
+
 def _dump_seconds(server: LocalMariaDB, database: str, table: str) -> float:
     dump = shutil.which("mariadb-dump") or shutil.which("mysqldump") or "mysqldump"
     started = time.perf_counter()
@@ -183,6 +221,7 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
     dumps: list[float] = []
     walls: dict[str, list[float]] = {writer: [] for writer in chosen}
     steps: dict[str, list[dict[str, float]]] = {writer: [] for writer in chosen}
+    cpu: dict[str, list[dict[str, float]]] = {writer: [] for writer in chosen}
     jobs: dict[str, list[SparkJob]] = {}
     spark = pipeline.spark()
     with ExitStack() as cleanup:
@@ -192,19 +231,25 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
         for run in stages.values():
             run()  # each sink's first job compiles its own code paths: not counted
         stage_seconds: dict[str, list[float]] = {stage: [] for stage in stages}
-        for _ in range(repeat):
+        for round_number in range(repeat):
             # Interleaved: dump, snapshot and every write stage in turn, so the machine's load (other agents')
             # hits them alike. (Run one after the other, the snapshot's write and the bare Delta write of the
             # same read once differed by 2.9 s at 200k rows; interleaved, by ~0.4 s: docs/performance.md.)
             dumps.append(_dump_seconds(server, "keepup", table))
-            for writer in chosen:
+            # The writers' order alternates between rounds: the first snapshot of a round was measured ~20 %
+            # faster than the second, whichever it was (docs/performance.md, "Pipelining the wave").
+            for writer in chosen if round_number % 2 == 0 else chosen[::-1]:
                 clock = StepClock()
                 known = _last_job_id(spark)
                 with clock.patched(_engine_steps()):
                     origin_ms = _jvm_millis(spark)
+                    cpu_before = _cpu_snapshot(server.pid)
                     started = time.perf_counter()
                     result = pipelines[writer].snapshot()[0]
                     wall = time.perf_counter() - started
+                    cpu_after = _cpu_snapshot(server.pid)
+                cpu[writer].append({name: cpu_after[name] - cpu_before[name] for name in cpu_after
+                                    if name in cpu_before})
                 jobs[writer] = _jobs_since(spark, known, origin_ms)
                 assert result.rows == rows, (writer, result.rows, rows)
                 walls[writer].append(wall)
@@ -215,8 +260,8 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
                 run()
                 stage_seconds[stage].append(time.perf_counter() - started)
     dump_s = statistics.median(dumps)
-    by_writer = {writer: _writer_figures(walls[writer], steps[writer], jobs[writer], first_s[writer], dump_s)
-                 for writer in chosen}
+    by_writer = {writer: _writer_figures(walls[writer], steps[writer], jobs[writer], first_s[writer], dump_s,
+                                         cpu[writer]) for writer in chosen}
     figures: dict[str, Any] = {"rows": rows, "chunks": result.chunks, "mysqldump_s": dump_s, "mysqldump_runs": dumps,
                                **by_writer[chosen[0]]}
     if writers:
@@ -227,7 +272,7 @@ def profile_table(server: LocalMariaDB, work: Path, *, rows: int, repeat: int, s
 
 
 def _writer_figures(walls: list[float], steps: list[dict[str, float]], jobs: list[SparkJob], first_s: float,
-                    dump_s: float) -> dict[str, Any]:
+                    dump_s: float, cpu: list[dict[str, float]]) -> dict[str, Any]:
     names = sorted({name for run in steps for name in run}, key=lambda name: -statistics.median(
         run.get(name, 0.0) for run in steps))
     snapshot_s = statistics.median(walls)
@@ -237,6 +282,9 @@ def _writer_figures(walls: list[float], steps: list[dict[str, float]], jobs: lis
         "spark_jobs_of_last_run": [job.__dict__ for job in jobs],
         "spark_job_seconds_of_last_run": sum(job.seconds for job in jobs),
         "last_run_s": walls[-1], "snapshot_vs_mysqldump": dump_s / snapshot_s,
+        # CPU seconds per process and snapshot (medians): unlike wall time, not moved by the run order or by the
+        # share of the cores other processes take.
+        "cpu_s": {name: statistics.median(run[name] for run in cpu) for name in (cpu[0] if cpu else {})},
     }
 
 
@@ -358,6 +406,9 @@ def print_profile(figures: dict[str, Any]) -> None:
               f"(medians of {len(figured['snapshot_runs'])}: {_runs(figured['snapshot_runs'])}; mysqldump "
               f"{_runs(figures['mysqldump_runs'])}; the first, of a new table, "
               f"took {figured['first_snapshot_s']:.2f} s)")
+        if figured.get("cpu_s"):
+            print("  CPU seconds per snapshot: " + ", ".join(f"{name} {seconds:.2f}"
+                                                         for name, seconds in figured["cpu_s"].items()))
         for step, seconds in figured["steps_s"].items():
             if seconds >= 0.0005:
                 print(f"  {step:<60} {seconds:7.3f} s  {100 * seconds / figured['snapshot_s']:5.1f} %")

@@ -226,6 +226,7 @@ def _run_wave(
             connection, schema.table, min(document.rows_estimated, (end - first) * settings.chunk_rows()),
         ) if settings.writer != "spark" else 0,
         storage=context.sink, column_types=snapshot_delta_rs.frame_column_types(frame),
+        spark_conf=context.config.spark.conf,
     )
     try:
         if writer == "delta-rs":

@@ -12,17 +12,18 @@ module does it first: a replayed wave writes nothing and returns the version of 
 
 What delta-rs cannot write exactly stays on Spark (`delta_rs_refusal`): deletion vectors and the change data
 feed (`write_snapshot` sets those table properties and may drop the feature), soft-delete and history
-tables, sinks on S3, an existing table the change writer would not write (`delta_rs_sink.spark_only_reasons`),
-and columns whose statistics delta-rs writes inexactly (wide DECIMALs, `delta_log.inexact_statistics`).
-So does what it would write worse (`choose_writer`): a wave too large to hold in the driver
-(`ARROW_WAVE_BYTES`), and Spark on a cluster, whose executors write in parallel.
+tables, an existing table the change writer would not write (`delta_rs_sink.spark_only_reasons`), and columns
+whose statistics delta-rs writes inexactly (wide DECIMALs, `delta_log.inexact_statistics`). So does what it
+would write worse or around Spark's coordination (`choose_writer`): a wave too large to hold in the driver
+(`ARROW_WAVE_BYTES`), Spark on a cluster, whose executors write in parallel, and a Delta log store set for Spark
+(S3's DynamoDB one). An S3 sink is written with the sink's S3 settings (`delta_rs_sink.storage_options`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +31,7 @@ import pymysql
 
 from cdc_lib import delta_log
 from cdc_lib.config import SnapshotWriter
-from cdc_lib.delta_rs_sink import spark_only_reasons
+from cdc_lib.delta_rs_sink import spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
@@ -58,6 +59,7 @@ ARROW_WAVE_BYTES = 512 * 1024 * 1024
 def choose_writer(
     setting: SnapshotWriter, path: str, *, table: str, mode: str, deletion_vectors: bool, change_data_feed: bool,
     local_master: bool, wave_bytes: int, storage: SinkStorage, column_types: Sequence[tuple[str, str]] = (),
+    spark_conf: Mapping[str, str] | None = None,
 ) -> Literal["spark", "delta-rs"]:
     """The engine that writes this table's snapshot wave under `snapshot.writer: setting`.
 
@@ -66,6 +68,8 @@ def choose_writer(
             the driver is the wrong place to hold a wave.
         wave_bytes: the wave's estimated size (`wave_bytes_estimate`).
         column_types: the wave's columns and their Delta types (`frame_column_types`).
+        spark_conf: the pipeline's `spark.conf`: a Delta log store set there (the DynamoDB one for S3) is how
+            Spark's commits coordinate, and delta-rs would commit around it.
 
     Raises:
         SnapshotWriterError: `delta-rs` was asked for a table it cannot write exactly (the reason is named).
@@ -74,6 +78,8 @@ def choose_writer(
         return "spark"
     refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
                                change_data_feed=change_data_feed, storage=storage, column_types=column_types)
+    if refusal is None and any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
+        refusal = "a Delta log store is set under spark.conf (spark.delta.logStore.*), which delta-rs would bypass"
     if refusal is None and not local_master:
         refusal = "Spark runs on a cluster (spark.master), whose executors write the wave in parallel"
     if refusal is None and wave_bytes > ARROW_WAVE_BYTES:
@@ -101,8 +107,6 @@ def delta_rs_refusal(
         return "the table has deletion vectors on (sink.deletion_vectors)"
     if change_data_feed:
         return "the table has the change data feed on (sink.change_data_feed)"
-    if path.startswith("s3a://"):
-        return "the sink is on S3 (the delta-rs snapshot writer writes local sinks)"
     settings = delta_log.table_settings(path, storage=storage)
     if settings is None:
         if delta_log.table_exists(path, storage=storage):
@@ -148,8 +152,10 @@ def write_wave(
     rows = frame.toArrow()
     user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
     write_deltalake(
-        path,
+        table_uri(path),
         rows,
+        # An S3 sink: the settings binlake and Spark use (endpoint, region, credentials, path style).
+        storage_options=storage_options(path, storage),
         mode="overwrite" if overwrite else "append",
         schema_mode="overwrite" if overwrite else None,
         # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).

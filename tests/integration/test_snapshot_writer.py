@@ -15,10 +15,12 @@ from cdc_lib import snapshot_delta_rs
 from cdc_lib.config import parse_config
 from cdc_lib.errors import ConfigError, DeltaStateError
 from cdc_lib.pipeline import Pipeline
+from cdc_lib.sink_storage import storage_for
 from cdc_lib.snapshot import read_table
 from cdc_lib.snapshot_delta_rs import SnapshotWriterError, write_wave
 from cdc_lib.source import TableRef, describe_table, source_connection
 from tests.conftest import delta_rows, run_cli, scan_rows, source_rows, sql, write_config_file
+from tests.integration.conftest import s3_sink
 from tests.integration.test_chunked_snapshot import finished_record, make_items, wave_commits
 from tests.integration.test_type_parity import COLUMNS, NAMES, ROWS, WIDE_DECIMALS
 
@@ -159,6 +161,67 @@ def test_an_empty_table_snapshotted_by_delta_rs_then_followed(mariadb, database,
     assert delta_rows(config, table) == source_rows(mariadb, table)
 
 
+def test_a_wave_whose_read_fails_midway_commits_nothing(mariadb, database, make_config, tmp_path) -> None:
+    """A wave's read failing in one task after another task finished: the job's own error is raised, delta-rs
+    commits nothing, and the wave read again commits once (a streamed hand-over must keep this: docs/performance.md
+    "Pipelining the wave")."""
+    from pyspark.sql import functions as F
+
+    table = make_items(mariadb, database, rows=40)
+    pipeline = Pipeline(make_config([table]))
+    spark = pipeline.spark()
+    path = str(tmp_path / "failed-wave")
+    good = spark.range(0, 3_000, 1, 2).select((F.col("id") * 7).alias("id"))
+    assert write_wave(good, path, application="binlake-test:midway", txn_version=1, metadata={"wave": 1},
+                      overwrite=True) == 0
+    # Two tasks: the first reads its 20,000 rows, the second fails at its last row.
+    failing = spark.range(0, 40_000, 1, 2).select(
+        F.when(F.col("id") == 39_999, F.raise_error(F.lit("binlake-test: the read broke at 12.25")))
+        .otherwise(F.col("id")).alias("id"))
+    with pytest.raises(Exception, match="the read broke at 12.25"):
+        write_wave(failing, path, application="binlake-test:midway", txn_version=2, metadata={"wave": 2},
+                   overwrite=False)
+    assert len(commit_infos(path)) == 1, "no commit for the failed wave"
+    assert sorted(row[0] for row in scan_rows(path)) == [7 * key for key in range(3_000)]
+    # The same wave read again commits once.
+    assert write_wave(spark.range(0, 40_000, 1, 2), path, application="binlake-test:midway", txn_version=2,
+                      metadata={"wave": 2}, overwrite=False) == 1
+    assert len(scan_rows(path)) == 43_000
+
+
+def test_a_snapshot_into_s3_is_written_by_delta_rs(mariadb, database, make_config, s3_endpoint, s3_bucket) -> None:
+    """An S3 sink takes the delta-rs writer too (delta-rs reaches it with the sink's S3 settings): the waves land
+    on the bucket, read back by delta-rs and by Spark, and the sync's Spark MERGEs continue on the table."""
+    from deltalake import DeltaTable
+
+    from cdc_lib.delta_rs_sink import storage_options, table_uri
+
+    table = make_items(mariadb, database, rows=300)
+    config = make_config([table], sink=s3_sink(s3_endpoint, s3_bucket), offsets={},
+                         snapshot={"writer": "delta-rs", "rows_per_chunk": 120, "chunks_per_wave": 1})
+    pipeline = Pipeline(config)
+    (result,) = pipeline.snapshot()
+    assert result.rows == 300 and result.chunks == 3 and result.installed
+    path = pipeline.table_path(table)
+    assert path.startswith("s3a://")
+
+    def lake() -> DeltaTable:
+        return DeltaTable(table_uri(path), storage_options=storage_options(path, pipeline.sink))
+
+    history = sorted(lake().history(), key=lambda info: int(info["version"]))
+    assert [json.loads(info["userMetadata"])["wave"] for info in history] == [1, 2, 3]
+    assert not any(written_by_spark(info) for info in history), "delta-rs wrote every wave"
+    by_delta_rs = sorted(tuple(row.values()) for row in lake().to_pyarrow_table().to_pylist())
+    assert by_delta_rs == source_rows(mariadb, table)
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+
+    sql(mariadb, f"UPDATE {table} SET price = 12.25 WHERE id = 14", f"DELETE FROM {table} WHERE id = -4",
+        f"INSERT INTO {table} VALUES (5003, 0.75, 'late')")
+    pipeline.sync(until_caught_up=True)
+    assert delta_rows(config, table) == source_rows(mariadb, table)
+    assert pipeline.read_state().tables[table].consistent
+
+
 def test_tables_delta_rs_cannot_write_exactly_stay_on_spark_or_are_refused(mariadb, database, make_config,
                                                                            tmp_path) -> None:
     table = make_items(mariadb, database, rows=30)
@@ -194,6 +257,20 @@ def test_a_wave_too_large_for_the_driver_stays_on_spark(mariadb, database, make_
     forced = make_config([table], sink={"path": str(tmp_path / "lake-forced")}, snapshot={"writer": "delta-rs"})
     with pytest.raises(SnapshotWriterError, match="MiB"):
         Pipeline(forced).snapshot()
+
+
+def test_a_delta_log_store_set_for_spark_keeps_the_snapshot_on_spark(tmp_path) -> None:
+    """S3's DynamoDB log store (set under spark.conf) is how Spark's commits coordinate: delta-rs would bypass it."""
+    path = str(tmp_path / "lake" / "db" / "t")
+    common: dict[str, Any] = {"table": "db.t", "mode": "mirror", "deletion_vectors": False, "change_data_feed": False,
+                              "local_master": True, "wave_bytes": 4_096, "storage": storage_for(path)}
+    log_store = {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"}
+    assert snapshot_delta_rs.choose_writer("auto", path, **common) == "delta-rs"
+    assert snapshot_delta_rs.choose_writer("auto", path, **common, spark_conf={"spark.sql.shuffle.partitions": "3"}) \
+        == "delta-rs"
+    assert snapshot_delta_rs.choose_writer("auto", path, **common, spark_conf=log_store) == "spark"
+    with pytest.raises(SnapshotWriterError, match="log store"):
+        snapshot_delta_rs.choose_writer("delta-rs", path, **common, spark_conf=log_store)
 
 
 def test_snapshot_writer_setting_is_validated() -> None:

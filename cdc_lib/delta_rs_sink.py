@@ -94,6 +94,16 @@ def spark_only_reasons(settings: delta_log.TableSettings) -> list[str]:
     return reasons
 
 
+def spark_log_store(spark_conf: Mapping[str, str] | None) -> str | None:
+    """Why a Delta log store set for Spark keeps a table's writes on Spark (None: none is set).
+
+    e.g. the DynamoDB log store for S3: Spark's commits coordinate through it, and delta-rs would bypass it.
+    """
+    if any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
+        return "a Delta log store is set under spark.conf (spark.delta.logStore.*), which delta-rs would bypass"
+    return None
+
+
 def writer_for(
     configured: BatchWriter,
     *,
@@ -118,9 +128,8 @@ def writer_for(
         reasons.append(f"the {mode} table mode")
     if isinstance(changes, SpilledChanges):
         reasons.append("a spilled batch (batch.max_buffered_changes)")
-    if any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
-        # e.g. the DynamoDB log store: commits coordinate through it, and delta-rs would bypass it.
-        reasons.append("a Delta log store set under spark.conf (spark.delta.logStore.*)")
+    if (log_store := spark_log_store(spark_conf)) is not None:
+        reasons.append(log_store)
     settings = delta_log.table_settings(path, storage=storage)
     if settings is not None:
         reasons += spark_only_reasons(settings)

@@ -31,7 +31,7 @@ import pymysql
 
 from cdc_lib import delta_log
 from cdc_lib.config import SnapshotWriter
-from cdc_lib.delta_rs_sink import spark_only_reasons, storage_options, table_uri
+from cdc_lib.delta_rs_sink import spark_log_store, spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
@@ -78,8 +78,8 @@ def choose_writer(
         return "spark"
     refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
                                change_data_feed=change_data_feed, storage=storage, column_types=column_types)
-    if refusal is None and any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
-        refusal = "a Delta log store is set under spark.conf (spark.delta.logStore.*), which delta-rs would bypass"
+    if refusal is None:
+        refusal = spark_log_store(spark_conf)
     if refusal is None and not local_master:
         refusal = "Spark runs on a cluster (spark.master), whose executors write the wave in parallel"
     if refusal is None and wave_bytes > ARROW_WAVE_BYTES:

@@ -1,0 +1,189 @@
+"""Where a followed row's time goes (issue 12): one follow trial at a fixed rate, with time accounting.
+
+Starts its own MariaDB, creates the keep-up table (`bench.keepup_load`), snapshots it, then for each variant
+runs `bench.keepup.follow_trial` (the load writer at `--rate` rows/s in its own process, this process syncing
+back to back) with the steps of a batch timed: the binlog read and decode (`read_batch`, wall and CPU of the
+thread that runs it), staging to Arrow, the delta-rs write (load, MERGE or append, commit), the offsets save,
+and the rest of `sync` (lease, server checks, listings). CPU of MariaDB (from /proc), of the load writer (a
+reaped child) and of this process over each trial say how much of the 2 cores is left for binlake.
+
+    python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
+
+Variants (alternated in one process): `base` (one `sync()` per batch, as `follow_trial` does) and
+`caught-up` (`sync(until_caught_up=True)` per loop: one lease and the read-ahead across batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import keepup
+from bench.keepup_load import create_table
+from cdc_lib import delta_rs_sink, delta_sink, offsets, sync
+from cdc_lib.config import load_config
+from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.pipeline import Pipeline
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Accounts:
+    """Seconds (wall, and CPU of the calling thread) per step, summed over a trial."""
+
+    wall: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.wall[name] += time.perf_counter() - wall
+                self.cpu[name] += time.thread_time() - cpu
+                self.calls[name] += 1
+
+    def clear(self) -> None:
+        self.wall.clear()
+        self.cpu.clear()
+        self.calls.clear()
+
+
+ACCOUNTS = Accounts()
+
+
+def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with ACCOUNTS.step(name):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
+def instrument() -> None:
+    """Wrap the steps of a batch where their callers look them up (module attributes)."""
+    sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)  # type: ignore[assignment]
+    delta_sink._mirror_records = timed("fold → records", delta_sink._mirror_records)  # type: ignore[assignment]
+    delta_rs_sink.arrow_records = timed("records → Arrow", delta_rs_sink.arrow_records)  # type: ignore[assignment]
+    delta_rs_sink.write_batch = timed("delta-rs write (load, MERGE/append, commit)",  # type: ignore[assignment]
+                                      delta_rs_sink.write_batch)
+    delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)  # type: ignore[assignment]
+    delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)  # type: ignore[assignment]
+    offsets.StateHandle.save = timed("offsets save", offsets.StateHandle.save)  # type: ignore[method-assign]
+    sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)  # type: ignore[assignment]
+
+
+def process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def java_children() -> list[int]:
+    """This process's JVM children (the SparkSession's gateway), alive but idle while delta-rs writes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and "java" in stat.split(")")[0]:
+                found.append(int(entry.name))
+    return found
+
+
+def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMariaDB, *, variant: str,
+          rate: float, seconds: float, work: Path) -> dict[str, Any]:
+    pipeline.sync(until_caught_up=True)
+    server_pid = server.pid
+    assert server_pid is not None
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    self_before = resource.getrusage(resource.RUSAGE_SELF)
+    server_before = process_cpu(server_pid)
+    jvms = java_children()
+    jvm_before = sum(process_cpu(pid) for pid in jvms)
+    load_before = os.getloadavg()[0]
+    ACCOUNTS.clear()
+    started = time.perf_counter()
+    original = pipeline.sync
+    if variant == "caught-up":
+        pipeline.sync = timed("sync (whole)", lambda **_: original(until_caught_up=True))  # type: ignore[method-assign]
+    else:
+        pipeline.sync = timed("sync (whole)", original)  # type: ignore[method-assign]
+    try:
+        result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work)
+    finally:
+        pipeline.sync = original  # type: ignore[method-assign]
+    wall = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    figures = {
+        "variant": variant, "wall_s": round(wall, 1), "load_average_1m": (load_before, os.getloadavg()[0]),
+        "cpu_s": {"mariadb": round(process_cpu(server_pid) - server_before, 1),
+                  "load writer": round(children.ru_utime + children.ru_stime - children_before.ru_utime
+                                       - children_before.ru_stime, 1),
+                  "idle JVM (Spark of the snapshot)": round(sum(process_cpu(pid) for pid in jvms) - jvm_before, 1),
+                  "binlake (this process)": round(own.ru_utime + own.ru_stime - self_before.ru_utime
+                                                  - self_before.ru_stime, 1)},
+        "steps": {name: {"wall_s": round(ACCOUNTS.wall[name], 2), "thread_cpu_s": round(ACCOUNTS.cpu[name], 2),
+                         "calls": ACCOUNTS.calls[name]} for name in sorted(ACCOUNTS.wall)},
+        **{key: value for key, value in result.items() if key != "lag_s"},
+        "lag_s_tail": result["lag_s"][-5:],
+    }
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--workload", choices=("mixed", "insert"), default="mixed")
+    parser.add_argument("--rate", type=float, default=50_000)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--txn-rows", type=int, default=100)
+    parser.add_argument("--variants", default="base")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--max-events", type=int, default=None)
+    arguments = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="binlake-keepup-profile-"))
+    server = LocalMariaDB(work / "mariadb", server_id=13).start()
+    try:
+        server.create_cdc_user(keepup.USER, keepup.PASSWORD)
+        server.execute("CREATE DATABASE keepup")
+        table = f"keepup.load_{arguments.workload}"
+        connection = server.admin_connection("keepup")
+        try:
+            create_table(connection, table.split(".")[1], keepup.BASE_ROWS)
+        finally:
+            connection.close()
+        config = keepup.pipeline_config(work, server.port, "keepup_profile", [table], 7791,
+                                        max_events=arguments.max_events)
+        pipeline = Pipeline(load_config(config))
+        pipeline.snapshot()
+        instrument()
+        writer = keepup.Writer(server, table, arguments.workload, arguments.txn_rows)
+        for _ in range(arguments.rounds):
+            for variant in arguments.variants.split(","):
+                figures = trial(pipeline, writer, table, server, variant=variant, rate=arguments.rate,
+                                seconds=arguments.seconds, work=work)
+                print(json.dumps(figures), flush=True)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

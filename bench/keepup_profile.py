@@ -9,8 +9,8 @@ reaped child) and of this process over each trial say how much of the 2 cores is
 
     python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
 
-Variants (alternated in one process): `base` (one `sync()` per batch, as `follow_trial` does) and
-`caught-up` (`sync(until_caught_up=True)` per loop: one lease and the read-ahead across batches).
+Variants (alternated in one process): `follow` (`cdc_lib.follow`, as `bench.keepup` follows) and `sync`
+(`Pipeline.sync()` back to back, as `bench.keepup` followed before: no read-ahead, a lease per batch).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 from bench import keepup
 from bench.keepup_load import create_table
 from cdc_lib import delta_rs_sink, delta_sink, offsets, sync
+from cdc_lib import follow as follow_module
 from cdc_lib.config import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import Pipeline
@@ -47,6 +48,8 @@ class Accounts:
     cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Per delta-rs write: (rows staged, appended rather than MERGEd, seconds).
+    writes: list[tuple[int, bool, float]] = field(default_factory=list)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -63,6 +66,7 @@ class Accounts:
         self.wall.clear()
         self.cpu.clear()
         self.calls.clear()
+        self.writes.clear()
 
 
 ACCOUNTS = Accounts()
@@ -76,17 +80,38 @@ def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def timed_write(function: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(path: str, schema: Any, batch: delta_rs_sink.BatchWrite, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        with ACCOUNTS.step("delta-rs write (load, MERGE/append, commit)"):
+            version = function(path, schema, batch, **kwargs)
+        ACCOUNTS.writes.append((batch.records.num_rows, batch.append, time.perf_counter() - started))
+        return version
+
+    return wrapper
+
+
+def write_trend(writes: list[tuple[int, bool, float]]) -> dict[str, Any]:
+    """Mean rows and seconds of the first and the last third of the writes: does a write grow with the table?"""
+    third = max(1, len(writes) // 3)
+    parts = {"first third": writes[:third], "last third": writes[-third:]}
+    return {label: {"writes": len(part), "rows": round(sum(w[0] for w in part) / len(part)),
+                    "seconds": round(sum(w[2] for w in part) / len(part), 3),
+                    "appends": sum(1 for w in part if w[1])} for label, part in parts.items() if part}
+
+
 def instrument() -> None:
     """Wrap the steps of a batch where their callers look them up (module attributes)."""
-    sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)  # type: ignore[assignment]
-    delta_sink._mirror_records = timed("fold → records", delta_sink._mirror_records)  # type: ignore[assignment]
-    delta_rs_sink.arrow_records = timed("records → Arrow", delta_rs_sink.arrow_records)  # type: ignore[assignment]
-    delta_rs_sink.write_batch = timed("delta-rs write (load, MERGE/append, commit)",  # type: ignore[assignment]
-                                      delta_rs_sink.write_batch)
-    delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)  # type: ignore[assignment]
-    delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)  # type: ignore[assignment]
+    sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
+    delta_sink._mirror_records = timed("fold → records", delta_sink._mirror_records)
+    delta_rs_sink.arrow_records = timed("records → Arrow", delta_rs_sink.arrow_records)
+    delta_rs_sink.write_batch = timed_write(delta_rs_sink.write_batch)
+    delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)
+    delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)
     offsets.StateHandle.save = timed("offsets save", offsets.StateHandle.save)  # type: ignore[method-assign]
-    sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)  # type: ignore[assignment]
+    sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
+    sync.run_batch = timed("run_batch (whole)", sync.run_batch)
+    follow_module.run_batch = sync.run_batch
 
 
 def process_cpu(pid: int) -> float:
@@ -121,15 +146,9 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     load_before = os.getloadavg()[0]
     ACCOUNTS.clear()
     started = time.perf_counter()
-    original = pipeline.sync
-    if variant == "caught-up":
-        pipeline.sync = timed("sync (whole)", lambda **_: original(until_caught_up=True))  # type: ignore[method-assign]
-    else:
-        pipeline.sync = timed("sync (whole)", original)  # type: ignore[method-assign]
-    try:
-        result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work)
-    finally:
-        pipeline.sync = original  # type: ignore[method-assign]
+    mode: keepup.FollowMode = "sync" if variant == "sync" else "follow"
+    result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
+                                 mode=mode)
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -143,6 +162,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
                                                   - self_before.ru_stime, 1)},
         "steps": {name: {"wall_s": round(ACCOUNTS.wall[name], 2), "thread_cpu_s": round(ACCOUNTS.cpu[name], 2),
                          "calls": ACCOUNTS.calls[name]} for name in sorted(ACCOUNTS.wall)},
+        "write_trend": write_trend(ACCOUNTS.writes),
         **{key: value for key, value in result.items() if key != "lag_s"},
         "lag_s_tail": result["lag_s"][-5:],
     }
@@ -155,7 +175,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50_000)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--txn-rows", type=int, default=100)
-    parser.add_argument("--variants", default="base")
+    parser.add_argument("--variants", default="follow,sync")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-events", type=int, default=None)
     arguments = parser.parse_args()

@@ -103,8 +103,10 @@ def write_trend(writes: list[tuple[int, bool, float]]) -> dict[str, Any]:
 def instrument() -> None:
     """Wrap the steps of a batch where their callers look them up (module attributes)."""
     sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
-    delta_sink._mirror_records = timed("fold → records", delta_sink._mirror_records)
-    delta_rs_sink.arrow_records = timed("records → Arrow", delta_rs_sink.arrow_records)
+    delta_sink._mirror_records = timed("fold → records (before)", delta_sink._mirror_records)
+    delta_rs_sink.arrow_records = timed("records → Arrow (before)", delta_rs_sink.arrow_records)
+    if hasattr(delta_rs_sink, "arrow_fold"):
+        delta_rs_sink.arrow_fold = timed("fold → Arrow", delta_rs_sink.arrow_fold)
     delta_rs_sink.write_batch = timed_write(delta_rs_sink.write_batch)
     delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)
     delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)

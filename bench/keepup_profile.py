@@ -9,8 +9,11 @@ reaped child) and of this process over each trial say how much of the 2 cores is
 
     python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
 
-Variants (alternated in one process): `follow` (`cdc_lib.follow`, as `bench.keepup` follows) and `sync`
-(`Pipeline.sync()` back to back, as `bench.keepup` followed before: no read-ahead, a lease per batch).
+Variants (alternated in one process):
+  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead, table maps parsed once per
+           reader connection, the fold staged to Arrow a column at a time
+  sync     the same code, but `Pipeline.sync()` back to back (how `bench.keepup` followed before: no read-ahead)
+  before   `sync`, with each table map parsed anew and the fold staged as record tuples (the code before)
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from typing import Any
 
 from bench import keepup
 from bench.keepup_load import create_table
-from cdc_lib import delta_rs_sink, delta_sink, offsets, sync
+from cdc_lib import binlog, delta_rs_sink, delta_sink, offsets, sync
 from cdc_lib import follow as follow_module
 from cdc_lib.config import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.events import TableChanges
 from cdc_lib.pipeline import Pipeline
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -105,8 +109,7 @@ def instrument() -> None:
     sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
     delta_sink._mirror_records = timed("fold → records (before)", delta_sink._mirror_records)
     delta_rs_sink.arrow_records = timed("records → Arrow (before)", delta_rs_sink.arrow_records)
-    if hasattr(delta_rs_sink, "arrow_fold"):
-        delta_rs_sink.arrow_fold = timed("fold → Arrow", delta_rs_sink.arrow_fold)
+    delta_rs_sink.arrow_fold = timed("fold → Arrow", delta_rs_sink.arrow_fold)
     delta_rs_sink.write_batch = timed_write(delta_rs_sink.write_batch)
     delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)
     delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)
@@ -119,6 +122,20 @@ def instrument() -> None:
 def process_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+TABLE_MAPS_KEPT = binlog._TABLE_MAPS_KEPT
+
+
+def _fold_of(schema: Any, upserts: list[Any], deleted: list[Any]) -> TableChanges:
+    """A fold holding exactly `upserts` and `deleted` keys, for the record staging of the `before` variant."""
+    positions = tuple(schema.column_names.index(key) for key in schema.primary_key)
+    changes = TableChanges(positions)
+    for row in upserts:
+        changes.rows[tuple(row[index] for index in positions)] = ("upsert", row)
+    for key in deleted:
+        changes.rows[key] = ("delete", None)
+    return changes
 
 
 def java_children() -> list[int]:
@@ -148,9 +165,18 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     load_before = os.getloadavg()[0]
     ACCOUNTS.clear()
     started = time.perf_counter()
-    mode: keepup.FollowMode = "sync" if variant == "sync" else "follow"
-    result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
-                                 mode=mode)
+    mode: keepup.FollowMode = "follow" if variant == "follow" else "sync"
+    staging = delta_rs_sink.arrow_fold
+    if variant == "before":
+        binlog._TABLE_MAPS_KEPT = 0
+        delta_rs_sink.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_sink.arrow_records(
+            schema, delta_sink._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
+    try:
+        result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
+                                     mode=mode)
+    finally:
+        binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
+        delta_rs_sink.arrow_fold = staging
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)

@@ -274,7 +274,9 @@ def test_a_table_map_is_parsed_once_per_reader_and_an_altered_one_anew(mariadb, 
     monkeypatch.setattr(binlog, "_parse_table_map", counting)
     stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, TableMapEvent],
                          tables=[TableRef.parse(f"{db}.m")])
-    tables, widths, rows = [], [], []
+    tables: list[Any] = []
+    widths: list[int] = []
+    rows: list[dict[str, Any]] = []
     try:
         for event in stream:
             if isinstance(event, TableMapEvent):

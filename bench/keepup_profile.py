@@ -1,6 +1,6 @@
 """Where a followed row's time goes (issue 12): one follow trial at a fixed rate, with time accounting.
 
-Starts its own MariaDB, creates the keep-up table (`bench.keepup_load`), snapshots it, then for each variant
+Starts its own MariaDB; for each variant creates a keep-up table (`bench.keepup_load`), snapshots it, and
 runs `bench.keepup.follow_trial` (the load writer at `--rate` rows/s in its own process, this process syncing
 back to back) with the steps of a batch timed: the binlog read and decode (`read_batch`, wall and CPU of the
 thread that runs it), staging to Arrow, the delta-rs write (load, MERGE or append, commit), the offsets save,
@@ -212,20 +212,24 @@ def main() -> None:
     try:
         server.create_cdc_user(keepup.USER, keepup.PASSWORD)
         server.execute("CREATE DATABASE keepup")
-        table = f"keepup.load_{arguments.workload}"
-        connection = server.admin_connection("keepup")
-        try:
-            create_table(connection, table.split(".")[1], keepup.BASE_ROWS)
-        finally:
-            connection.close()
-        config = keepup.pipeline_config(work, server.port, "keepup_profile", [table], 7791,
-                                        max_events=arguments.max_events)
-        pipeline = Pipeline(load_config(config))
-        pipeline.snapshot()
         instrument()
-        writer = keepup.Writer(server, table, arguments.workload, arguments.txn_rows)
+        trial_number = 0
         for _ in range(arguments.rounds):
             for variant in arguments.variants.split(","):
+                # Each trial on a table of its own, fresh from the snapshot: a MERGE's cost grows with the table
+                # (docs/performance.md), so a variant run after another would otherwise meet a larger table.
+                trial_number += 1
+                table = f"keepup.load_{arguments.workload}_{trial_number}"
+                connection = server.admin_connection("keepup")
+                try:
+                    create_table(connection, table.split(".")[1], keepup.BASE_ROWS)
+                finally:
+                    connection.close()
+                config = keepup.pipeline_config(work, server.port, f"keepup_profile_{trial_number}", [table],
+                                                7790 + trial_number, max_events=arguments.max_events)
+                pipeline = Pipeline(load_config(config))
+                pipeline.snapshot()
+                writer = keepup.Writer(server, table, arguments.workload, arguments.txn_rows)
                 figures = trial(pipeline, writer, table, server, variant=variant, rate=arguments.rate,
                                 seconds=arguments.seconds, work=work)
                 print(json.dumps(figures), flush=True)

@@ -123,7 +123,7 @@ def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float,
 
         watcher = threading.Thread(target=stop_after_window, daemon=True)
         watcher.start()
-        follow(pipeline, poll_seconds=0.1, stop=stop, on_batch=lambda _: sample())
+        follow(pipeline, stop=stop, on_batch=lambda _: sample())  # the shipped poll: `binlake sync --follow`
         watcher.join()
     else:
         while process.poll() is None or time.time() < started + window_s:

@@ -295,8 +295,8 @@ def _table_map_bytes(wrapper: Any, event_size: int) -> bytes | None:
     return data[start:start + event_size]
 
 
-TableMapEvent._binlake_library_init = _parse_table_map  # type: ignore[attr-defined]
-TableMapEvent.__init__ = _table_map_init  # type: ignore[method-assign]
+TableMapEvent._binlake_library_init = _parse_table_map
+TableMapEvent.__init__ = _table_map_init
 
 
 def _caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:

@@ -241,9 +241,7 @@ class _Follower:
         the previous one's write, until a batch finds nothing new. Every read starts after `target` was asked
         for, so the last one, which reached the binlog end, covers it.
         """
-        # A busy source's next read begins `poll_seconds` after the last one at the earliest: the latency a change
-        # may wait is the poll's, as when idle, and batches stay large enough to amortise their commits.
-        read_ahead = ReadAhead(self.context.config, target, open_ended=True, min_interval=self.poll_seconds)
+        read_ahead = ReadAhead(self.context.config, target, open_ended=True)
         try:
             while True:
                 result = run_batch(self.context, handle, connection, read_ahead)

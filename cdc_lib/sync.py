@@ -15,7 +15,6 @@ states into the pipeline state and saves it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -276,8 +275,7 @@ def _read(
                     name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode
                 )
                 for c in cursors
-            ],
-            after=read if busy and not more_known else None,
+            ]
         )
     return read
 
@@ -482,33 +480,22 @@ class ReadAhead:
     read finished. A prefetched batch is used only if the table cursors it assumed are
     exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
     Open-ended (follow mode), it reads on after every batch that carried transactions, past
-    `target` too, so a busy source's next batch is read while this one is written; each such
-    read begins `min_interval` seconds after the one before it at the earliest, so that a busy
-    source's batches do not shrink to what one write's time lets through (every Delta commit has
-    a fixed cost, and a MERGE rewrites the files its keys fall in however few they are).
+    `target` too, so a busy source's next batch is read while this one is written.
     """
 
-    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False,
-                 min_interval: float = 0.0) -> None:
+    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False) -> None:
         self.config = config
         self.target = target
         #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
         self.open_ended = open_ended
-        self.min_interval = min_interval
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
-        self.closing = threading.Event()
 
-    def start(self, cursors: list[TableCursor], *, after: BatchRead | None = None) -> None:
-        """Read from `cursors` on the worker; `after` is the read just done (its duration counts to the interval)."""
-        delay = max(0.0, self.min_interval - after.seconds) if self.open_ended and after is not None else 0.0
-        future = self.executor.submit(self._read, cursors, delay)
+    def start(self, cursors: list[TableCursor]) -> None:
+        future = self.executor.submit(
+            read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
+        )
         self.pending = (cursors, future)
-
-    def _read(self, cursors: list[TableCursor], delay: float) -> BatchRead:
-        if delay and self.closing.wait(delay):
-            raise _Abandoned()
-        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server)
 
     @property
     def reading(self) -> bool:
@@ -524,7 +511,6 @@ class ReadAhead:
         return read if assumed == cursors else None
 
     def close(self) -> None:
-        self.closing.set()  # a prefetch still waiting out its interval gives up at once
         if self.pending is not None:
             self.pending[1].cancel()
             try:
@@ -532,10 +518,6 @@ class ReadAhead:
             except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
                 pass
         self.executor.shutdown(wait=True)
-
-
-class _Abandoned(Exception):  # noqa: N818 - a prefetch dropped by `ReadAhead.close`, never seen outside it
-    pass
 
 
 __all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]

@@ -249,7 +249,9 @@ class _Follower:
                 caught_up = result.reached_end or result.transactions == 0 or (
                     result.end_position is not None and result.end_position >= target
                 )
-                if caught_up and not result.schema_changes and not read_ahead.reading:
+                # The next batch's read is under way when this one carried transactions; if it found nothing, the
+                # catch-up ends without running it (an idle follower writes nothing, not even its offsets).
+                if caught_up and not result.schema_changes and (not read_ahead.reading or read_ahead.found_nothing()):
                     return target
                 if self.should_stop():
                     return None

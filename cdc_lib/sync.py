@@ -502,6 +502,20 @@ class ReadAhead:
         """Whether a read of the next batch is under way (or done and not yet taken)."""
         return self.pending is not None
 
+    def found_nothing(self) -> bool:
+        """Whether the pending read, once done, holds nothing a batch would write or move offsets past: no
+        transaction, no stopped or paused table. Such a read is dropped (a follower is then caught up)."""
+        if self.pending is None:
+            return False
+        try:
+            read = self.pending[1].result()
+        except Exception:  # noqa: BLE001 - `take` raises it again, in the batch that uses the read
+            return False
+        if read.transactions or read.table_errors or read.schema_changes or read.held:
+            return False
+        self.pending = None
+        return True
+
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:
         if self.pending is None:
             return None

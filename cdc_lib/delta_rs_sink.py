@@ -336,6 +336,6 @@ def _range_predicate(schema: TableSchema, key_range: tuple[Any, Any]) -> str:
 
 
 __all__ = [
-    "BatchWrite", "DeltaRsWriterError", "WriterChoice", "arrow_fold", "arrow_records", "arrow_schema",
+    "BatchWrite", "DeltaRsWriterError", "WriterChoice", "arrow_records", "arrow_schema",
     "quote", "spark_only_reasons", "storage_options", "table_uri", "write_batch", "writer_for",
 ]

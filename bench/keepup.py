@@ -4,10 +4,11 @@ apply rate        the load writer (`bench.keepup_load`, its own process) writes 
                   can for a few seconds: rows/s this MariaDB applies from one client.
 drain rate        that backlog synced with `sync(until_caught_up=True)`: rows/s with full batches.
 sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows` rows) for a window while
-                  this process follows with `Pipeline.sync()` back to back (one warm SparkSession, as a
-                  scheduler running micro-batches would); after each batch the lag is the age of the oldest
-                  source commit not applied yet. R passes when the lag stays under 60 s and does not grow
-                  over the window's second half (`keepup_search.judge`). A log-space bisection
+                  this process follows as `binlake sync --follow` does (`cdc_lib.follow`: one lease, the next
+                  batch read while one is written; `follow_trial(mode="sync")` calls `Pipeline.sync()`
+                  back to back instead, as a scheduler of separate runs would); after each batch the lag is
+                  the age of the oldest source commit not applied yet. R passes when the lag stays under
+                  60 s and does not grow over the window's second half (`keepup_search.judge`). A log-space bisection
                   (`keepup_search.RateSearch`) between drain/16 and 1.25 × drain picks the next R; the
                   highest passing R is then held for the confirmation window (5 minutes in a full run).
 """
@@ -17,15 +18,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.keepup_load import create_table
 from bench.keepup_search import FollowSample, RateSearch, SourceCommit, catch_up_seconds, judge, lag_series
 from cdc_lib.config import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.follow import follow
 from cdc_lib.pipeline import Pipeline
 
 USER, PASSWORD = "bench", "bench-pw"
@@ -92,20 +95,41 @@ def read_commits(path: Path) -> list[SourceCommit]:
     return commits
 
 
+#: How the follower runs: `follow` is `binlake sync --follow` (one lease and connection, the next batch read
+#: while one is written); `sync` calls `Pipeline.sync()` back to back, as a scheduler of separate runs would.
+FollowMode = Literal["follow", "sync"]
+
+
 def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float, window_s: float,
-                 limit_s: float, work: Path) -> dict[str, Any]:
-    """One window at `rate`: the writer writes, this process syncs back to back; the lag verdict."""
+                 limit_s: float, work: Path, mode: FollowMode = "follow") -> dict[str, Any]:
+    """One window at `rate`: the writer writes, this process follows (`mode`); the lag verdict."""
     pipeline.sync(until_caught_up=True)  # start from no lag
     out = work / f"commits-{writer.workload}-{int(rate)}.jsonl"
     process = writer.start(rate=rate, seconds=window_s, out=out)
     started = time.time()
     samples: list[FollowSample] = []
-    batches = 0
-    while process.poll() is None or time.time() < started + window_s:
-        pipeline.sync()
+
+    def sample() -> None:
         position = pipeline.read_state().tables[table].position
         samples.append(FollowSample(at=time.time(), applied=(position.file, position.pos)))
-        batches += 1
+
+    if mode == "follow":
+        stop = threading.Event()
+
+        def stop_after_window() -> None:
+            process.wait()
+            time.sleep(max(0.0, started + window_s - time.time()))
+            stop.set()
+
+        watcher = threading.Thread(target=stop_after_window, daemon=True)
+        watcher.start()
+        follow(pipeline, stop=stop, on_batch=lambda _: sample())  # the shipped poll: `binlake sync --follow`
+        watcher.join()
+    else:
+        while process.poll() is None or time.time() < started + window_s:
+            pipeline.sync()
+            sample()
+    batches = len(samples)
     summary = writer.finish(process)
     commits = read_commits(out)
     if not commits:
@@ -113,7 +137,7 @@ def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float,
     series = lag_series(commits, samples)
     verdict = judge(series, window_start=commits[0].at, window_end=commits[-1].at, limit_s=limit_s)
     achieved = summary["rows"] / summary["seconds"]
-    return {"rate": rate, "achieved_rows_per_s": achieved, "window_s": window_s, "batches": batches,
+    return {"rate": rate, "mode": mode, "achieved_rows_per_s": achieved, "window_s": window_s, "batches": batches,
             "steady": verdict.steady and achieved >= 0.9 * rate, "max_lag_s": verdict.max_lag_s,
             "late_slope": verdict.late_slope,
             "reason": verdict.reason if achieved >= 0.9 * rate else f"the writer reached only {achieved:,.0f} rows/s",

@@ -168,6 +168,30 @@ def arrow_records(schema: TableSchema, records: list[tuple[Any, ...]]) -> pa.Tab
     )
 
 
+def arrow_fold(schema: TableSchema, upserts: list[tuple[Any, ...]], deleted_keys: list[tuple[Any, ...]]) -> pa.Table:
+    """A mirror fold staged as `arrow_records` stages it (upserts, then deletes as their key in an otherwise
+    empty row), built a column at a time from the fold: no per-row record tuples to make and transpose."""
+    import pyarrow as pa
+
+    target = arrow_schema(schema)
+    width = len(schema.columns)
+    columns: list[Any] = list(zip(*upserts, strict=True)) if upserts else [() for _ in range(width)]
+    key_columns = dict(zip((schema.column_names.index(key) for key in schema.primary_key),
+                           zip(*deleted_keys, strict=True) if deleted_keys else [() for _ in schema.primary_key],
+                           strict=True))
+    absent = [None] * len(deleted_keys)
+    arrays = []
+    for index, field in enumerate(target):
+        if index == width:
+            arrays.append(pa.array(["u"] * len(upserts) + ["d"] * len(deleted_keys), type=field.type))
+            continue
+        values = columns[index]
+        if deleted_keys:
+            values = [*values, *key_columns.get(index, absent)]
+        arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
 def storage_options(path: str, storage: SinkStorage) -> dict[str, str] | None:
     """delta-rs's object-store options for the sink: the S3 settings binlake and Spark use.
 

@@ -289,7 +289,7 @@ def _write_with_delta_rs(
     bounds = KeyBounds(schema)
     bounds.add(rows)
     batch = delta_rs_sink.BatchWrite(
-        records=delta_rs_sink.arrow_records(schema, _mirror_records(schema, changes)),
+        records=delta_rs_sink.arrow_fold(schema, changes.upserts(), changes.deleted_keys()),
         append=exact and not rows, key_range=None if changes.truncated else bounds.range(),
         truncated=changes.truncated,
     )

@@ -235,10 +235,13 @@ class _Follower:
     ) -> BinlogPosition | None:
         """Batches until `target` (the binlog end seen before them) is reached: `target` then, None if stopped first.
 
-        The same stopping rules as `binlake sync --until-caught-up`; the next batch is read ahead while
-        the current one is written.
+        The same stopping rules as `binlake sync --until-caught-up`, and the next batch is read while the
+        current one is written. Past `target` too (the read-ahead is open-ended): a source that wrote during
+        the batch has its next batch read already, so the batches go on back to back, each read overlapping
+        the previous one's write, until a batch finds nothing new. Every read starts after `target` was asked
+        for, so the last one, which reached the binlog end, covers it.
         """
-        read_ahead = ReadAhead(self.context.config, target)
+        read_ahead = ReadAhead(self.context.config, target, open_ended=True)
         try:
             while True:
                 result = run_batch(self.context, handle, connection, read_ahead)
@@ -246,7 +249,9 @@ class _Follower:
                 caught_up = result.reached_end or result.transactions == 0 or (
                     result.end_position is not None and result.end_position >= target
                 )
-                if caught_up and not result.schema_changes:
+                # The next batch's read is under way when this one carried transactions; if it found nothing, the
+                # catch-up ends without running it (an idle follower writes nothing, not even its offsets).
+                if caught_up and not result.schema_changes and (not read_ahead.reading or read_ahead.found_nothing()):
                     return target
                 if self.should_stop():
                     return None

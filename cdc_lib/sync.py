@@ -265,7 +265,9 @@ def _read(
     more_known = (
         read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
     )
-    if read_ahead is not None and more_known and not (read.table_errors or read.schema_changes or read.held):
+    # Following a busy source (`open_ended`), the binlog grows while this batch is written: read on from here.
+    busy = read_ahead is not None and read_ahead.open_ended and not read.by_gtid and read.transactions > 0
+    if read_ahead is not None and (more_known or busy) and not (read.table_errors or read.schema_changes or read.held):
         # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
         read_ahead.start(
             [
@@ -477,11 +479,15 @@ class ReadAhead:
     Only one binlog connection is open at a time: the next read starts after the current
     read finished. A prefetched batch is used only if the table cursors it assumed are
     exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
+    Open-ended (follow mode), it reads on after every batch that carried transactions, past
+    `target` too, so a busy source's next batch is read while this one is written.
     """
 
-    def __init__(self, config: PipelineConfig, target: BinlogPosition) -> None:
+    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False) -> None:
         self.config = config
         self.target = target
+        #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
+        self.open_ended = open_ended
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
 
@@ -490,6 +496,25 @@ class ReadAhead:
             read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
         )
         self.pending = (cursors, future)
+
+    @property
+    def reading(self) -> bool:
+        """Whether a read of the next batch is under way (or done and not yet taken)."""
+        return self.pending is not None
+
+    def found_nothing(self) -> bool:
+        """Whether the pending read, once done, holds nothing a batch would write or move offsets past: no
+        transaction, no stopped or paused table. Such a read is dropped (a follower is then caught up)."""
+        if self.pending is None:
+            return False
+        try:
+            read = self.pending[1].result()
+        except Exception:  # noqa: BLE001 - `take` raises it again, in the batch that uses the read
+            return False
+        if read.transactions or read.table_errors or read.schema_changes or read.held:
+            return False
+        self.pending = None
+        return True
 
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:
         if self.pending is None:

@@ -233,3 +233,44 @@ def test_budget_ends_an_idle_follow_without_spark(followed: tuple[Pipeline, Path
     assert summary["spark_started"] is False and summary["rows_written"] == 0
     assert 2.5 <= summary["seconds"] < 6 and took < 30, (summary, took)
     assert pipeline.read_state().lease is None
+
+
+def test_a_busy_source_is_followed_with_each_batch_read_while_the_last_is_written(
+    mariadb: Any, database: str, followed: tuple[Pipeline, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the source keeps writing, the next batch is read during the write of the current one (the open-ended
+    read-ahead) and the follower goes on past the end it first saw; the table ends equal to the source."""
+    from cdc_lib import sync
+    from cdc_lib.follow import follow
+
+    pipeline, _, table = followed
+    taken: list[bool] = []
+    take = sync.ReadAhead.take
+
+    def counted(self: sync.ReadAhead, cursors: list[Any]) -> Any:
+        read = take(self, cursors)
+        taken.append(read is not None)
+        return read
+
+    monkeypatch.setattr(sync.ReadAhead, "take", counted)
+    stop = threading.Event()
+    outcome: list[Any] = []
+    follower = threading.Thread(target=lambda: outcome.append(
+        follow(pipeline, poll_seconds=0.05, stop=stop, budget_seconds=240)))
+    follower.start()
+    try:
+        for round_number in range(60):  # back to back: commits land while batches are written
+            change(mariadb, database, round_number)
+        deadline = time.monotonic() + 120
+        while not delta_matches_source(mariadb, pipeline, table) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        follower.join()
+    (summary,) = outcome
+    assert summary.stopped == "stop requested", summary
+    assert summary.transactions >= 60 and sum(taken) >= 1, (summary, taken)
+    assert delta_matches_source(mariadb, pipeline, table)
+    state = pipeline.read_state()
+    assert state.tables[table].applied_seq == state.batch_seq
+    assert committed_versions(pipeline, table) == sorted(set(committed_versions(pipeline, table)))

@@ -248,3 +248,49 @@ def test_temporal_edges_decode_as_the_server_shows_them_on_both_paths(mariadb, d
         wrong = {(want[0], index): (left, right) for want, have in zip(expected, got, strict=True)
                  for index, (left, right) in enumerate(zip(want, have, strict=True)) if left != right}
         assert not wrong, (path, wrong)
+
+
+def test_a_table_map_is_parsed_once_per_reader_and_an_altered_one_anew(mariadb, database, make_config,
+                                                                          monkeypatch) -> None:
+    """Equal table-map bytes reuse the first parse (the same `Table`); an ALTER's new map is parsed, not reused."""
+    from cdc_lib import binlog
+
+    db = database
+    sql(mariadb, f"CREATE TABLE {db}.m (id INT PRIMARY KEY, amount DECIMAL(7,2) NOT NULL, note VARCHAR(9))")
+    config = make_config([f"{db}.m"])
+    start = _position(config)
+    statements = []
+    for number in range(1, 13):
+        statements += ["BEGIN", f"INSERT INTO {db}.m VALUES ({number}, {number}2.25, 'n{number}')",
+                       f"UPDATE {db}.m SET amount = -amount WHERE id = {number}", "COMMIT"]
+    sql(mariadb, *statements, f"ALTER TABLE {db}.m ADD COLUMN w INT", f"INSERT INTO {db}.m VALUES (13, 1.5, 'x', 7)")
+    parsed: list[str] = []
+    library = binlog._parse_table_map
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        library(self, *args, **kwargs)
+        parsed.append(self.table)
+
+    monkeypatch.setattr(binlog, "_parse_table_map", counting)
+    stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, TableMapEvent],
+                         tables=[TableRef.parse(f"{db}.m")])
+    tables: list[Any] = []
+    widths: list[int] = []
+    rows: list[dict[str, Any]] = []
+    try:
+        for event in stream:
+            if isinstance(event, TableMapEvent):
+                tables.append(event.get_table())
+                widths.append(event.column_count)
+            else:
+                rows.extend(row.get("values", row.get("after_values")) for row in event.rows)
+    finally:
+        stream.close()
+    assert len(tables) == 25 and parsed == ["m", "m"]  # 24 maps of the first shape, then the ALTERed one
+    assert all(table is tables[0] for table in tables[:24]) and tables[24] is not tables[0]
+    assert widths == [3] * 24 + [4]
+    assert rows[:2] == [{"id": 1, "amount": Decimal("12.25"), "note": "n1"},
+                        {"id": 1, "amount": Decimal("-12.25"), "note": "n1"}]
+    assert rows[-1] == {"id": 13, "amount": Decimal("1.50"), "note": "x", "w": 7}
+    assert rows[22:24] == [{"id": 12, "amount": Decimal("122.25"), "note": "n12"},
+                           {"id": 12, "amount": Decimal("-122.25"), "note": "n12"}]

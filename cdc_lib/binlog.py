@@ -303,6 +303,8 @@ def _caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:
     """A connection factory whose connections keep the table maps they carry (`_table_map_init`)."""
 
     def connect_caching(**settings: Any) -> Any:
+        if "db" in settings:  # the library's name for it, which PyMySQL deprecates
+            settings["database"] = settings.pop("db")
         connection = connect(**settings)
         setattr(connection, _TABLE_MAPS, {})
         return connection

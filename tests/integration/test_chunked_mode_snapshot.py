@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import signal
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -103,10 +104,22 @@ class PausedSnapshot:
         self.pause.unlink(missing_ok=True)
 
     def finish(self) -> tuple[int, str]:
-        """Let it run to its end: its exit code and stderr (the same answer when asked again)."""
-        self.resume()
+        """Let it run to its end, through the pauses of its later waves: its exit code and stderr (the same
+        answer when asked again)."""
         if self.outcome is None:
-            _, stderr = self.process.communicate(timeout=300)
+            ended = threading.Event()
+
+            def keep_resuming() -> None:
+                while not ended.wait(0.05):
+                    self.resume()
+
+            resumer = threading.Thread(target=keep_resuming, daemon=True)
+            resumer.start()
+            try:
+                _, stderr = self.process.communicate(timeout=300)
+            finally:
+                ended.set()
+                resumer.join()
             self.outcome = (self.process.returncode, stderr)
         return self.outcome
 

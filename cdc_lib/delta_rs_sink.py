@@ -2,7 +2,7 @@
 
 A Spark MERGE costs five Spark jobs and a commit whatever the batch's size (~0.36 s per changed table), and a
 scheduled run that has changes must start a JVM first. delta-rs MERGEs the same staged records (the row's
-columns and `_binlake_op`, `delta_sink._mirror_records`) in tens of milliseconds, in process.
+columns and `_binlake_op`, built from the fold by `arrow_fold`) in tens of milliseconds, in process.
 
 The commit is binlake's as Spark writes it: the same SetTransaction (app id, version = batch sequence) and the
 same `userMetadata` (`kind`, `path`, `applied_through`, `app_id`, …, plus `writer`), so `delta_log.read_log_tail`
@@ -158,7 +158,8 @@ def arrow_schema(schema: TableSchema) -> pa.Schema:
 
 
 def arrow_records(schema: TableSchema, records: list[tuple[Any, ...]]) -> pa.Table:
-    """Staged records (row columns, then the operation) as an Arrow table of `arrow_schema`."""
+    """Staged records (row columns, then the operation) as an Arrow table of `arrow_schema`: the row-wise form
+    of `arrow_fold`, which the writer uses; kept as the reference the staging tests compare `arrow_fold` with."""
     import pyarrow as pa
 
     target = arrow_schema(schema)

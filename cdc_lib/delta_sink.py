@@ -27,7 +27,7 @@ from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
 from cdc_lib.spark import STAGING_PATH_CONF, is_local_master
 from cdc_lib.spill import ParquetParts, SpilledChanges, SpillError, arrow_type, folds_of
-from cdc_lib.types import copied_from, quote_identifier, spark_type_ddl
+from cdc_lib.types import copied_from, matched_on, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -387,7 +387,7 @@ def _merge(
 ) -> int:
     from delta.tables import DeltaTable
 
-    condition = " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
+    condition = matched_on(schema.primary_key)
     if key_filter and not truncated:
         condition = f"{condition} AND {key_filter}"
     columns: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
@@ -615,7 +615,7 @@ def backfill_columns(spark: SparkSession, path: str, source: DataFrame, *, key: 
     """
     from delta.tables import DeltaTable
 
-    condition = " AND ".join(f"t.{quote_identifier(name)} = s.{quote_identifier(name)}" for name in key)
+    condition = matched_on(key)
     (
         DeltaTable.forPath(spark, path)
         .alias("t")

@@ -40,7 +40,7 @@ from cdc_lib.table_modes import (
     sequence_of,
     timestamp_micros,
 )
-from cdc_lib.types import copied_from, quote_identifier, spark_type_ddl
+from cdc_lib.types import copied_from, matched_on, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -105,7 +105,7 @@ def merge_mode_changes(
 
 
 def _key_condition(schema: TableSchema) -> str:
-    return " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
+    return matched_on(schema.primary_key)
 
 
 def _same_values(schema: TableSchema, columns: list[str] | None = None) -> str:

@@ -45,9 +45,18 @@ def jdbc_properties(source: SourceConfig) -> dict[str, str]:
     }
 
 
-def key_alias(index: int) -> str:
+def unused_name(name: str, schema: TableSchema) -> str:
+    """`name`, with underscores appended until no column of the table has it (MySQL and Spark compare column
+    names case-insensitively): a column the read adds beside the table's never takes one of theirs."""
+    taken = {column.lower() for column in schema.column_names}
+    while name.lower() in taken:
+        name += "_"
+    return name
+
+
+def key_alias(index: int, schema: TableSchema) -> str:
     """The name a primary-key column is read under, raw, beside its converted value (see `read_table`)."""
-    return f"_binlake_key_{index}"
+    return unused_name(f"_binlake_key_{index}", schema)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +85,7 @@ def plan_snapshot_chunks(
         return ChunkPlan(predicates=["1=1"], rows_estimated=rows, method="one")
     if _integer_key(schema):
         cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=math.ceil(rows / rows_per_chunk))
-        return ChunkPlan(predicates=_integer_predicates(cuts), rows_estimated=rows, method="integer")
+        return ChunkPlan(predicates=_integer_predicates(schema, cuts), rows_estimated=rows, method="integer")
     bounds = _walked_boundaries(connection, schema, step=rows_per_chunk)
     return ChunkPlan(predicates=_walked_predicates(schema, bounds), rows_estimated=rows, method="walk")
 
@@ -99,7 +108,7 @@ def partition_predicates(
         return ["1=1"], rows
     if _integer_key(schema):
         cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=partitions)
-        return _integer_predicates(cuts), rows
+        return _integer_predicates(schema, cuts), rows
     bounds = _walked_boundaries(connection, schema, step=math.ceil(rows / partitions), most=partitions - 1)
     return _walked_predicates(schema, bounds), rows
 
@@ -107,7 +116,7 @@ def partition_predicates(
 def keyed_table_sql(schema: TableSchema) -> str:
     """The table with its key also under `key_alias` names: what the chunk predicates are written against."""
     keys = ", ".join(
-        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index))}"
+        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index, schema))}"
         for index, column in enumerate(schema.primary_key)
     )
     return f"(SELECT *, {keys} FROM {table_sql(schema.table)}) AS binlake_keyed"
@@ -120,9 +129,9 @@ def _integer_key(schema: TableSchema) -> bool:
     return is_integer(column)
 
 
-def _integer_predicates(cuts: list[int]) -> list[str]:
+def _integer_predicates(schema: TableSchema, cuts: list[int]) -> list[str]:
     # Range i holds the keys from cut i-1 (inclusive) to cut i (exclusive).
-    key = quote_identifier(key_alias(0))
+    key = quote_identifier(key_alias(0, schema))
     predicates = []
     lower: int | None = None
     for cut in cuts:
@@ -173,7 +182,7 @@ def _walked_boundaries(
 
 def _walked_predicates(schema: TableSchema, bounds: list[list[str]]) -> list[str]:
     # Chunk i holds the keys after bound i-1 up to bound i (inclusive); the last, those after the last bound.
-    keys = [quote_identifier(key_alias(index)) for index in range(len(schema.primary_key))]
+    keys = [quote_identifier(key_alias(index, schema)) for index in range(len(schema.primary_key))]
     predicates = []
     lower: list[str] | None = None
     for bound in bounds:
@@ -201,8 +210,8 @@ def read_refusal_in(exc: BaseException, table: str) -> TableError | None:
     return ZeroDateError(table, parts[1], parts[2][:40] if len(parts) > 3 else None)
 
 
-def _surrogate_flag(index: int) -> str:
-    return f"binlake_surrogate_{index}"
+def _surrogate_flag(index: int, schema: TableSchema) -> str:
+    return unused_name(f"binlake_surrogate_{index}", schema)
 
 
 def read_table(
@@ -215,7 +224,7 @@ def read_table(
     # The key is read raw too, under its own names: the predicates compare it in its own type and collation,
     # not as the converted value (an ENUM as text would sort differently from its index).
     keys = ", ".join(
-        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index))}"
+        f"{quote_identifier(column)} AS {quote_identifier(key_alias(index, schema))}"
         for index, column in enumerate(schema.primary_key)
     )
     expressions = f"{expressions}, {keys}" if keys else expressions
@@ -225,7 +234,7 @@ def read_table(
         if column.character_set and (test := surrogate_test(quote_identifier(column.name), column.character_set))
     }
     for index, test in surrogate_tests.items():
-        expressions += f", ({test}) AS {_surrogate_flag(index)}"
+        expressions += f", ({test}) AS {quote_identifier(_surrogate_flag(index, schema))}"
     table = table_sql(schema.table)
     subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
@@ -247,7 +256,8 @@ def read_table(
             converted = F.when(value.isNotNull() & converted.isNull(), F.raise_error(message)).otherwise(converted)
         if index in surrogate_tests:
             refusal = F.raise_error(F.lit(f"{SURROGATE_MARK}{column.name}{SURROGATE_MARK}"))
-            converted = F.when(F.col(_surrogate_flag(index)) == 1, refusal).otherwise(converted)
+            flag = F.col(quote_identifier(_surrogate_flag(index, schema)))
+            converted = F.when(flag == 1, refusal).otherwise(converted)
         columns.append(converted.alias(column.name))
     failpoint("before_snapshot_write")
     return frame.select(*columns)

@@ -51,7 +51,7 @@ from cdc_lib.positions import BinlogPosition
 from cdc_lib.snapshot_documents import Correction, DocumentHandle, SnapshotDocument, snapshot_application
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.table_modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, sequence_of, timestamp_micros
-from cdc_lib.types import copied_from, quote_identifier
+from cdc_lib.types import copied_from, matched_on, quote_identifier
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -315,7 +315,7 @@ def _correct_history(
         .where(F.col("_binlake_rank") == 1).drop("_binlake_rank", _ORDINAL)
     )
     key_count = first.count()
-    key_condition = " AND ".join(f"t.{quote_identifier(key)} = s.{quote_identifier(key)}" for key in schema.primary_key)
+    key_condition = matched_on(schema.primary_key)
     data: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
     opened: dict[str, str | Column] = {
         **data, f"`{VALID_FROM}`": f"timestamp_micros({moment})", f"`{VALID_TO}`": "CAST(NULL AS TIMESTAMP)",

@@ -138,6 +138,11 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def matched_on(names: Iterable[str], *, target: str = "t", source: str = "s") -> str:
+    """A MERGE or join condition: each named (key) column of `target` equals the same column of `source`."""
+    return " AND ".join(f"{target}.{quote_identifier(name)} = {source}.{quote_identifier(name)}" for name in names)
+
+
 def copied_from(alias: str, names: Iterable[str]) -> dict[str, str]:
     """A MERGE clause's assignments that set each named column from the same column of `alias`."""
     return {quote_identifier(name): f"{alias}.{quote_identifier(name)}" for name in names}

@@ -7,9 +7,10 @@ import math
 import pytest
 
 from cdc_lib.config import SnapshotConfig
+from cdc_lib.pipeline import Pipeline
 from cdc_lib.snapshot import keyed_table_sql, partition_predicates
 from cdc_lib.source import TableRef, describe_table, source_connection
-from tests.conftest import sql
+from tests.conftest import scan_rows, source_rows, sql
 
 TABLES = {
     "sparse_int": ("id INT PRIMARY KEY, v INT", "SELECT CAST(seq AS SIGNED) * 7 - 3000, seq FROM seq_1_to_2000"),
@@ -46,3 +47,20 @@ def test_partitions_cover_every_row_once(mariadb, database, make_config, table: 
         assert min(counts) > 0 and max(counts) <= 3 * total // 6, counts
     else:
         assert predicates == ["1=1"]
+
+
+@pytest.mark.parametrize("writer", ["spark", "delta-rs"])
+def test_columns_named_like_the_reads_own_aliases_are_copied(mariadb, database, make_config, writer) -> None:
+    """A snapshot's read adds columns beside the table's (the key under `_binlake_key_<i>`, a surrogate flag per
+    text column): a table whose own columns carry those names, in any case, must come out whole, not collide."""
+    table = f"{database}.aliased_{writer.replace('-', '_')}"
+    sql(mariadb, f"CREATE TABLE {table} (`_binlake_key_0` INT PRIMARY KEY, `_BINLAKE_KEY_0_` VARCHAR(12), "
+        "binlake_surrogate_1 VARCHAR(12), `Binlake_Surrogate_2` INT)",
+        f"INSERT INTO {table} SELECT CAST(seq AS SIGNED) * 3 - 7, CONCAT('k', seq), CONCAT('ü', seq), seq % 11 "
+        "FROM seq_1_to_900",
+        database=database)
+    config = make_config([table], snapshot__writer=writer, snapshot__rows_per_partition=250,
+                         snapshot__max_partitions=4)
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    assert sorted(scan_rows(pipeline.table_path(table))) == source_rows(mariadb, table)

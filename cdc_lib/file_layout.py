@@ -22,7 +22,7 @@ from typing import Any
 #: The table property delta-rs sizes its written files by (write, MERGE, DELETE, OPTIMIZE).
 TARGET_FILE_SIZE_PROPERTY = "delta.targetFileSize"
 #: The file size a delta-rs-written mirror table gets (bench/merge_layout.py: per-MERGE time against size).
-TARGET_FILE_BYTES = 4 * 1024 * 1024
+TARGET_FILE_BYTES = 1024 * 1024
 #: The most ranges a MERGE's key predicate names: each is one more OR term for delta-rs's file pruning to check
 #: per file, and past a few the skipped gaps are small.
 MAX_KEY_RANGES = 8

@@ -132,7 +132,8 @@ class MixedWorkload:
             low = 1 + self.cursor % (self.base - 33)
             self.cursor += 33 * 7
             for key in range(low, low + 33):
-                txn.update(row(key, "", "", Decimal(0)), row(key, "paid", f"batch {number}", (Decimal(key) / 7).quantize(Decimal("0.01"))))
+                amount = (Decimal(key) / 7).quantize(Decimal("0.01"))
+                txn.update(row(key, "", "", Decimal(0)), row(key, "paid", f"batch {number}", amount))
             if self.oldest_own + 17 <= self.next_id - 50:
                 for key in range(self.oldest_own, self.oldest_own + 17):
                     txn.delete(row(key, "", "", Decimal(0)))

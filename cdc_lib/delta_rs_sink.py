@@ -307,11 +307,7 @@ def _write_batch(
         deleted_keys = _delete_predicate(schema, batch)
         if deleted_keys is not None:
             table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
-        elif KEY_REWRITE and key_rewrite.applies(schema, batch.truncated):
-            key_rewrite.rewrite_batch(table, schema, batch.records, operation_column=OPERATION_COLUMN,
-                                      storage_options=options, custom_metadata=custom_metadata,
-                                      transactions=transactions, hooks=hooks)
-        else:
+        elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
             _merge(table, schema, batch, commit, hooks)
         if table.version() == loaded:
             # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
@@ -334,6 +330,18 @@ def _write_batch(
     # Kept only after a write that went through: a failed one may leave the object's state anywhere.
     LOADED_TABLES.keep(uri, options, table)
     return version
+
+
+def _rewritten_by_key(table: Any, schema: TableSchema, batch: BatchWrite, options: dict[str, str] | None,
+                      custom_metadata: dict[str, str], transactions: list[Any], hooks: Any) -> bool:
+    """Whether `key_rewrite` wrote the batch (a one-column integer key, no TRUNCATE, candidate files it may hold
+    in memory); else the caller MERGEs (docs/performance.md "Files a MERGE rewrites")."""
+    if not KEY_REWRITE or not key_rewrite.applies(schema, batch.truncated):
+        return False
+    done = key_rewrite.rewrite_batch(table, schema, batch.records, operation_column=OPERATION_COLUMN,
+                                     storage_options=options, custom_metadata=custom_metadata,
+                                     transactions=transactions, hooks=hooks)
+    return done is not None
 
 
 def _is_upsert(records: pa.Table) -> Any:

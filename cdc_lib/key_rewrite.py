@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 #: Where the rewritten files go, under the table's folder (not hidden: Spark's VACUUM skips folders whose name
 #: starts with `_` or `.`, and must remove these files once they are no longer referenced).
 SCRATCH_FOLDER = "binlake-files"
+#: The most Parquet bytes of candidate files one batch rewrites in memory: a batch whose keys are in more (e.g.
+#: updates all over a large table) goes to delta-rs's MERGE, which streams (`rewrite_batch` returns None).
+MAX_CANDIDATE_BYTES = 256 * 1024 * 1024
 #: Key types whose values order as numbers (the min/max statistics compare as the keys do).
 _ORDERED_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "decimal(20,0)")
 
@@ -73,10 +76,12 @@ def rewrite_batch(
     custom_metadata: dict[str, str],
     transactions: list[Transaction],
     hooks: PostCommitHookProperties,
-) -> Rewrite:
+) -> Rewrite | None:
     """Apply the staged mirror records (`delta_rs_sink.arrow_fold`: upserts, then deleted keys) to `table` in one
     commit that replaces only the files holding one of their keys. Commits nothing when no file holds one and
-    nothing is upserted (the caller then leaves the SetTransaction with an empty append)."""
+    nothing is upserted (the caller then leaves the SetTransaction with an empty append). None, having done
+    nothing, when the candidate files are more than `MAX_CANDIDATE_BYTES` or one is named by an absolute path
+    (a shallow clone's): the caller MERGEs instead."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -89,6 +94,9 @@ def rewrite_batch(
     key_values = sorted(set(batch_keys.to_pylist()))
     files = _files(table, key)
     candidates = [file for file in files if _may_hold(file, key_values)]
+    if sum(file.size for file in candidates) > MAX_CANDIDATE_BYTES or any(
+            "://" in file.path or file.path.startswith("/") for file in candidates):
+        return None
     root = table.table_uri.rstrip("/")
     storage = DeltaStorageHandler(root, storage_options)
     filesystem = pa.fs.PyFileSystem(storage)
@@ -103,9 +111,8 @@ def rewrite_batch(
         if not pc.any(held).as_py():
             continue
         found.append(keys.filter(held))
-        rows = pq.read_table(location, filesystem=filesystem, coerce_int96_timestamp_unit="us")
-        rows = rows.filter(pc.invert(pc.is_in(rows.column(key), value_set=batch_keys)))
-        kept.append(rows.select(target.names).cast(target))
+        rows = _as_target(pq.read_table(location, filesystem=filesystem, coerce_int96_timestamp_unit="us"), target)
+        kept.append(rows.filter(pc.invert(pc.is_in(rows.column(key), value_set=batch_keys))))
         touched.append(file)
     is_upsert = pc.equal(records.column(operation_column), "u")
     upserts = records.filter(is_upsert).drop_columns([operation_column])
@@ -173,6 +180,17 @@ def _target_schema(records: pa.Table, operation_column: str) -> pa.Schema:
     return records.schema.remove(records.schema.get_field_index(operation_column))
 
 
+def _as_target(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """A data file's rows in the table's Arrow types, as a reader of the table sees them: the embedded Arrow types
+    of delta-rs's own files (`string_view`) and Spark's INT96 timestamps cast exactly, and a column the file
+    predates (added to the table later) all NULL."""
+    import pyarrow as pa
+
+    columns = [rows.column(field.name).cast(field.type) if field.name in rows.column_names
+               else pa.nulls(rows.num_rows, field.type) for field in target]
+    return pa.Table.from_arrays(columns, schema=target)
+
+
 def _write_files(
     table: DeltaTable, storage: Any, root: str, rows: pa.Table, storage_options: dict[str, str] | None,
 ) -> list[dict[str, Any]]:
@@ -185,10 +203,15 @@ def _write_files(
     # The statistics the table's own writes collect (which columns), so the added files carry the same.
     statistics = {name: value for name, value in properties.items()
                   if name.startswith("delta.dataSkipping") and value is not None}
+    from pyarrow.fs import FileType
+
     scratch_log = f"{SCRATCH_FOLDER}/_delta_log"
     scratch_uri = f"{root}/{SCRATCH_FOLDER}"
-    # The scratch table's log is removed after every batch; one left by a run that failed in between only makes
-    # this write a later version of it: the adds are read from the version this write made.
+    # The scratch table's log is removed after every batch; one left by a run that failed in between is removed
+    # first (its files, never committed to the table, are for VACUUM), so this write creates the scratch table
+    # anew with this batch's schema. The adds are read from the version the write made all the same.
+    if storage.get_file_info([scratch_log])[0].type != FileType.NotFound:
+        storage.delete_dir(scratch_log)
     write_deltalake(scratch_uri, rows, mode="append", target_file_size=size, configuration=statistics or None,
                     storage_options=storage_options)
     version = DeltaTable(scratch_uri, storage_options=storage_options).version()

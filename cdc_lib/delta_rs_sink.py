@@ -302,7 +302,13 @@ def _write_batch(
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     if batch.append:
         rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
-        write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+        # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
+        compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
+            key_rewrite.compacting_append(table, schema, rows, storage_options=options,
+                                          custom_metadata=custom_metadata, transactions=transactions,
+                                          hooks=hooks) is not None
+        if not compacted:
+            write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
     else:
         deleted_keys = _delete_predicate(schema, batch)
         if deleted_keys is not None:

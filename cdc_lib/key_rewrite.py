@@ -149,6 +149,95 @@ def rewrite_batch(
     return Rewrite(len(candidates), len(touched), rows_copied, len(adds))
 
 
+#: A file under this share of the table's target size is small: the compacting append gathers such files.
+SMALL_FILE_SHARE = 4
+#: The compacting append runs once this many small files lie next to each other at the top of the key order.
+COMPACT_MIN_FILES = 4
+
+
+def compacting_append(
+    table: DeltaTable,
+    schema: TableSchema,
+    rows: pa.Table,
+    *,
+    storage_options: dict[str, str] | None,
+    custom_metadata: dict[str, str],
+    transactions: list[Transaction],
+    hooks: PostCommitHookProperties,
+) -> Rewrite | None:
+    """Append a batch of only new keys (`rows`) and, in the same commit, merge the small files at the top of the
+    table's key order (the earlier appends' files) into files of the target size; None, having done nothing,
+    when fewer than `COMPACT_MIN_FILES` small files lie there (the caller appends as before).
+
+    The merged files' removes and adds say `dataChange: false` (a rearrangement: a streaming reader sees no
+    change), the batch's rows are added with `dataChange: true` in files of their own; the commit carries the
+    batch's SetTransaction and metadata, so binlake's log reads and the append path's `applied_through` see the
+    batch's commit as before. Its cost is bounded: at most the target size of small files is read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import CommitProperties
+    from deltalake.fs import DeltaStorageHandler
+    from deltalake.transaction import AddAction, RemoveAction
+
+    key = schema.primary_key[0]
+    target_bytes = _target_bytes(table)
+    run = _top_small_files(_files(table, key), target_bytes)
+    if len(run) < COMPACT_MIN_FILES:
+        return None
+    root = table.table_uri.rstrip("/")
+    storage = DeltaStorageHandler(root, storage_options)
+    filesystem = pa.fs.PyFileSystem(storage)
+    merged = pa.concat_tables([
+        _as_target(pq.read_table(unquote(file.path), filesystem=filesystem, coerce_int96_timestamp_unit="us"),
+                   rows.schema)
+        for file in run
+    ]).sort_by([(key, "ascending")])
+    now = int(time.time() * 1000)
+    actions: list[Any] = []
+    for part, data_change in ((merged, False), (rows.sort_by([(key, "ascending")]), True)):
+        actions += [
+            AddAction(f"{SCRATCH_FOLDER}/{add['path']}", int(add["size"]), {}, int(add["modificationTime"]),
+                      data_change, add.get("stats") or "")
+            for add in _write_files(table, storage, root, part, storage_options)
+        ]
+    actions += [RemoveAction(file.path, False, now, file.size, {}) for file in run]
+    metrics = {"numOutputRows": rows.num_rows, "numCompactedFiles": len(run), "numCompactedRows": merged.num_rows,
+               "numFiles": len(actions) - len(run)}
+    commit = CommitProperties(
+        custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
+        app_transactions=transactions,
+    )
+    table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
+                                   post_commithook_properties=hooks)
+    table.update_incremental()
+    return Rewrite(len(run), len(run), merged.num_rows, len(actions) - len(run))
+
+
+def _top_small_files(files: list[_File], target_bytes: int) -> list[_File]:
+    """The small files that come last in key order, next to each other, up to the target size in all: an
+    insert-only table's recent appends. A file without key statistics ends the run (its place is unknown)."""
+    ordered = sorted((file for file in files if file.low is not None and file.high is not None),
+                     key=lambda file: (file.low, file.high))
+    if len(ordered) < len(files):
+        return []
+    run: list[_File] = []
+    total = 0
+    for file in reversed(ordered):
+        if file.size * SMALL_FILE_SHARE >= target_bytes or total + file.size > target_bytes:
+            break
+        if run and file.high >= run[-1].low:
+            break  # overlaps the run: not next to it in key order
+        run.append(file)
+        total += file.size
+    return run
+
+
+def _target_bytes(table: DeltaTable) -> int:
+    properties = table.metadata().configuration
+    return int(properties.get(file_layout.TARGET_FILE_SIZE_PROPERTY) or file_layout.TARGET_FILE_BYTES)
+
+
 @dataclass(frozen=True)
 class _File:
     path: str  # as the log names it (relative and URL-encoded, or absolute)
@@ -199,7 +288,7 @@ def _write_files(
     from deltalake import DeltaTable, write_deltalake
 
     properties = table.metadata().configuration
-    size = int(properties.get(file_layout.TARGET_FILE_SIZE_PROPERTY) or file_layout.TARGET_FILE_BYTES)
+    size = _target_bytes(table)
     # The statistics the table's own writes collect (which columns), so the added files carry the same.
     statistics = {name: value for name, value in properties.items()
                   if name.startswith("delta.dataSkipping") and value is not None}
@@ -227,4 +316,4 @@ def _write_files(
     return adds
 
 
-__all__ = ["SCRATCH_FOLDER", "Rewrite", "applies", "rewrite_batch"]
+__all__ = ["SCRATCH_FOLDER", "Rewrite", "applies", "compacting_append", "rewrite_batch"]

@@ -8,6 +8,7 @@ Results are read by delta-rs's scan and by Spark, and compared with the source.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -176,3 +177,38 @@ def test_a_scratch_log_left_by_a_crash_does_not_leak_into_the_next_batch(mariadb
     pipeline.sync(until_caught_up=True)
     assert_equal_to_source(mariadb, pipeline, table)
     assert not list(Path(scratch, "_delta_log").glob("*.json"))
+
+
+def test_appends_merge_the_small_files_they_leave_in_their_own_commit(mariadb, database, make_config,
+                                                                       small_files) -> None:
+    table = f"{database}.appended"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT, label VARCHAR(60))",
+        f"INSERT INTO {table} SELECT seq, seq, MD5(seq) FROM {database}.seq_1_to_2000")
+    pipeline = Pipeline(make_config([table], batch__writer="delta-rs"))
+    pipeline.snapshot()
+    snapshot_files = len(data_files(pipeline, table))
+    for round_number in range(9):
+        first = 3000 + 40 * round_number
+        sql(mariadb, f"INSERT INTO {table} SELECT {first} + seq, -seq, 'n{round_number}' FROM {database}.seq_1_to_40")
+        pipeline.sync(until_caught_up=True)
+    assert_equal_to_source(mariadb, pipeline, table)
+
+    log = Path(pipeline.table_path(table)) / "_delta_log"
+    actions = [[json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+               for path in sorted(log.glob("*.json"))]
+    compactions = [commit for commit in actions if any("remove" in action for action in commit)]
+    assert compactions, "no append merged the earlier appends' small files"
+    for commit in compactions:
+        # The merged files move without a data change; the batch's own rows are the commit's only new data.
+        assert all(not action["remove"]["dataChange"] for action in commit if "remove" in action)
+        added = [action["add"] for action in commit if "add" in action]
+        assert any(add["dataChange"] for add in added) and any(not add["dataChange"] for add in added)
+        assert sum(json.loads(add["stats"])["numRecords"] for add in added if add["dataChange"]) == 40
+        assert any("txn" in action for action in commit)
+    # Every batch past the snapshot's window stayed on the append path (the compaction kept its applied_through).
+    batches = commits_of(pipeline, table)[1:]
+    assert [commit["path"] for commit in batches[1:]] == ["append"] * (len(batches) - 1)
+    assert len(data_files(pipeline, table)) < snapshot_files + 9
+    tail = delta_log.read_log_tail(pipeline.table_path(table), application=pipeline.application(table))
+    assert tail is not None and tail.last_binlake_commit is not None
+    assert tail.last_binlake_commit.txn_version == pipeline.read_state().batch_seq

@@ -6,7 +6,8 @@
 One table per variant, `--base-rows` rows after its "snapshot"; then `--batches` batches, each the fold of
 `--transactions` transactions of bench/keepup_load.py's mixed workload (per 100-row transaction: 50 new top
 keys, 33 updates of base keys at a cursor striding over the base, 17 deletes of the oldest keys the workload
-inserted), applied to every variant in turn (same process, same batch) through binlake's delta-rs writer
+inserted) or, `--workload insert`, of its insert-only one (appended; the new layout merges the small files the
+appends leave), applied to every variant in turn (same process, same batch) through binlake's delta-rs writer
 (`delta_rs_sink.write_batch`, the batch planned as `delta_sink.merge_changes` plans it).
 
 Variants:
@@ -122,13 +123,17 @@ class MixedWorkload:
         self.oldest_own = base + 1
         self.cursor = 0
 
-    def batch(self, transactions: int, number: int) -> TableChanges:
+    def batch(self, transactions: int, number: int, *, inserts_only: bool = False) -> TableChanges:
         changes = TableChanges((0,))
         for _ in range(transactions):
             txn = TableChanges((0,))
-            for key in range(self.next_id, self.next_id + 50):
+            inserted = 100 if inserts_only else 50
+            for key in range(self.next_id, self.next_id + inserted):
                 txn.insert(row(key, "new", "fresh", Decimal("12.25")))
-            self.next_id += 50
+            self.next_id += inserted
+            if inserts_only:
+                changes.merge_from(txn)
+                continue
             low = 1 + self.cursor % (self.base - 33)
             self.cursor += 33 * 7
             for key in range(low, low + 33):
@@ -184,6 +189,7 @@ def summary(variant: Variant, window: int) -> dict[str, Any]:
         "files_added_last": metric("numTargetFilesAdded", last),
         "files_scanned_last": metric("numTargetFilesScanned", last),
         "files_skipped_last": metric("numTargetFilesSkippedDuringScan", last),
+        "rows_compacted_last": metric("numCompactedRows", last),
         "table_files_end": variant.files[-1] if variant.files else 0,
         "merge_s_total": round(sum(variant.seconds), 2),
     }
@@ -195,6 +201,8 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=300, help="100-row transactions per batch")
     parser.add_argument("--base-rows", type=int, default=100_000)
     parser.add_argument("--variants", default="old,new")
+    parser.add_argument("--workload", choices=("mixed", "insert"), default="mixed",
+                        help="insert: keepup_load's insert-only transactions (100 new keys each), appended")
     parser.add_argument("--file-bytes", type=int, default=file_layout.TARGET_FILE_BYTES)
     parser.add_argument("--every", type=int, default=10, help="print every Nth batch")
     parser.add_argument("--window", type=int, default=10, help="batches averaged at the start and the end")
@@ -208,7 +216,8 @@ def main() -> None:
     workload = MixedWorkload(arguments.base_rows)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     for number in range(1, arguments.batches + 1):
-        batch = batch_write(schema, workload.batch(arguments.transactions, number))
+        batch = batch_write(schema, workload.batch(arguments.transactions, number,
+                                                   inserts_only=arguments.workload == "insert"))
         for variant in variants:
             apply(variant, schema, batch, number)
         if number % arguments.every == 0 or number == 1:
@@ -216,6 +225,7 @@ def main() -> None:
                 f"{v.name}: {v.seconds[-1]:.3f} s copied {v.metrics[-1].get('numTargetRowsCopied', 0):>8} "
                 f"files -{v.metrics[-1].get('numTargetFilesRemoved', 0)}/+{v.metrics[-1].get('numTargetFilesAdded', 0)}"
                 f" of {v.files[-1]}"
+                + (f" compacted {v.metrics[-1]['numCompactedRows']}" if "numCompactedRows" in v.metrics[-1] else "")
                 for v in variants
             )
             print(f"batch {number:>3}  {cells}", flush=True)

@@ -10,6 +10,10 @@ and every caller see no difference. delta-rs does not skip a commit whose SetTra
 (Spark does): the caller's log-tail check does that, and `write_batch` checks again on the very snapshot it
 merges into. Under binlake's lease binlake is the table's only writer.
 
+Which files a batch rewrites: a one-column integer key's mixed batch replaces only the files its keys are in, sorted
+by key (`key_rewrite`); other batches MERGE, pruned by the keys' ranges (docs/performance.md "Files a MERGE
+rewrites").
+
 Which tables (`batch.writer`, `writer_for`): a mirror table whose Delta protocol delta-rs writes exactly and whose
 batch did not spill. Everything else stays on Spark (docs/performance.md "A writer without Spark").
 """

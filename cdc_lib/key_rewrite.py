@@ -18,6 +18,9 @@ Here, in one commit with binlake's SetTransaction and metadata:
 
 The batch's new keys thus go into files of their own (above the table's keys, they sort last), and a file holds a
 run of adjacent keys: a later batch rewrites only the files its own keys are in.
+
+`compacting_append`: a batch of only new keys appended, and in the same commit the small files the earlier
+appends left at the top of the key order merged into files of the target size (`dataChange: false`).
 """
 
 from __future__ import annotations

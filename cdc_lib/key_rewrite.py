@@ -184,8 +184,7 @@ def compacting_append(
     from deltalake.transaction import AddAction, RemoveAction
 
     key = schema.primary_key[0]
-    target_bytes = _target_bytes(table)
-    run = _top_small_files(_files(table, key), target_bytes)
+    run = small_files_at_top(table, key)
     if len(run) < COMPACT_MIN_FILES:
         return None
     root = table.table_uri.rstrip("/")
@@ -217,9 +216,15 @@ def compacting_append(
     return Rewrite(len(run), len(run), merged.num_rows, len(actions) - len(run))
 
 
+def small_files_at_top(table: DeltaTable, key: str) -> list[_File]:
+    """The small files that come last in the order of `key`, next to each other, up to the table's target size in
+    all: an insert-only table's recent appends, which the next append merges once there are
+    `COMPACT_MIN_FILES`."""
+    return _top_small_files(_files(table, key), _target_bytes(table))
+
+
 def _top_small_files(files: list[_File], target_bytes: int) -> list[_File]:
-    """The small files that come last in key order, next to each other, up to the target size in all: an
-    insert-only table's recent appends. A file without key statistics ends the run (its place is unknown)."""
+    """`small_files_at_top` of `files`. A file without key statistics ends the run (its place is unknown)."""
     ordered = sorted((file for file in files if file.low is not None and file.high is not None),
                      key=lambda file: (file.low, file.high))
     if len(ordered) < len(files):
@@ -319,4 +324,4 @@ def _write_files(
     return adds
 
 
-__all__ = ["SCRATCH_FOLDER", "Rewrite", "applies", "compacting_append", "rewrite_batch"]
+__all__ = ["SCRATCH_FOLDER", "Rewrite", "applies", "compacting_append", "rewrite_batch", "small_files_at_top"]

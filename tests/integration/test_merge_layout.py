@@ -9,6 +9,7 @@ Results are read by delta-rs's scan and by Spark, and compared with the source.
 from __future__ import annotations
 
 import json
+import signal
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -21,7 +22,9 @@ from deltalake import DeltaTable, write_deltalake
 from cdc_lib import delta_log, file_layout, key_rewrite
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.spark import spark_session
-from tests.conftest import scan_rows, source_rows, sql
+from tests.conftest import run_cli, scan_rows, source_rows, sql
+from tests.integration.conftest import assert_each_change_applied_once
+from tests.integration.test_apply_paths import config_file_with
 from tests.integration.test_delta_rs_writes import assert_equal_to_source, commits_of
 
 #: Small enough that the tables below snapshot into several files (delta-rs cuts a file past the size).
@@ -212,3 +215,44 @@ def test_appends_merge_the_small_files_they_leave_in_their_own_commit(mariadb, d
     tail = delta_log.read_log_tail(pipeline.table_path(table), application=pipeline.application(table))
     assert tail is not None and tail.last_binlake_commit is not None
     assert tail.last_binlake_commit.txn_version == pipeline.read_state().batch_seq
+
+
+def test_a_kill_right_after_a_compacting_append_commits_nothing_twice(mariadb, database, make_config, tmp_path,
+                                                                       small_files) -> None:
+    table = f"{database}.killed"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT, label VARCHAR(60))",
+        f"INSERT INTO {table} SELECT seq, seq, MD5(seq) FROM {database}.seq_1_to_1500")
+    config = make_config([table], batch__writer="delta-rs")
+    pipeline = Pipeline(config)
+    pipeline.snapshot()  # the table's delta.targetFileSize is the small one: the CLI below follows it
+
+    def insert_round(round_number: int) -> None:
+        sql(mariadb, f"INSERT INTO {table} SELECT {4000 + 30 * round_number} + seq, seq, 'k{round_number}' "
+            f"FROM {database}.seq_1_to_30")
+
+    # Appends (past the snapshot's window) until the next one is due to merge the small files they left.
+    round_number = 0
+    while round_number < 2 or len(key_rewrite.small_files_at_top(
+            DeltaTable(pipeline.table_path(table)), "id")) < key_rewrite.COMPACT_MIN_FILES:
+        assert round_number < 12, "the appends left no small files to merge"
+        insert_round(round_number)
+        pipeline.sync(until_caught_up=True)
+        round_number += 1
+    removes_before = removes(pipeline, table)
+    insert_round(round_number)
+    crashed = run_cli(config_file_with(config, tmp_path / "binlake.yaml"), "sync",
+                      env={"BINLAKE_FAILPOINT": "after_delta_commit"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    assert removes(pipeline, table) > removes_before, "the killed batch did not merge small files"
+
+    insert_round(round_number + 1)
+    resumed = run_cli(config_file_with(config, tmp_path / "binlake.yaml"), "sync", "--until-caught-up")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_equal_to_source(mariadb, pipeline, table)
+    assert_each_change_applied_once(config, table)
+
+
+def removes(pipeline: Pipeline, table: str) -> int:
+    """How many remove actions the table's log holds (files replaced by a rewrite or a compaction)."""
+    log = Path(pipeline.table_path(table)) / "_delta_log"
+    return sum(line.startswith('{"remove"') for path in log.glob("*.json") for line in path.read_text().split("\n"))

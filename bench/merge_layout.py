@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -209,6 +210,13 @@ def main() -> None:
     arguments = parser.parse_args()
     schema = bench_schema()
     work = Path(tempfile.mkdtemp(prefix="binlake-merge-layout-"))
+    try:
+        run(arguments, schema, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the old layout's versions alone reach hundreds of MB
+
+
+def run(arguments: argparse.Namespace, schema: TableSchema, work: Path) -> None:
     variants = [make_variant(name, work, arguments.file_bytes) for name in arguments.variants.split(",")]
     base = base_rows(schema, arguments.base_rows)
     for variant in variants:

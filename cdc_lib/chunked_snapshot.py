@@ -232,7 +232,7 @@ def _run_wave(
         if writer == "delta-rs":
             version = snapshot_delta_rs.write_wave(
                 frame, path, application=application, txn_version=number, metadata=metadata,
-                overwrite=number == 1, storage=context.sink,
+                overwrite=number == 1, storage=context.sink, sort_key=schema.primary_key,
             )
         elif number == 1:
             version = delta_sink.write_snapshot(

@@ -10,6 +10,10 @@ and every caller see no difference. delta-rs does not skip a commit whose SetTra
 (Spark does): the caller's log-tail check does that, and `write_batch` checks again on the very snapshot it
 merges into. Under binlake's lease binlake is the table's only writer.
 
+Which files a batch rewrites: a one-column integer key's mixed batch replaces only the files its keys are in, sorted
+by key (`key_rewrite`); other batches MERGE, pruned by the keys' ranges (docs/performance.md "Files a MERGE
+rewrites").
+
 Which tables (`batch.writer`, `writer_for`): a mirror table whose Delta protocol delta-rs writes exactly and whose
 batch did not spill. Everything else stays on Spark (docs/performance.md "A writer without Spark").
 """
@@ -21,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from cdc_lib import delta_log
+from cdc_lib import delta_log, file_layout, key_rewrite
 from cdc_lib.config import BatchWriter, TableMode
 from cdc_lib.delta_rs_tables import LOADED_TABLES, KnownLog
 from cdc_lib.errors import BinlakeError, DeltaStateError, SinkError
@@ -293,22 +297,27 @@ def _write_batch(
         LOADED_TABLES.keep(uri, options, table)
         return delta_log.version_of(path, application, txn_version, storage)
     loaded = table.version()
-    commit = CommitProperties(
-        custom_metadata={"userMetadata": json.dumps({**metadata, "app_id": application, "writer": "delta-rs"},
-                                                    sort_keys=True)},
-        app_transactions=[Transaction(app_id=application, version=txn_version)],
-    )
+    custom_metadata = {"userMetadata": json.dumps({**metadata, "app_id": application, "writer": "delta-rs"},
+                                                  sort_keys=True)}
+    transactions = [Transaction(app_id=application, version=txn_version)]
+    commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
     # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
     # next checkpoint removes expired log files as it always does.
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     if batch.append:
         rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
-        write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+        # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
+        compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
+            key_rewrite.compacting_append(table, schema, rows, storage_options=options,
+                                          custom_metadata=custom_metadata, transactions=transactions,
+                                          hooks=hooks) is not None
+        if not compacted:
+            write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
     else:
         deleted_keys = _delete_predicate(schema, batch)
         if deleted_keys is not None:
             table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
-        else:
+        elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
             _merge(table, schema, batch, commit, hooks)
         if table.version() == loaded:
             # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
@@ -331,6 +340,18 @@ def _write_batch(
     # Kept only after a write that went through: a failed one may leave the object's state anywhere.
     LOADED_TABLES.keep(uri, options, table)
     return version
+
+
+def _rewritten_by_key(table: Any, schema: TableSchema, batch: BatchWrite, options: dict[str, str] | None,
+                      custom_metadata: dict[str, str], transactions: list[Any], hooks: Any) -> bool:
+    """Whether `key_rewrite` wrote the batch (a one-column integer key, no TRUNCATE, candidate files it may hold
+    in memory); else the caller MERGEs (docs/performance.md "Files a MERGE rewrites")."""
+    if not KEY_REWRITE or not key_rewrite.applies(schema, batch.truncated):
+        return False
+    done = key_rewrite.rewrite_batch(table, schema, batch.records, operation_column=OPERATION_COLUMN,
+                                     storage_options=options, custom_metadata=custom_metadata,
+                                     transactions=transactions, hooks=hooks)
+    return done is not None
 
 
 def _is_upsert(records: pa.Table) -> Any:
@@ -364,7 +385,7 @@ def _merge(table: Any, schema: TableSchema, batch: BatchWrite, commit: Any, hook
 
     condition = " AND ".join(f"t.{quote(key)} = s.{quote(key)}" for key in schema.primary_key)
     if batch.key_range is not None and not batch.truncated:
-        condition += f" AND {_range_predicate(schema, batch.key_range)}"
+        condition += f" AND {_ranges_predicate(schema, batch)}"
     columns = {quote(name): f"s.{quote(name)}" for name in schema.column_names}
     merger = table.merge(batch.records, condition, source_alias="s", target_alias="t", commit_properties=commit,
                          post_commithook_properties=hooks)
@@ -381,6 +402,30 @@ def _merge(table: Any, schema: TableSchema, batch: BatchWrite, commit: Any, hook
     if batch.truncated:
         merger = merger.when_not_matched_by_source_delete()
     merger.execute()
+
+
+#: Write a mixed batch of a one-column integer key by rewriting only the files its keys are in, sorted by key
+#: (`key_rewrite`), instead of delta-rs's MERGE (False: the MERGE, for the bench's comparison).
+KEY_REWRITE = True
+#: The most ranges `_ranges_predicate` names (`file_layout.MAX_KEY_RANGES`; 1 is the single BETWEEN of before).
+KEY_RANGES_LIMIT = file_layout.MAX_KEY_RANGES
+
+
+def _ranges_predicate(schema: TableSchema, batch: BatchWrite) -> str:
+    """The target's leading key in a few ranges that hold every key of the batch the table may hold.
+
+    `batch.key_range` bounds those keys (the batch's keys that are not provably new, `delta_sink.merge_changes`);
+    the batch's leading key values inside it, cut at their largest gaps (`file_layout.key_ranges`), cover every
+    one of them, so a file the predicate lets delta-rs skip holds none of the batch's keys. A source row whose key
+    lies outside every range (a new key above the bound) joins nothing, as with the single range: it is inserted.
+    """
+    assert batch.key_range is not None
+    lead = schema.primary_key[0]
+    column = next(column for column in schema.columns if column.name == lead)
+    low, high = batch.key_range
+    values = [value for value in batch.records.column(lead).to_pylist() if low <= value <= high]
+    ranges = file_layout.key_ranges(values, KEY_RANGES_LIMIT) or [(low, high)]
+    return file_layout.ranges_predicate(f"t.{quote(lead)}", spark_type_ddl(column), ranges)
 
 
 def _range_predicate(schema: TableSchema, key_range: tuple[Any, Any], *, alias: str = "t.") -> str:

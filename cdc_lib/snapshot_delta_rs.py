@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pymysql
 
-from cdc_lib import delta_log
+from cdc_lib import delta_log, file_layout
 from cdc_lib.config import SnapshotWriter
 from cdc_lib.delta_rs_sink import spark_log_store, spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
@@ -133,6 +133,7 @@ def write_wave(
     metadata: dict[str, Any],
     overwrite: bool,
     storage: SinkStorage | None = None,
+    sort_key: Sequence[str] = (),
 ) -> int:
     """Write one snapshot wave with delta-rs in one idempotent commit; return its Delta version.
 
@@ -141,6 +142,9 @@ def write_wave(
             wave's size).
         overwrite: the first wave (or a one-wave snapshot): replace the table and its schema, as
             `delta_sink.write_snapshot`; later waves append, as `delta_sink.append_snapshot_wave`.
+        sort_key: the table's primary key: the wave is written sorted by it, in files of about
+            `file_layout.TARGET_FILE_BYTES` whose key ranges do not overlap, so a later MERGE rewrites only the
+            files its keys fall in (docs/performance.md "Files a MERGE rewrites").
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
 
@@ -150,6 +154,11 @@ def write_wave(
         return done  # a replay of a wave already in the log: Spark's writer would skip it too
     exists = delta_log.table_exists(path, storage=storage)
     rows = frame.toArrow()
+    if sort_key:
+        rows = rows.sort_by([(name, "ascending") for name in sort_key])
+    target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
+    if exists and overwrite:
+        _set_target_file_size(path, storage, target_size)
     user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
     write_deltalake(
         table_uri(path),
@@ -159,13 +168,31 @@ def write_wave(
         mode="overwrite" if overwrite else "append",
         schema_mode="overwrite" if overwrite else None,
         # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
-        configuration={_DELETION_VECTORS: "false"} if not exists else None,
+        # The file size also sets how large delta-rs's later MERGEs and appends write theirs.
+        configuration={_DELETION_VECTORS: "false", **target_size} if not exists else None,
+        target_file_size=file_layout.TARGET_FILE_BYTES,
         commit_properties=CommitProperties(
             custom_metadata={"userMetadata": user_metadata},
             app_transactions=[Transaction(app_id=application, version=txn_version)],
         ),
     )
     return delta_log.version_of(path, application, txn_version, storage)
+
+
+def _set_target_file_size(path: str, storage: SinkStorage, wanted: dict[str, str]) -> None:
+    """Give an existing table binlake's file size before its snapshot overwrite (an overwrite keeps the table's
+    properties, and ignores `configuration`): one metadata-only commit, which the overwrite follows at once."""
+    from deltalake import DeltaTable, PostCommitHookProperties
+
+    settings = delta_log.table_settings(path, storage=storage)
+    current = settings.properties if settings is not None else {}
+    if all(current.get(key) == value for key, value in wanted.items()):
+        return
+    table = DeltaTable(table_uri(path), storage_options=storage_options(path, storage))
+    table.alter.set_table_properties(
+        wanted, raise_if_not_exists=False,
+        post_commithook_properties=PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False),
+    )
 
 
 def _committed(path: str, application: str, txn_version: int, storage: SinkStorage) -> int | None:

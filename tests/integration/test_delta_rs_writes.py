@@ -125,7 +125,7 @@ def test_a_kill_right_after_delta_rs_commits_commits_nothing_twice(mariadb, data
         mixed(mariadb, table, index)
     crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_delta_commit"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    landed = [table for table in tables if commits_of(pipeline, table)[-1]["operation"] == "MERGE"]
+    landed = [table for table in tables if commits_of(pipeline, table)[-1]["path"] == "merge"]
     assert landed, "no delta-rs commit landed before the kill"
 
     for index, table in enumerate(tables):

@@ -54,6 +54,8 @@ class Accounts:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Per delta-rs write: (rows staged, appended rather than MERGEd, seconds).
     writes: list[tuple[int, bool, float]] = field(default_factory=list)
+    #: Per step, the wall seconds of each call in order: does a step's cost grow over the trial?
+    each: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -62,6 +64,7 @@ class Accounts:
             yield
         finally:
             with self.lock:
+                self.each[name].append(time.perf_counter() - wall)
                 self.wall[name] += time.perf_counter() - wall
                 self.cpu[name] += time.thread_time() - cpu
                 self.calls[name] += 1
@@ -71,6 +74,7 @@ class Accounts:
         self.cpu.clear()
         self.calls.clear()
         self.writes.clear()
+        self.each.clear()
 
 
 ACCOUNTS = Accounts()
@@ -102,6 +106,17 @@ def write_trend(writes: list[tuple[int, bool, float]]) -> dict[str, Any]:
     return {label: {"writes": len(part), "rows": round(sum(w[0] for w in part) / len(part)),
                     "seconds": round(sum(w[2] for w in part) / len(part), 3),
                     "appends": sum(1 for w in part if w[1])} for label, part in parts.items() if part}
+
+
+def step_trend(each: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Per step, its mean milliseconds a call in each fifth of the trial: a cost that grows with the table or
+    its log shows as a rising row."""
+    trend = {}
+    for name, calls in sorted(each.items()):
+        fifth = max(1, len(calls) // 5)
+        parts = [calls[index:index + fifth] for index in range(0, fifth * 5, fifth)]
+        trend[name] = [round(1000 * sum(part) / len(part), 1) for part in parts if part]
+    return trend
 
 
 def instrument() -> None:
@@ -191,8 +206,10 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
         "steps": {name: {"wall_s": round(ACCOUNTS.wall[name], 2), "thread_cpu_s": round(ACCOUNTS.cpu[name], 2),
                          "calls": ACCOUNTS.calls[name]} for name in sorted(ACCOUNTS.wall)},
         "write_trend": write_trend(ACCOUNTS.writes),
-        **{key: value for key, value in result.items() if key != "lag_s"},
+        "step_trend_ms": step_trend(ACCOUNTS.each),
+        **{key: value for key, value in result.items() if key not in ("lag_s", "sample_at_s")},
         "lag_s_tail": result["lag_s"][-5:],
+        "lag_by_time": list(zip(result["sample_at_s"], result["lag_s"], strict=True))[::10],
     }
     return figures
 

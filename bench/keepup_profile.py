@@ -10,8 +10,11 @@ reaped child) and of this process over each trial say how much of the 2 cores is
     python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
 
 Variants (alternated in one process):
-  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead, table maps parsed once per
+  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
+           that follows one which reached the binlog end begins a poll after it), table maps parsed once per
            reader connection, the fold staged to Arrow a column at a time
+  nofloor  `follow` without the cycle floor: the next read begins as soon as the last one ended (batches back
+           to back, as before the floor)
   sync     the same code, but `Pipeline.sync()` back to back (how `bench.keepup` followed before: no read-ahead)
   before   `sync`, with each table map parsed anew and the fold staged as record tuples (the code before)
 """
@@ -167,6 +170,12 @@ def java_children() -> list[int]:
     return found
 
 
+def _without_floor(config: Any, target: Any, *, open_ended: bool = False, min_interval: float = 0.0
+                   ) -> sync.ReadAhead:
+    """`sync.ReadAhead` as `cdc_lib.follow` builds it, less the cycle floor (the `nofloor` variant)."""
+    return sync.ReadAhead(config, target, open_ended=open_ended, min_interval=0.0)
+
+
 def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMariaDB, *, variant: str,
           rate: float, seconds: float, work: Path) -> dict[str, Any]:
     pipeline.sync(until_caught_up=True)
@@ -180,8 +189,10 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     load_before = os.getloadavg()[0]
     ACCOUNTS.clear()
     started = time.perf_counter()
-    mode: keepup.FollowMode = "follow" if variant == "follow" else "sync"
+    mode: keepup.FollowMode = "follow" if variant in ("follow", "nofloor") else "sync"
     staging = delta_rs_sink.arrow_fold
+    if variant == "nofloor":
+        follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
         binlog._TABLE_MAPS_KEPT = 0
         delta_rs_sink.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_sink.arrow_records(
@@ -192,6 +203,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     finally:
         binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
         delta_rs_sink.arrow_fold = staging
+        follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -203,6 +215,10 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
                   "idle JVM (Spark of the snapshot)": round(sum(process_cpu(pid) for pid in jvms) - jvm_before, 1),
                   "binlake (this process)": round(own.ru_utime + own.ru_stime - self_before.ru_utime
                                                   - self_before.ru_stime, 1)},
+        "batches_per_minute": round(60 * result["batches"] / seconds, 1),
+        "binlake_cpu_us_per_row": round(1e6 * (own.ru_utime + own.ru_stime - self_before.ru_utime
+                                               - self_before.ru_stime) / max(1.0, result["achieved_rows_per_s"]
+                                                                              * seconds), 2),
         "steps": {name: {"wall_s": round(ACCOUNTS.wall[name], 2), "thread_cpu_s": round(ACCOUNTS.cpu[name], 2),
                          "calls": ACCOUNTS.calls[name]} for name in sorted(ACCOUNTS.wall)},
         "write_trend": write_trend(ACCOUNTS.writes),

@@ -7,10 +7,12 @@ sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows
                   this process follows as `binlake sync --follow` does (`cdc_lib.follow`: one lease, the next
                   batch read while one is written; `follow_trial(mode="sync")` calls `Pipeline.sync()`
                   back to back instead, as a scheduler of separate runs would); after each batch the lag is
-                  the age of the oldest source commit not applied yet. R passes when the lag stays under
-                  60 s and does not grow over the window's second half (`keepup_search.judge`). A log-space bisection
-                  (`keepup_search.RateSearch`) between drain/16 and 1.25 × drain picks the next R; the
-                  highest passing R is then held for the confirmation window (5 minutes in a full run).
+                  the age of the oldest source commit not applied yet; the follower runs on past the window
+                  until it has applied the writer's last commit. R passes when the lag stays under 60 s, does
+                  not grow over the window's second half, and the last commit is applied in time
+                  (`keepup_search.judge`). A log-space bisection (`keepup_search.RateSearch`) between drain/16
+                  and 1.25 × drain picks the next R; the highest passing R is then held for the confirmation
+                  window (5 minutes in a full run).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ and the rest of `sync` (lease, server checks, listings). CPU of MariaDB (from /p
 reaped child) and of this process over each trial say how much of the 2 cores is left for binlake.
 
     python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
+    python -m bench.keepup_profile --kept-table-growth 1000     (no MariaDB: delta-rs appends only)
 
 Variants (alternated in one process):
   follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
@@ -230,6 +231,46 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     return figures
 
 
+def kept_table_growth(commits: int, *, rows: int = 2000, every: int = 200) -> dict[str, list[float]]:
+    """Mean ms of an append batch as binlake's delta-rs writer makes it (a kept `DeltaTable` taken and kept back,
+    a checkpoint every 10 commits), by `every` commits: the kept table never reloaded (before) against
+    `LoadedTables.RELOAD_AFTER_COMMITS` (after)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+    from cdc_lib.delta_rs_tables import KnownLog, LoadedTables
+
+    def rows_from(start: int) -> pa.Table:
+        return pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
+                         "customer_id": pa.array([7] * rows, pa.int32()), "note": pa.array(["fresh"] * rows)})
+
+    figures: dict[str, list[float]] = {}
+    for label, reload_after in (("never reloaded", 10**9), ("reloaded", LoadedTables.RELOAD_AFTER_COMMITS)):
+        path = tempfile.mkdtemp(prefix="binlake-kept-table-")
+        write_deltalake(path, rows_from(0))
+        tables = LoadedTables()
+        tables.RELOAD_AFTER_COMMITS = reload_after
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        checkpoint: int | None = None
+        window: list[float] = []
+        figures[label] = []
+        for version in range(1, commits + 1):
+            started = time.perf_counter()
+            table = tables.take(path, None, KnownLog(latest_version=version - 1, checkpoint_version=checkpoint))
+            table.transaction_version("bench")
+            write_deltalake(table, rows_from(version * rows), mode="append", post_commithook_properties=hooks,
+                            commit_properties=CommitProperties(app_transactions=[Transaction("bench", version)]))
+            if table.version() % 10 == 0:
+                table.create_checkpoint()
+                checkpoint = table.version()
+            tables.keep(path, None, table)
+            window.append(time.perf_counter() - started)
+            if version % every == 0:
+                figures[label].append(round(1000 * sum(window) / len(window), 1))
+                window = []
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--workload", choices=("mixed", "insert"), default="mixed")
@@ -239,7 +280,12 @@ def main() -> None:
     parser.add_argument("--variants", default="follow,sync")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-events", type=int, default=None)
+    parser.add_argument("--kept-table-growth", type=int, default=0, metavar="COMMITS",
+                        help="only time delta-rs appends over this many commits, kept table reloaded or not")
     arguments = parser.parse_args()
+    if arguments.kept_table_growth:
+        print(json.dumps(kept_table_growth(arguments.kept_table_growth)), flush=True)
+        return
     work = Path(tempfile.mkdtemp(prefix="binlake-keepup-profile-"))
     server = LocalMariaDB(work / "mariadb", server_id=13).start()
     try:

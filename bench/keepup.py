@@ -7,10 +7,12 @@ sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows
                   this process follows as `binlake sync --follow` does (`cdc_lib.follow`: one lease, the next
                   batch read while one is written; `follow_trial(mode="sync")` calls `Pipeline.sync()`
                   back to back instead, as a scheduler of separate runs would); after each batch the lag is
-                  the age of the oldest source commit not applied yet. R passes when the lag stays under
-                  60 s and does not grow over the window's second half (`keepup_search.judge`). A log-space bisection
-                  (`keepup_search.RateSearch`) between drain/16 and 1.25 × drain picks the next R; the
-                  highest passing R is then held for the confirmation window (5 minutes in a full run).
+                  the age of the oldest source commit not applied yet; the follower runs on past the window
+                  until it has applied the writer's last commit. R passes when the lag stays under 60 s, does
+                  not grow over the window's second half, and the last commit is applied in time
+                  (`keepup_search.judge`). A log-space bisection (`keepup_search.RateSearch`) between drain/16
+                  and 1.25 × drain picks the next R; the highest passing R is then held for the confirmation
+                  window (5 minutes in a full run).
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.keepup_load import create_table
-from bench.keepup_search import FollowSample, RateSearch, SourceCommit, catch_up_seconds, judge, lag_series
+from bench.keepup_search import (
+    FollowSample,
+    RateSearch,
+    SourceCommit,
+    applied_all,
+    catch_up_seconds,
+    judge,
+    lag_series,
+)
 from cdc_lib.config import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.follow import follow
@@ -108,25 +118,43 @@ def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float,
     process = writer.start(rate=rate, seconds=window_s, out=out)
     started = time.time()
     samples: list[FollowSample] = []
+    stopped_at: list[float] = []
+    retries = 0
 
     def sample() -> None:
         position = pipeline.read_state().tables[table].position
         samples.append(FollowSample(at=time.time(), applied=(position.file, position.pos)))
 
+    last_commit: list[SourceCommit | None] = []
+
+    def drained_or_late() -> bool:
+        """Once the writer is done: the follower applied its last commit, or `limit_s` passed since it."""
+        if not last_commit:  # read once, after the writer closed the file
+            commits = read_commits(out)
+            last_commit.append(commits[-1] if commits else None)
+        last = last_commit[0]
+        return last is None or applied_all(samples, last) or time.time() >= last.at + limit_s
+
     if mode == "follow":
         stop = threading.Event()
 
-        def stop_after_window() -> None:
+        def stop_once_drained() -> None:
+            # The window's last lag point is the batch that applies its last commit: a follower stops between
+            # batches, so stopping it when the writer stops would leave the last point before the window's end.
             process.wait()
             time.sleep(max(0.0, started + window_s - time.time()))
+            while not drained_or_late():
+                time.sleep(0.05)
+            stopped_at.append(time.time())
             stop.set()
 
-        watcher = threading.Thread(target=stop_after_window, daemon=True)
+        watcher = threading.Thread(target=stop_once_drained, daemon=True)
         watcher.start()
-        follow(pipeline, stop=stop, on_batch=lambda _: sample())  # the shipped poll: `binlake sync --follow`
+        followed = follow(pipeline, stop=stop, on_batch=lambda _: sample())  # the shipped poll
         watcher.join()
+        retries = followed.retries
     else:
-        while process.poll() is None or time.time() < started + window_s:
+        while process.poll() is None or time.time() < started + window_s or not drained_or_late():
             pipeline.sync()
             sample()
     batches = len(samples)
@@ -141,6 +169,11 @@ def follow_trial(pipeline: Pipeline, writer: Writer, table: str, *, rate: float,
             "steady": verdict.steady and achieved >= 0.9 * rate, "max_lag_s": verdict.max_lag_s,
             "late_slope": verdict.late_slope,
             "reason": verdict.reason if achieved >= 0.9 * rate else f"the writer reached only {achieved:,.0f} rows/s",
+            "retries": retries,
+            # When the last commit, the stop and the last batch happened, against the writer's window end.
+            "last_sample_after_window_end_s": round(samples[-1].at - commits[-1].at, 2) if samples else None,
+            "stop_after_window_end_s": round(stopped_at[0] - commits[-1].at, 2) if stopped_at else None,
+            "sample_at_s": [round(point.at - commits[0].at, 2) for point in series],
             "lag_s": [round(point.lag_s, 2) for point in series]}
 
 
@@ -184,6 +217,7 @@ def keep_up(server: LocalMariaDB, work: Path, workload: str, sizes: KeepupSizes,
     window = sizes.confirm_window_s if confirm is not None else sizes.search_window_s
     sustainable = best if confirm is None or confirm["steady"] else None
     for trial in trials:
+        trial.pop("sample_at_s")
         trial.pop("lag_s")  # keep the JSON small: the verdict figures suffice for the search trials
     return {
         "workload": workload, "txn_rows": sizes.txn_rows, "apply_rows_per_s": apply_rate,

@@ -8,10 +8,14 @@ and the rest of `sync` (lease, server checks, listings). CPU of MariaDB (from /p
 reaped child) and of this process over each trial say how much of the 2 cores is left for binlake.
 
     python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
+    python -m bench.keepup_profile --kept-table-growth 1000     (no MariaDB: delta-rs appends only)
 
 Variants (alternated in one process):
-  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead, table maps parsed once per
+  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
+           that follows one which reached the binlog end begins a poll after it), table maps parsed once per
            reader connection, the fold staged to Arrow a column at a time
+  nofloor  `follow` without the cycle floor: the next read begins as soon as the last one ended (batches back
+           to back, as before the floor)
   sync     the same code, but `Pipeline.sync()` back to back (how `bench.keepup` followed before: no read-ahead)
   before   `sync`, with each table map parsed anew and the fold staged as record tuples (the code before)
 """
@@ -54,6 +58,8 @@ class Accounts:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Per delta-rs write: (rows staged, appended rather than MERGEd, seconds).
     writes: list[tuple[int, bool, float]] = field(default_factory=list)
+    #: Per step, the wall seconds of each call in order: does a step's cost grow over the trial?
+    each: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -62,6 +68,7 @@ class Accounts:
             yield
         finally:
             with self.lock:
+                self.each[name].append(time.perf_counter() - wall)
                 self.wall[name] += time.perf_counter() - wall
                 self.cpu[name] += time.thread_time() - cpu
                 self.calls[name] += 1
@@ -71,6 +78,7 @@ class Accounts:
         self.cpu.clear()
         self.calls.clear()
         self.writes.clear()
+        self.each.clear()
 
 
 ACCOUNTS = Accounts()
@@ -102,6 +110,17 @@ def write_trend(writes: list[tuple[int, bool, float]]) -> dict[str, Any]:
     return {label: {"writes": len(part), "rows": round(sum(w[0] for w in part) / len(part)),
                     "seconds": round(sum(w[2] for w in part) / len(part), 3),
                     "appends": sum(1 for w in part if w[1])} for label, part in parts.items() if part}
+
+
+def step_trend(each: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Per step, its mean milliseconds a call in each fifth of the trial: a cost that grows with the table or
+    its log shows as a rising row."""
+    trend = {}
+    for name, calls in sorted(each.items()):
+        fifth = max(1, len(calls) // 5)
+        parts = [calls[index:index + fifth] for index in range(0, fifth * 5, fifth)]
+        trend[name] = [round(1000 * sum(part) / len(part), 1) for part in parts if part]
+    return trend
 
 
 def instrument() -> None:
@@ -152,6 +171,12 @@ def java_children() -> list[int]:
     return found
 
 
+def _without_floor(config: Any, target: Any, *, open_ended: bool = False, min_interval: float = 0.0
+                   ) -> sync.ReadAhead:
+    """`sync.ReadAhead` as `cdc_lib.follow` builds it, less the cycle floor (the `nofloor` variant)."""
+    return sync.ReadAhead(config, target, open_ended=open_ended, min_interval=0.0)
+
+
 def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMariaDB, *, variant: str,
           rate: float, seconds: float, work: Path) -> dict[str, Any]:
     pipeline.sync(until_caught_up=True)
@@ -165,8 +190,10 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     load_before = os.getloadavg()[0]
     ACCOUNTS.clear()
     started = time.perf_counter()
-    mode: keepup.FollowMode = "follow" if variant == "follow" else "sync"
+    mode: keepup.FollowMode = "follow" if variant in ("follow", "nofloor") else "sync"
     staging = delta_rs_sink.arrow_fold
+    if variant == "nofloor":
+        follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
         binlog._TABLE_MAPS_KEPT = 0
         delta_rs_sink.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_sink.arrow_records(
@@ -177,6 +204,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     finally:
         binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
         delta_rs_sink.arrow_fold = staging
+        follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -188,12 +216,58 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
                   "idle JVM (Spark of the snapshot)": round(sum(process_cpu(pid) for pid in jvms) - jvm_before, 1),
                   "binlake (this process)": round(own.ru_utime + own.ru_stime - self_before.ru_utime
                                                   - self_before.ru_stime, 1)},
+        "batches_per_minute": round(60 * result["batches"] / seconds, 1),
+        "binlake_cpu_us_per_row": round(1e6 * (own.ru_utime + own.ru_stime - self_before.ru_utime
+                                               - self_before.ru_stime) / max(1.0, result["achieved_rows_per_s"]
+                                                                              * seconds), 2),
         "steps": {name: {"wall_s": round(ACCOUNTS.wall[name], 2), "thread_cpu_s": round(ACCOUNTS.cpu[name], 2),
                          "calls": ACCOUNTS.calls[name]} for name in sorted(ACCOUNTS.wall)},
         "write_trend": write_trend(ACCOUNTS.writes),
-        **{key: value for key, value in result.items() if key != "lag_s"},
+        "step_trend_ms": step_trend(ACCOUNTS.each),
+        **{key: value for key, value in result.items() if key not in ("lag_s", "sample_at_s")},
         "lag_s_tail": result["lag_s"][-5:],
+        "lag_by_time": list(zip(result["sample_at_s"], result["lag_s"], strict=True))[::10],
     }
+    return figures
+
+
+def kept_table_growth(commits: int, *, rows: int = 2000, every: int = 200) -> dict[str, list[float]]:
+    """Mean ms of an append batch as binlake's delta-rs writer makes it (a kept `DeltaTable` taken and kept back,
+    a checkpoint every 10 commits), by `every` commits: the kept table never reloaded (before) against
+    `LoadedTables.RELOAD_AFTER_COMMITS` (after)."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+    from cdc_lib.delta_rs_tables import KnownLog, LoadedTables
+
+    def rows_from(start: int) -> pa.Table:
+        return pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
+                         "customer_id": pa.array([7] * rows, pa.int32()), "note": pa.array(["fresh"] * rows)})
+
+    figures: dict[str, list[float]] = {}
+    for label, reload_after in (("never reloaded", 10**9), ("reloaded", LoadedTables.RELOAD_AFTER_COMMITS)):
+        path = tempfile.mkdtemp(prefix="binlake-kept-table-")
+        write_deltalake(path, rows_from(0))
+        tables = LoadedTables()
+        tables.RELOAD_AFTER_COMMITS = reload_after
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        checkpoint: int | None = None
+        window: list[float] = []
+        figures[label] = []
+        for version in range(1, commits + 1):
+            started = time.perf_counter()
+            table = tables.take(path, None, KnownLog(latest_version=version - 1, checkpoint_version=checkpoint))
+            table.transaction_version("bench")
+            write_deltalake(table, rows_from(version * rows), mode="append", post_commithook_properties=hooks,
+                            commit_properties=CommitProperties(app_transactions=[Transaction("bench", version)]))
+            if table.version() % 10 == 0:
+                table.create_checkpoint()
+                checkpoint = table.version()
+            tables.keep(path, None, table)
+            window.append(time.perf_counter() - started)
+            if version % every == 0:
+                figures[label].append(round(1000 * sum(window) / len(window), 1))
+                window = []
     return figures
 
 
@@ -206,7 +280,12 @@ def main() -> None:
     parser.add_argument("--variants", default="follow,sync")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-events", type=int, default=None)
+    parser.add_argument("--kept-table-growth", type=int, default=0, metavar="COMMITS",
+                        help="only time delta-rs appends over this many commits, kept table reloaded or not")
     arguments = parser.parse_args()
+    if arguments.kept_table_growth:
+        print(json.dumps(kept_table_growth(arguments.kept_table_growth)), flush=True)
+        return
     work = Path(tempfile.mkdtemp(prefix="binlake-keepup-profile-"))
     server = LocalMariaDB(work / "mariadb", server_id=13).start()
     try:

@@ -61,6 +61,11 @@ def lag_series(commits: Sequence[SourceCommit], samples: Sequence[FollowSample])
     return series
 
 
+def applied_all(samples: Sequence[FollowSample], last: SourceCommit) -> bool:
+    """Whether the follower's latest sample shows the writer's last commit applied."""
+    return bool(samples) and samples[-1].applied >= last.end
+
+
 def slope(points: Sequence[tuple[float, float]]) -> float:
     """Least-squares slope of y over x; 0 for fewer than two distinct x."""
     if len(points) < 2:
@@ -84,21 +89,30 @@ class Verdict:
 
 def judge(series: Sequence[LagPoint], *, window_start: float, window_end: float, limit_s: float = 60.0,
           max_slope: float = 0.05) -> Verdict:
-    """Whether the follower kept up during [window_start, window_end]: lag under `limit_s` all along, and not
-    growing over the second half (a lag that grows at `max_slope` s/s or more would pass `limit_s` later)."""
+    """Whether the follower kept up during [window_start, window_end] (the writer's first and last commit): lag
+    under `limit_s` all along, not growing over the window's second half (a lag that grows at `max_slope` s/s or
+    more would pass `limit_s` later), and the window's last commit applied within `limit_s` of it.
+
+    The series runs on past the window until the follower applied the last commit (`bench.keepup.follow_trial`
+    stops it then): a follower stops between batches only, so a series cut at the window's end may end just
+    before it whatever the follower's health. The points after the window count for the lag, not for the slope
+    (with no new commits, the oldest one not applied can only age until it is applied).
+    """
     inside = [point for point in series if window_start <= point.at <= window_end + limit_s]
     if not inside:
         return Verdict(False, math.inf, math.inf, "no micro-batch finished in the window")
     max_lag = max(point.lag_s for point in inside)
     middle = (window_start + window_end) / 2
-    late = [(point.at, point.lag_s) for point in inside if point.at >= middle]
+    late = [(point.at, point.lag_s) for point in inside if middle <= point.at <= window_end]
     late_slope = slope(late)
     if max_lag >= limit_s:
         return Verdict(False, max_lag, late_slope, f"lag reached {max_lag:.1f} s ≥ {limit_s:.0f} s")
-    if inside[-1].at < window_end:
-        return Verdict(False, max_lag, late_slope, "the last micro-batch ended before the window did")
     if late_slope >= max_slope:
         return Verdict(False, max_lag, late_slope, f"lag grows {late_slope:.3f} s/s over the second half")
+    last = inside[-1]
+    if last.at < window_end or last.backlog_rows or last.lag_s:
+        return Verdict(False, max_lag, late_slope, f"the follower stopped with the window's last commit not applied "
+                       f"(last micro-batch {last.at - window_end:+.1f} s from the window's end)")
     return Verdict(True, max_lag, late_slope, "steady")
 
 

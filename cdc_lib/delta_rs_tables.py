@@ -43,14 +43,23 @@ class LoadedTables:
     Anything else, or any failure, loads afresh as before. Entries unused for `MAX_IDLE_SECONDS` are dropped and
     at most `MAX_TABLES` are kept (the least recently used go), bounding memory: a table's state holds its file
     list.
+
+    A kept table is also loaded afresh once the log holds a checkpoint `RELOAD_AFTER_COMMITS` or more commits past
+    the version it was loaded at: delta-rs keeps every commit read since the load in the table's state, and each
+    write costs more with each of them (an append ~50 µs more per commit: 9 ms after 250 commits, 50 ms after
+    1,000, 87 ms after 2,000 — a follower's insert-only batch cost that grew over a long run, docs/performance.md
+    "Keeping up with a busy primary"). A load starts from the newest checkpoint, so the state starts short again.
     """
 
     MAX_TABLES = 512
     MAX_IDLE_SECONDS = 600.0
+    RELOAD_AFTER_COMMITS = 100
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tables: OrderedDict[tuple[str, str], tuple[DeltaTable, float]] = OrderedDict()
+        #: The version each kept table was loaded at (its state holds every commit read since).
+        self._loaded_at: dict[tuple[str, str], int] = {}
 
     def take(self, uri: str, options: dict[str, str] | None, known: KnownLog | None) -> DeltaTable:
         """The table at the version `known` names, kept or loaded; the caller owns it until `keep`."""
@@ -60,7 +69,9 @@ class LoadedTables:
         kept: DeltaTable | None
         with self._lock:
             kept, used = self._tables.pop(key, (None, 0.0))
-        if kept is not None and known is not None and time.monotonic() - used < self.MAX_IDLE_SECONDS:
+            loaded_at = self._loaded_at.pop(key, None)
+        if (kept is not None and known is not None and time.monotonic() - used < self.MAX_IDLE_SECONDS
+                and loaded_at is not None and not self._long(loaded_at, known)):
             version = kept.version()
             if version <= known.latest_version and (known.checkpoint_version is None
                                                     or version >= known.checkpoint_version):
@@ -69,8 +80,18 @@ class LoadedTables:
                 except Exception:  # noqa: BLE001 - whatever it was, a fresh load below reads the log anew
                     kept = None
                 if kept is not None and kept.version() == known.latest_version:
+                    with self._lock:
+                        self._loaded_at[key] = loaded_at
                     return kept
-        return DeltaTable(uri, storage_options=options)
+        table = DeltaTable(uri, storage_options=options)
+        with self._lock:
+            self._loaded_at[key] = table.version()
+        return table
+
+    def _long(self, loaded_at: int, known: KnownLog) -> bool:
+        """Whether a checkpoint far enough past the kept table's load makes a fresh load the shorter state."""
+        checkpoint = known.checkpoint_version
+        return checkpoint is not None and checkpoint - loaded_at >= self.RELOAD_AFTER_COMMITS
 
     def keep(self, uri: str, options: dict[str, str] | None, table: DeltaTable) -> None:
         key = (uri, json.dumps(options, sort_keys=True))
@@ -78,7 +99,8 @@ class LoadedTables:
             self._tables[key] = (table, time.monotonic())
             self._tables.move_to_end(key)
             while len(self._tables) > self.MAX_TABLES:
-                self._tables.popitem(last=False)
+                dropped, _ = self._tables.popitem(last=False)
+                self._loaded_at.pop(dropped, None)
 
     def held(self, uri: str, options: dict[str, str] | None = None) -> DeltaTable | None:
         """The `DeltaTable` kept for `uri` (None: none is): for tests and benches that check it is reused."""
@@ -89,6 +111,7 @@ class LoadedTables:
     def clear(self) -> None:
         with self._lock:
             self._tables.clear()
+            self._loaded_at.clear()
 
 
 #: This process's kept tables (delta-rs tables are thread-safe to hand from one thread to another; each is used

@@ -222,7 +222,7 @@ class _Follower:
                 # The first look always runs a batch: it saves what the reconciliation adopted.
                 while not self.should_stop():
                     server_end = mysql.current_position(connection)
-                    if server_end == caught_up_at:
+                    if caught_up_at is not None and _covered(server_end, caught_up_at):
                         handle.check_lease()  # a lost lease ends the session (retried: transient)
                         self.wait(self.poll_seconds)
                         continue
@@ -241,7 +241,9 @@ class _Follower:
         the previous one's write, until a batch finds nothing new. Every read starts after `target` was asked
         for, so the last one, which reached the binlog end, covers it.
         """
-        read_ahead = ReadAhead(self.context.config, target, open_ended=True)
+        # The cycle floor: a busy source's next read begins `poll_seconds` after the last one that reached the
+        # binlog end at the earliest (`ReadAhead`), so its batches hold a poll's worth of changes.
+        read_ahead = ReadAhead(self.context.config, target, open_ended=True, min_interval=self.poll_seconds)
         try:
             while True:
                 result = run_batch(self.context, handle, connection, read_ahead)
@@ -252,7 +254,11 @@ class _Follower:
                 # The next batch's read is under way when this one carried transactions; if it found nothing, the
                 # catch-up ends without running it (an idle follower writes nothing, not even its offsets).
                 if caught_up and not result.schema_changes and (not read_ahead.reading or read_ahead.found_nothing()):
-                    return target
+                    # Where the binlog is known to hold nothing more to write: past `target` when the source
+                    # wrote meanwhile. Returning `target` there would make the next look at the end start a
+                    # batch that reads nothing and still saves its offsets, in what should be quiet time.
+                    return max((point for point in (target, result.end_position, read_ahead.dropped_end)
+                                if point is not None and point.written_on(target.server)), key=_sort_key)
                 if self.should_stop():
                     return None
         finally:
@@ -271,6 +277,15 @@ class _Follower:
                   result.row_changes, result.transactions, "?" if behind is None else behind)
         if self.on_batch is not None:
             self.on_batch(batch)
+
+
+def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
+    return position.sort_key
+
+
+def _covered(server_end: BinlogPosition, caught_up_at: BinlogPosition) -> bool:
+    """Whether the server's binlog end is no further than where the follower knows it holds nothing to write."""
+    return caught_up_at.written_on(server_end.server) and server_end <= caught_up_at
 
 
 __all__ = [

@@ -15,6 +15,7 @@ states into the pipeline state and saves it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -260,7 +261,9 @@ def _read(
     read_ahead: ReadAhead | None,
 ) -> BatchRead:
     read = read_ahead.take(cursors) if read_ahead is not None else None
+    began = read_ahead.began if read is not None and read_ahead is not None else None
     if read is None:
+        began = time.monotonic()
         read = read_batch(context.config.source, cursors, context.config.batch, server=server_end.server)
     more_known = (
         read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
@@ -268,14 +271,16 @@ def _read(
     # Following a busy source (`open_ended`), the binlog grows while this batch is written: read on from here.
     busy = read_ahead is not None and read_ahead.open_ended and not read.by_gtid and read.transactions > 0
     if read_ahead is not None and (more_known or busy) and not (read.table_errors or read.schema_changes or read.held):
-        # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python.
+        # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python. A read that
+        # stopped short of the binlog end goes on at once; one that reached it, no earlier than the cycle floor.
         read_ahead.start(
             [
                 TableCursor(
                     name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode
                 )
                 for c in cursors
-            ]
+            ],
+            not_before=began + read_ahead.min_interval if read.reached_end and began is not None else None,
         )
     return read
 
@@ -481,21 +486,41 @@ class ReadAhead:
     exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
     Open-ended (follow mode), it reads on after every batch that carried transactions, past
     `target` too, so a busy source's next batch is read while this one is written.
+
+    The cycle floor (`min_interval`, follow mode's poll): a read that follows one which reached the
+    binlog end begins `min_interval` after that one began at the earliest. A busy source's batches then
+    hold what a poll interval brings, not what one write's time lets through (every Delta commit has a
+    fixed cost, and so does each batch's offsets save), and a change waits no longer than when idle.
+    A read that stopped short of the end (`batch.max_events`) is followed at once: the follower is behind.
     """
 
-    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False) -> None:
+    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False,
+                 min_interval: float = 0.0) -> None:
         self.config = config
         self.target = target
         #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
         self.open_ended = open_ended
+        self.min_interval = min_interval
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
         self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
+        #: When the latest prefetched read began reading (monotonic clock), for the cycle floor.
+        self.began: float | None = None
+        #: The end of the latest read dropped by `found_nothing`: the binlog up to it holds nothing to write.
+        self.dropped_end: BinlogPosition | None = None
+        self.closing = threading.Event()
 
-    def start(self, cursors: list[TableCursor]) -> None:
-        future = self.executor.submit(
-            read_batch, self.config.source, cursors, self.config.batch, server=self.target.server
-        )
+    def start(self, cursors: list[TableCursor], *, not_before: float | None = None) -> None:
+        """Read from `cursors` on the worker, beginning no earlier than `not_before` (monotonic clock)."""
+        self.began = None
+        future = self.executor.submit(self._read, cursors, not_before)
         self.pending = (cursors, future)
+
+    def _read(self, cursors: list[TableCursor], not_before: float | None) -> BatchRead:
+        wait = 0.0 if not_before is None else not_before - time.monotonic()
+        if wait > 0 and self.closing.wait(wait):
+            raise _Abandoned()
+        self.began = time.monotonic()
+        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server)
 
     @property
     def reading(self) -> bool:
@@ -514,6 +539,7 @@ class ReadAhead:
         if read.transactions or read.table_errors or read.schema_changes or read.held:
             return False
         self.pending = None
+        self.dropped_end = read.end
         return True
 
     def take(self, cursors: list[TableCursor]) -> BatchRead | None:
@@ -525,6 +551,7 @@ class ReadAhead:
         return read if assumed == cursors else None
 
     def close(self) -> None:
+        self.closing.set()  # a read still waiting out the cycle floor gives up at once
         if self.pending is not None:
             self.pending[1].cancel()
             try:
@@ -532,6 +559,10 @@ class ReadAhead:
             except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
                 pass
         self.executor.shutdown(wait=True)
+
+
+class _Abandoned(Exception):  # noqa: N818 - a prefetch dropped by `ReadAhead.close`, never seen outside it
+    pass
 
 
 __all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]

@@ -274,3 +274,52 @@ def test_a_busy_source_is_followed_with_each_batch_read_while_the_last_is_writte
     state = pipeline.read_state()
     assert state.tables[table].applied_seq == state.batch_seq
     assert committed_versions(pipeline, table) == sorted(set(committed_versions(pipeline, table)))
+
+
+def test_a_busy_sources_batches_are_a_poll_apart_and_the_follower_then_writes_nothing(
+    mariadb: Any, database: str, followed: tuple[Pipeline, Path, str]
+) -> None:
+    """The cycle floor: a source committing every ~40 ms is followed in batches that begin a poll apart (not back
+    to back, each as small as one write's time lets through), every change lands, and once the source stops the
+    follower goes quiet: no batch, no offsets save."""
+    from cdc_lib.follow import FollowBatch, follow
+
+    pipeline, _, table = followed
+    poll = 0.85
+    carried: list[FollowBatch] = []
+    stop = threading.Event()
+    outcome: list[Any] = []
+    follower = threading.Thread(target=lambda: outcome.append(follow(
+        pipeline, poll_seconds=poll, stop=stop, budget_seconds=240,
+        on_batch=lambda batch: carried.append(batch) if batch.result.transactions else None)))
+    follower.start()
+    try:
+        time.sleep(0.5)  # past the first batch, which saves what the reconciliation adopted
+        writing_from = time.monotonic()
+        for round_number in range(150):  # ~6 s of a commit every ~40 ms
+            sql(mariadb, f"INSERT INTO {database}.items VALUES ({5000 + round_number}, {round_number * 3 + 1}, 'busy')")
+            time.sleep(0.025)
+        writing_s = time.monotonic() - writing_from
+        deadline = time.monotonic() + 60
+        while not delta_matches_source(mariadb, pipeline, table) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert delta_matches_source(mariadb, pipeline, table)
+        caught_up_after = time.monotonic() - writing_from - writing_s
+        # Quiet now: the idle follower writes nothing, not even its offsets.
+        time.sleep(poll)
+        _, revision = pipeline.store.read(pipeline.config.pipeline)
+        batches_then = len(carried)
+        time.sleep(3 * poll)
+        assert pipeline.store.read(pipeline.config.pipeline)[1] == revision
+        assert len(carried) == batches_then
+    finally:
+        stop.set()
+        follower.join()
+    (summary,) = outcome
+    assert summary.transactions == 150 and summary.retries == 0, summary
+    # Back to back, each batch would be one delta-rs append and its offsets (~0.1 s): dozens in the window.
+    assert len(carried) <= writing_s / poll + 3, [round(batch.elapsed, 2) for batch in carried]
+    assert len(carried) >= writing_s / poll / 2, "the batches still come a poll apart, not once at the end"
+    assert caught_up_after < 4 * poll + 5, caught_up_after
+    state = pipeline.read_state()
+    assert state.tables[table].applied_seq == state.batch_seq

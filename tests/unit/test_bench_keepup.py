@@ -11,6 +11,7 @@ from bench.keepup_search import (
     LagPoint,
     RateSearch,
     SourceCommit,
+    applied_all,
     catch_up_seconds,
     judge,
     lag_series,
@@ -59,7 +60,35 @@ def test_lag_past_the_limit_fails_even_when_flat() -> None:
 
 def test_a_follower_that_stopped_before_the_window_ended_fails() -> None:
     verdict = judge([LagPoint(1.0, 0.5, 0), LagPoint(2.0, 0.5, 0)], window_start=0.0, window_end=30.0)
-    assert not verdict.steady
+    assert not verdict.steady and "not applied" in verdict.reason
+
+
+def test_a_follower_stopped_between_batches_just_before_the_window_end_passes_once_it_drains() -> None:
+    """The 300 s confirmation's false failure: a follower stops between batches, so the batch in flight when the
+    writer stops may end 0.04 s before the window's last commit. Run on until that commit is applied, the series
+    ends with a drained point after the window; its lag counts, and the aging backlog after the window does not
+    count as growth."""
+    steady = [LagPoint(float(t), 1.25 + 0.5 * (t % 2), 700) for t in range(1, 30)]
+    cut = [*steady, LagPoint(29.96, 1.75, 700)]
+    assert not judge(cut, window_start=0.0, window_end=30.0).steady
+    drained = [*cut, LagPoint(31.5, 0.0, 0)]
+    verdict = judge(drained, window_start=0.0, window_end=30.0)
+    assert verdict.steady, verdict
+    assert verdict.late_slope == pytest.approx(0.0, abs=0.01)
+    # A drain that takes its time: the lag after the window counts against the limit, not towards the slope.
+    slow = [*cut, LagPoint(33.0, 3.25, 700), LagPoint(45.0, 0.0, 0)]
+    assert judge(slow, window_start=0.0, window_end=30.0).steady
+    late = [*cut, LagPoint(95.0, 0.0, 0)]  # applied, but 65 s after the window: outside it, so not drained in time
+    assert not judge(late, window_start=0.0, window_end=30.0, limit_s=60.0).steady
+
+
+def test_the_last_commit_is_applied_once_the_latest_sample_reaches_its_end() -> None:
+    last = SourceCommit(at=30.0, rows=100, end=(FILE, 52_000))
+    assert not applied_all([], last)
+    assert not applied_all([FollowSample(at=30.5, applied=(FILE, 51_999))], last)
+    assert applied_all([FollowSample(at=30.5, applied=(FILE, 51_999)), FollowSample(at=31.25, applied=(FILE, 52_000))],
+                       last)
+    assert applied_all([FollowSample(at=31.25, applied=("mariadb-bin.000004", 4))], last)
 
 
 def test_the_search_converges_on_the_capacity() -> None:

@@ -44,3 +44,18 @@ def test_the_lease_is_renewed_once_half_of_it_is_spent(tmp_path: Path) -> None:
     assert renewed != revision and stored is not None and stored.lease is not None
     left = dt.datetime.fromisoformat(stored.lease.expires_at) - utc_now()
     assert dt.timedelta(seconds=35) < left <= dt.timedelta(seconds=40)
+
+
+def test_an_idle_follower_stays_idle_while_the_binlog_end_is_not_past_what_it_covered() -> None:
+    """A catch-up may cover more than the end it first saw (the source wrote meanwhile): the follower then idles
+    while the server's end is at or before that point, on the same server only."""
+    from cdc_lib.follow import _covered
+    from cdc_lib.positions import BinlogPosition, ServerIdentity
+
+    primary, other = ServerIdentity(server_id=11), ServerIdentity(server_id=23)
+    covered = BinlogPosition("mariadb-bin.000004", 9_125, server=primary)
+    assert _covered(BinlogPosition("mariadb-bin.000004", 9_125, gtid="0-11-870", server=primary), covered)
+    assert _covered(BinlogPosition("mariadb-bin.000004", 4_375, server=primary), covered)
+    assert not _covered(BinlogPosition("mariadb-bin.000004", 9_126, server=primary), covered)
+    assert not _covered(BinlogPosition("mariadb-bin.000005", 256, server=primary), covered)
+    assert not _covered(BinlogPosition("mariadb-bin.000004", 4_375, server=other), covered), "another server"

@@ -242,8 +242,7 @@ def _top_small_files(files: list[_File], target_bytes: int) -> list[_File]:
 
 
 def _target_bytes(table: DeltaTable) -> int:
-    properties = table.metadata().configuration
-    return int(properties.get(file_layout.TARGET_FILE_SIZE_PROPERTY) or file_layout.TARGET_FILE_BYTES)
+    return file_layout.target_file_bytes(table.metadata().configuration)
 
 
 @dataclass(frozen=True)

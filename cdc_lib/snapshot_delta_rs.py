@@ -142,8 +142,8 @@ def write_wave(
             wave's size).
         overwrite: the first wave (or a one-wave snapshot): replace the table and its schema, as
             `delta_sink.write_snapshot`; later waves append, as `delta_sink.append_snapshot_wave`.
-        sort_key: the table's primary key: the wave is written sorted by it, in files of about
-            `file_layout.TARGET_FILE_BYTES` whose key ranges do not overlap, so a later MERGE rewrites only the
+        sort_key: the table's primary key: the wave is written sorted by it, in files of about the table's
+            `file_layout.target_file_bytes` whose key ranges do not overlap, so a later MERGE rewrites only the
             files its keys fall in (docs/performance.md "Files a MERGE rewrites").
     """
     from deltalake import CommitProperties, Transaction, write_deltalake
@@ -156,8 +156,12 @@ def write_wave(
     rows = frame.toArrow()
     if sort_key:
         rows = rows.sort_by([(name, "ascending") for name in sort_key])
+    settings = delta_log.table_settings(path, storage=storage) if exists else None
+    properties = settings.properties if settings is not None else {}
+    # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
+    file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
     target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
-    if exists and overwrite:
+    if exists and overwrite and file_layout.TARGET_FILE_SIZE_PROPERTY not in properties:
         _set_target_file_size(path, storage, target_size)
     user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
     write_deltalake(
@@ -170,7 +174,7 @@ def write_wave(
         # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
         # The file size also sets how large delta-rs's later MERGEs and appends write theirs.
         configuration={_DELETION_VECTORS: "false", **target_size} if not exists else None,
-        target_file_size=file_layout.TARGET_FILE_BYTES,
+        target_file_size=file_bytes,
         commit_properties=CommitProperties(
             custom_metadata={"userMetadata": user_metadata},
             app_transactions=[Transaction(app_id=application, version=txn_version)],
@@ -180,14 +184,10 @@ def write_wave(
 
 
 def _set_target_file_size(path: str, storage: SinkStorage, wanted: dict[str, str]) -> None:
-    """Give an existing table binlake's file size before its snapshot overwrite (an overwrite keeps the table's
-    properties, and ignores `configuration`): one metadata-only commit, which the overwrite follows at once."""
+    """Give an existing table without a file size binlake's before its snapshot overwrite (an overwrite keeps the
+    table's properties, and ignores `configuration`): one metadata-only commit, which the overwrite follows."""
     from deltalake import DeltaTable, PostCommitHookProperties
 
-    settings = delta_log.table_settings(path, storage=storage)
-    current = settings.properties if settings is not None else {}
-    if all(current.get(key) == value for key, value in wanted.items()):
-        return
     table = DeltaTable(table_uri(path), storage_options=storage_options(path, storage))
     table.alter.set_table_properties(
         wanted, raise_if_not_exists=False,

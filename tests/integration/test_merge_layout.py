@@ -256,3 +256,31 @@ def removes(pipeline: Pipeline, table: str) -> int:
     """How many remove actions the table's log holds (files replaced by a rewrite or a compaction)."""
     log = Path(pipeline.table_path(table)) / "_delta_log"
     return sum(line.startswith('{"remove"') for path in log.glob("*.json") for line in path.read_text().split("\n"))
+
+
+def test_a_re_snapshot_keeps_a_file_size_the_table_was_given_and_refuses_one_that_is_no_size(
+    mariadb, database, make_config, small_files
+) -> None:
+    """A person may give a table larger files (`delta.targetFileSize`, as Spark and Delta write sizes): binlake's
+    re-snapshot writes by it rather than putting its default back; a value that is no size stops the snapshot."""
+    table = f"{database}.sized"
+    sql(mariadb, f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, label VARCHAR(60))",
+        f"INSERT INTO {table} SELECT seq, CONCAT('row ', seq, REPEAT('y', seq % 41)) FROM {database}.seq_1_to_6000")
+    pipeline = Pipeline(make_config([table], batch__writer="delta-rs"))
+    pipeline.snapshot()
+    small = len(data_files(pipeline, table))
+    path = pipeline.table_path(table)
+    DeltaTable(path).alter.set_table_properties({file_layout.TARGET_FILE_SIZE_PROPERTY: "48kb"})
+    pipeline.snapshot([table], restart=True)
+    settings = delta_log.table_settings(path)
+    assert settings is not None and settings.properties[file_layout.TARGET_FILE_SIZE_PROPERTY] == "48kb"
+    larger = len(data_files(pipeline, table))
+    assert larger < small, f"the re-snapshot did not write by the table's 48kb: {small} files, then {larger}"
+    assert_same_rows(mariadb, pipeline, table)
+
+    DeltaTable(path).alter.set_table_properties({file_layout.TARGET_FILE_SIZE_PROPERTY: "huge"})
+    before = delta_log.newest_version(path)
+    with pytest.raises(file_layout.FileSizeError) as refused:
+        pipeline.snapshot([table], restart=True)
+    assert refused.value.table == table and "huge" in refused.value.cause
+    assert delta_log.newest_version(path) == before, "a refused snapshot wrote to the table"

@@ -6,7 +6,15 @@ from decimal import Decimal
 
 import pytest
 
-from cdc_lib.file_layout import key_ranges, ranges_predicate
+from cdc_lib.file_layout import (
+    TARGET_FILE_BYTES,
+    TARGET_FILE_SIZE_PROPERTY,
+    FileSizeError,
+    key_ranges,
+    parse_byte_size,
+    ranges_predicate,
+    target_file_bytes,
+)
 
 
 def test_the_ranges_cover_every_key_and_cut_at_the_largest_gaps() -> None:
@@ -44,3 +52,22 @@ def test_an_integer_predicate_is_a_plain_between_or_a_disjunction() -> None:
     assert ranges_predicate('t."k"', "int", [(1, 2), (40, 41)]) == '(t."k" BETWEEN 1 AND 2 OR t."k" BETWEEN 40 AND 41)'
     with pytest.raises(ValueError):
         ranges_predicate('t."k"', "int", [])
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("1048576", 1_048_576), ("64mb", 64 << 20), ("64MB", 64 << 20), ("3 k", 3 << 10), ("2g", 2 << 30),
+    ("1tb", 1 << 40), ("77b", 77), ("", None), ("0", None), ("lots", None), ("12.5mb", None), ("-4mb", None),
+    ("7 parsecs", None),
+])
+def test_byte_sizes_read_as_spark_and_delta_write_them(text: str, size: int | None) -> None:
+    assert parse_byte_size(text) == size
+
+
+def test_the_file_size_is_the_tables_own_else_binlakes_and_a_bad_one_is_refused_by_name() -> None:
+    assert target_file_bytes({}) == TARGET_FILE_BYTES
+    assert target_file_bytes({TARGET_FILE_SIZE_PROPERTY: None}) == TARGET_FILE_BYTES
+    assert target_file_bytes({TARGET_FILE_SIZE_PROPERTY: "48kb"}) == 48 * 1024
+    with pytest.raises(FileSizeError) as refused:
+        target_file_bytes({TARGET_FILE_SIZE_PROPERTY: "big"}, table="shop.orders")
+    assert refused.value.table == "shop.orders" and "'big'" in refused.value.cause
+    assert "64mb" in refused.value.remedy

@@ -175,26 +175,26 @@ def arrow_records(schema: TableSchema, records: list[tuple[Any, ...]]) -> pa.Tab
 
 def arrow_fold(schema: TableSchema, upserts: list[tuple[Any, ...]], deleted_keys: list[tuple[Any, ...]]) -> pa.Table:
     """A mirror fold staged as `arrow_records` stages it (upserts, then deletes as their key in an otherwise
-    empty row), built a column at a time from the fold: no per-row record tuples to make and transpose."""
+    empty row), built from the fold's row tuples by Arrow's own converter: one struct array of the rows, split
+    into its columns (no record tuple per row, no transposition in Python: ~20 % less time per row than a
+    column at a time, docs/performance.md)."""
     import pyarrow as pa
 
     target = arrow_schema(schema)
     width = len(schema.columns)
-    columns: list[Any] = list(zip(*upserts, strict=True)) if upserts else [() for _ in range(width)]
-    key_columns = dict(zip((schema.column_names.index(key) for key in schema.primary_key),
-                           zip(*deleted_keys, strict=True) if deleted_keys else [() for _ in schema.primary_key],
-                           strict=True))
-    absent = [None] * len(deleted_keys)
-    arrays = []
-    for index, field in enumerate(target):
-        if index == width:
-            arrays.append(pa.array(["u"] * len(upserts) + ["d"] * len(deleted_keys), type=field.type))
-            continue
-        values = columns[index]
-        if deleted_keys:
-            values = [*values, *key_columns.get(index, absent)]
-        arrays.append(pa.array(values, type=field.type))
-    return pa.Table.from_arrays(arrays, schema=target)
+    row_fields = list(target)[:width]
+    columns = pa.array(upserts, type=pa.struct(row_fields)).flatten() if upserts else [
+        pa.array([], type=field.type) for field in row_fields]
+    if deleted_keys:
+        key_type = pa.struct([row_fields[schema.column_names.index(key)] for key in schema.primary_key])
+        keys = dict(zip(schema.primary_key, pa.array(deleted_keys, type=key_type).flatten(), strict=True))
+        columns = [
+            pa.concat_arrays([column, keys[field.name] if field.name in keys
+                              else pa.nulls(len(deleted_keys), field.type)])
+            for column, field in zip(columns, row_fields, strict=True)
+        ]
+    operations = pa.array(["u"] * len(upserts) + ["d"] * len(deleted_keys), type=target.field(width).type)
+    return pa.Table.from_arrays([*columns, operations], schema=target)
 
 
 def storage_options(path: str, storage: SinkStorage) -> dict[str, str] | None:

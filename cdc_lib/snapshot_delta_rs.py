@@ -38,6 +38,7 @@ from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableRef, query
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
 
 log = logging.getLogger("binlake")
@@ -154,7 +155,7 @@ def write_wave(
         return done  # a replay of a wave already in the log: Spark's writer would skip it too
     exists = delta_log.table_exists(path, storage=storage)
     rows = frame.toArrow()
-    if sort_key:
+    if sort_key and not _ascending(rows, sort_key):
         rows = rows.sort_by([(name, "ascending") for name in sort_key])
     settings = delta_log.table_settings(path, storage=storage) if exists else None
     properties = settings.properties if settings is not None else {}
@@ -181,6 +182,17 @@ def write_wave(
         ),
     )
     return delta_log.version_of(path, application, txn_version, storage)
+
+
+def _ascending(rows: pa.Table, key: Sequence[str]) -> bool:
+    """Whether the rows already come in the order of a one-column key (a wave's partitions are key ranges in order,
+    which InnoDB reads in key order): then the sort is skipped, ~0.3 s of a 2M-row wave against 1 ms for this."""
+    import pyarrow.compute as pc
+
+    if len(key) != 1:
+        return False
+    values = rows.column(key[0])
+    return rows.num_rows < 2 or bool(pc.all(pc.less(values.slice(0, rows.num_rows - 1), values.slice(1))).as_py())
 
 
 def _set_target_file_size(path: str, storage: SinkStorage, wanted: dict[str, str]) -> None:

@@ -71,3 +71,19 @@ def test_the_file_size_is_the_tables_own_else_binlakes_and_a_bad_one_is_refused_
         target_file_bytes({TARGET_FILE_SIZE_PROPERTY: "big"}, table="shop.orders")
     assert refused.value.table == "shop.orders" and "'big'" in refused.value.cause
     assert "64mb" in refused.value.remedy
+
+
+def test_a_wave_already_in_key_order_is_not_sorted_again_and_any_other_is() -> None:
+    import pyarrow as pa
+
+    from cdc_lib.snapshot_delta_rs import _ascending
+
+    def rows(*keys: int) -> pa.Table:
+        return pa.table({"id": pa.chunked_array([list(keys[:2]), list(keys[2:])], type=pa.int64()),
+                         "v": [str(key) for key in keys]})
+
+    assert _ascending(rows(-7, 3, 4, 90), ["id"])
+    assert not _ascending(rows(-7, 4, 3, 90), ["id"]), "out of order across two chunks"
+    assert not _ascending(rows(1, 5, 5, 9), ["id"]), "a key twice is no key order"
+    assert _ascending(rows(12), ["id"]) and _ascending(rows(), ["id"])
+    assert not _ascending(rows(1, 2, 3), ["id", "v"]), "a composite key is always sorted"

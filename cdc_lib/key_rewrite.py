@@ -88,7 +88,6 @@ def rewrite_batch(
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from deltalake import CommitProperties
     from deltalake.fs import DeltaStorageHandler
     from deltalake.transaction import AddAction, RemoveAction
 
@@ -140,15 +139,7 @@ def rewrite_batch(
         "numTargetRowsDeleted": held_keys.length() - updated, "numOutputRows": written.num_rows,
         "numTargetFilesScanned": len(candidates), "numTargetFilesSkippedDuringScan": len(files) - len(candidates),
     }
-    commit = CommitProperties(
-        custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
-        app_transactions=transactions,
-    )
-    table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
-                                   post_commithook_properties=hooks)
-    # A write transaction does not move the object's state to its commit (MERGE and write do): the caller reads
-    # the new version from it.
-    table.update_incremental()
+    _commit(table, actions, metrics, custom_metadata=custom_metadata, transactions=transactions, hooks=hooks)
     return Rewrite(len(candidates), len(touched), rows_copied, len(adds))
 
 
@@ -179,7 +170,6 @@ def compacting_append(
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from deltalake import CommitProperties
     from deltalake.fs import DeltaStorageHandler
     from deltalake.transaction import AddAction, RemoveAction
 
@@ -206,14 +196,25 @@ def compacting_append(
     actions += [RemoveAction(file.path, False, now, file.size, {}) for file in run]
     metrics = {"numOutputRows": rows.num_rows, "numCompactedFiles": len(run), "numCompactedRows": merged.num_rows,
                "numFiles": len(actions) - len(run)}
+    _commit(table, actions, metrics, custom_metadata=custom_metadata, transactions=transactions, hooks=hooks)
+    return Rewrite(len(run), len(run), merged.num_rows, len(actions) - len(run))
+
+
+def _commit(table: DeltaTable, actions: list[Any], metrics: dict[str, int], *, custom_metadata: dict[str, str],
+            transactions: list[Transaction], hooks: PostCommitHookProperties) -> None:
+    """One commit of `actions` with the batch's SetTransaction, binlake's metadata and the `metrics` (strings, as
+    Spark writes them; `delta_log.commit_metrics` reads them)."""
+    from deltalake import CommitProperties
+
     commit = CommitProperties(
         custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
         app_transactions=transactions,
     )
     table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
                                    post_commithook_properties=hooks)
+    # A write transaction does not move the object's state to its commit (MERGE and write do): the caller reads
+    # the new version from it.
     table.update_incremental()
-    return Rewrite(len(run), len(run), merged.num_rows, len(actions) - len(run))
 
 
 def small_files_at_top(table: DeltaTable, key: str) -> list[_File]:

@@ -253,9 +253,10 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
 
 @contextmanager
 def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterator[None]:
-    """Spark confs set on the pipeline's session for one batch; four keys are not confs: `threads`
+    """Spark confs set on the pipeline's session for one batch; five keys are not confs: `threads`
     (batch.apply_threads), `writer` (batch.writer: spark, delta-rs, auto), `engine=before` (the MERGE without
-    `delta_sink.merge_settings`) and `delta_rs=before` (delta-rs's write as first merged, `delta_rs_write_before`)."""
+    `delta_sink.merge_settings`), `delta_rs=before` (delta-rs's write as first merged, `delta_rs_write_before`)
+    and `rewrite=off` (delta-rs's MERGE instead of binlake's key rewrite, `delta_rs_sink.KEY_REWRITE`)."""
     from cdc_lib import delta_rs_sink, delta_sink
 
     settings = dict(settings)
@@ -263,6 +264,7 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     writer = settings.pop("writer", None)
     engine = settings.pop("engine", None)
     delta_rs = settings.pop("delta_rs", None)
+    rewrite = settings.pop("rewrite", None)
     previous = {key: spark.conf.get(key, None) for key in settings}
     config, merge_settings = pipeline.context.config, delta_sink.merge_settings
     for key, value in settings.items():
@@ -275,14 +277,15 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
         delta_sink.merge_settings = lambda rows: {}  # type: ignore[assignment]
-    write_batch = delta_rs_sink._write_batch
+    write_batch, key_rewrite = delta_rs_sink._write_batch, delta_rs_sink.KEY_REWRITE
+    delta_rs_sink.KEY_REWRITE = rewrite != "off"
     if delta_rs == "before":
         delta_rs_sink._write_batch = delta_rs_write_before
     try:
         yield
     finally:
         delta_sink.merge_settings = merge_settings
-        delta_rs_sink._write_batch = write_batch
+        delta_rs_sink._write_batch, delta_rs_sink.KEY_REWRITE = write_batch, key_rewrite
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:

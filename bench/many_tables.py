@@ -140,8 +140,9 @@ def delta_rs_write_before(
 
     from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
-    from cdc_lib import delta_log, delta_rs_sink
+    from cdc_lib import delta_log, delta_rs_sink, file_layout
     from cdc_lib.delta_rs_sink import OPERATION_COLUMN, quote
+    from cdc_lib.types import spark_type_ddl
 
     table = DeltaTable(delta_rs_sink.table_uri(path), storage_options=delta_rs_sink.storage_options(path, storage))
     committed = table.transaction_version(application)
@@ -158,7 +159,9 @@ def delta_rs_write_before(
     else:
         condition = " AND ".join(f"t.{quote(key)} = s.{quote(key)}" for key in schema.primary_key)
         if batch.key_range is not None and not batch.truncated:
-            condition += f" AND {delta_rs_sink._range_predicate(schema, batch.key_range)}"
+            lead = schema.primary_key[0]
+            ddl = spark_type_ddl(next(column for column in schema.columns if column.name == lead))
+            condition += f" AND {file_layout.ranges_predicate(f't.{quote(lead)}', ddl, [batch.key_range])}"
         columns = {quote(name): f"s.{quote(name)}" for name in schema.column_names}
         merger = (
             table.merge(batch.records, condition, source_alias="s", target_alias="t", commit_properties=commit,

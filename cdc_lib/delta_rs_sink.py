@@ -374,10 +374,11 @@ def _delete_predicate(schema: TableSchema, batch: BatchWrite) -> str | None:
         return None
     lead = schema.primary_key[0]
     column = next(column for column in schema.columns if column.name == lead)
-    if spark_type_ddl(column) not in ("tinyint", "smallint", "int", "bigint"):
+    ddl = spark_type_ddl(column)
+    if ddl not in ("tinyint", "smallint", "int", "bigint"):
         return None  # e.g. a DECIMAL(20,0) key: its literals need a cast; the MERGE handles it
     keys = ", ".join(str(int(value)) for value in records.column(lead).to_pylist())
-    return f"{quote(lead)} IN ({keys}) AND {_range_predicate(schema, batch.key_range, alias='')}"
+    return f"{quote(lead)} IN ({keys}) AND {file_layout.ranges_predicate(quote(lead), ddl, [batch.key_range])}"
 
 
 def _merge(table: Any, schema: TableSchema, batch: BatchWrite, commit: Any, hooks: Any) -> None:
@@ -426,17 +427,6 @@ def _ranges_predicate(schema: TableSchema, batch: BatchWrite) -> str:
     values = [value for value in batch.records.column(lead).to_pylist() if low <= value <= high]
     ranges = file_layout.key_ranges(values, KEY_RANGES_LIMIT) or [(low, high)]
     return file_layout.ranges_predicate(f"t.{quote(lead)}", spark_type_ddl(column), ranges)
-
-
-def _range_predicate(schema: TableSchema, key_range: tuple[Any, Any], *, alias: str = "t.") -> str:
-    """`t.<lead> BETWEEN low AND high`, the literals typed as the column (a DECIMAL(20,0) key past 2^63)."""
-    lead = schema.primary_key[0]
-    column = next(column for column in schema.columns if column.name == lead)
-    ddl = spark_type_ddl(column)
-    low, high = key_range
-    if ddl.startswith("decimal"):
-        return f"{alias}{quote(lead)} BETWEEN CAST('{low}' AS DECIMAL(20, 0)) AND CAST('{high}' AS DECIMAL(20, 0))"
-    return f"{alias}{quote(lead)} BETWEEN {int(low)} AND {int(high)}"
 
 
 __all__ = [

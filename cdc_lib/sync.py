@@ -30,7 +30,7 @@ from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, r
 from cdc_lib.catch_up import record_of_batch
 from cdc_lib.config import PipelineConfig
 from cdc_lib.delta_rs_sink import Engine
-from cdc_lib.errors import BinlogPurgedError
+from cdc_lib.errors import BinlogPurgedError, FencedCommitError
 from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.history import Resume, plan_resume
@@ -390,6 +390,11 @@ def _write_table(
                 # takes only the events past its own (a resumed table whose commit landed before a crash).
                 "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
             })
+        except FencedCommitError as exc:
+            # A re-snapshot claimed the table after the check above (cdc_lib/fencing.py): the Delta log refused
+            # the commit. As when the check sees it: nothing written, the offset stays, the install replaces it.
+            log.warning("%s: %s; the table waits for the snapshot", name, exc.cause, extra=about_table(name))
+            return _Written(state=table_state, changes=None, failure=None)
         except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
             # Nothing of this batch reached the table: it stops where it stood, the others go on.
             failure = TableFailure(error=table_write_failure(exc, name), position=table_state.position)

@@ -270,6 +270,8 @@ def _run_wave(
     path = context.table_path(name)
     failpoint("before_snapshot_wave_commit")
     _before_commit(heartbeat)
+    # Past the last lease check: a runner stopped here (SIGSTOP, a VM) is held off by the Delta log's fences alone.
+    failpoint("snapshot_wave_checked")
     deletion_vectors = context.config.sink.deletion_vectors_for(name)
     # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
     change_data_feed = context.config.sink.change_data_feed_for(name) and not moded

@@ -398,7 +398,7 @@ class Generator:
             choices += ["sync_cli"] if self.on("sync_cli") else []
             choices += ["crash", "crash"] if self.on("crash") else []
             choices += ["follow_cli"] if self.on("crash") and self.on("paths") else []
-            choices += ["race", "race"] if self.on("race") else []
+            choices += ["race"] * 4 if self.on("race") else []
         label = rng.choice(choices)
         if label in ("sync_cli", "crash", "follow_cli", "race"):
             self.cli_left -= 1

@@ -116,8 +116,9 @@ def run_chunked_snapshot(
             _report(progress, document, started, resumed)
             while document.status == "running" and document.chunks_done < len(document.plan):
                 _run_wave(context, connection, handle, heartbeat, document)
-                if not fenced:
-                    # The table did not exist when the snapshot began: its first wave created it.
+                if not fenced and superseded:
+                    # The table did not exist when the snapshot began: its first wave created it. Only a snapshot
+                    # it replaces can have a commit in flight on it (no sync writes a table never installed).
                     _fence_after_first_wave(context, document, superseded)
                     fenced = True
                 _report(progress, document, started, resumed)

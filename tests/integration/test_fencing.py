@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -35,15 +36,18 @@ def _assert_equal_to_source(mariadb, pipeline: Pipeline, table: str) -> None:
     assert rows == source_rows(mariadb, table)
 
 
-@pytest.mark.parametrize("writer", ["delta-rs", "spark"])
+@pytest.mark.parametrize("writer", ["delta-rs", "spark", "spark+feed"])
 @pytest.mark.parametrize("batch", ["merge", "insert-only"])
 def test_a_sync_batch_paused_before_its_commit_never_lands_on_a_resnapshot(
     mariadb, database, make_config, tmp_path, monkeypatch, writer, batch
 ) -> None:
+    """`spark+feed`: a table with a change data feed, which delta-rs does not write: Spark writes its fence."""
     table = f"{database}.items"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL)",
         f"INSERT INTO {table} SELECT seq, 0 FROM {database}.seq_1_to_40")
-    config = make_config([table], batch__writer=writer, offsets__lease_seconds=LEASE_SECONDS)
+    feed = {"sink__tables": {table: {"change_data_feed": True}}} if writer == "spark+feed" else {}
+    config = make_config([table], batch__writer=writer.removesuffix("+feed"), offsets__lease_seconds=LEASE_SECONDS,
+                         **feed)
     pipeline = Pipeline(config)
     pipeline.snapshot()
     pipeline.sync(until_caught_up=True)
@@ -221,3 +225,43 @@ def test_a_sync_paused_before_its_commit_while_a_snapshot_is_between_waves(
     assert snapshot.returncode == 0, stderr
     pipeline.sync(until_caught_up=True)
     _assert_equal_to_source(mariadb, pipeline, table)
+
+
+def test_follow_beside_a_backfill_of_one_of_its_tables(mariadb, database, make_config, tmp_path) -> None:
+    """The Dagster backfill of a table is `snapshot --table` (the same `snapshot_tables`), beside follow mode."""
+    from cdc_lib.follow import follow
+
+    table, other = f"{database}.big", f"{database}.other"
+    sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, v INT NOT NULL)",
+        f"INSERT INTO {table} SELECT seq, seq FROM {database}.seq_1_to_3000",
+        f"CREATE TABLE {other} (id INT PRIMARY KEY, v INT)", f"INSERT INTO {other} VALUES (1, 1)")
+    config = make_config([table, other], offsets__lease_seconds=LEASE_SECONDS, snapshot__rows_per_chunk=1000,
+                         snapshot__chunks_per_wave=1)
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    config_path = write_config_file(config, tmp_path / "binlake.yaml")
+    stop = threading.Event()
+    run = Background(lambda: follow(pipeline, poll_seconds=0.2, stop=stop, give_up_after=0))
+    run.start()
+    writes = 0
+    backfill = None
+    while writes < 60:
+        sql(mariadb, f"UPDATE {table} SET v = v + 1 WHERE id = {1 + writes * 37 % 3000}",
+            f"INSERT INTO {table} VALUES ({10_000 + writes}, {writes})",
+            f"UPDATE {other} SET v = {writes} WHERE id = 1")
+        writes += 1
+        if writes == 10:
+            backfill = subprocess.Popen(
+                [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "snapshot", "--table", table],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "BINLAKE_TEST_PASSWORD": CDC_PASSWORD, "TZ": "UTC"},
+            )
+        threading.Event().wait(0.1)
+    assert backfill is not None
+    _, stderr = backfill.communicate(timeout=300)
+    assert backfill.returncode == 0, stderr
+    stop.set()
+    run.outcome()
+    pipeline.sync(until_caught_up=True)
+    _assert_equal_to_source(mariadb, pipeline, table)
+    _assert_equal_to_source(mariadb, pipeline, other)

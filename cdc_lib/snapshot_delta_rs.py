@@ -33,6 +33,7 @@ from cdc_lib import delta_log, file_layout
 from cdc_lib.config import SnapshotWriter
 from cdc_lib.delta_rs_sink import spark_log_store, spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
+from cdc_lib.formats import COMMIT_FORMAT
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableRef, query
@@ -164,7 +165,8 @@ def write_wave(
     target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
     if exists and overwrite and file_layout.TARGET_FILE_SIZE_PROPERTY not in properties:
         _set_target_file_size(path, storage, target_size)
-    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
+    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application, "format": COMMIT_FORMAT},
+                               sort_keys=True)
     write_deltalake(
         table_uri(path),
         rows,

@@ -117,8 +117,9 @@ def undeclared_imports() -> list[str]:
                             f"provides")
         elif not distributions & available:
             problems.append(
-                f"{', '.join(sorted(modules))}: imports '{name}' from distribution {' or '.join(sorted(distributions))}, "
-                f"which [project] dependencies in pyproject.toml neither declare nor require"
+                f"{', '.join(sorted(modules))}: imports '{name}' from distribution "
+                f"{' or '.join(sorted(distributions))}, which [project] dependencies in pyproject.toml neither "
+                f"declare nor require"
             )
     return problems
 

@@ -23,6 +23,7 @@ NOT_SHIPPED = ("tests", "bench")
 def copy_sources(target: Path) -> Path:
     """The files `pip wheel` reads (and the packages it must leave out), without caches or build leftovers."""
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    target.mkdir(parents=True, exist_ok=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, target / name)
     for package in SHIPPED + NOT_SHIPPED:

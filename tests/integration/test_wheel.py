@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,10 @@ class Outside:
                               capture_output=True, text=True, timeout=timeout)
 
     def ok(self, command: str, *arguments: str) -> str:
+        started = time.monotonic()
         done = self.run(command, *arguments)
+        print(f"{command} {' '.join(arguments[2:] if arguments[:1] == ('--config',) else arguments)}: "
+              f"{time.monotonic() - started:.1f} s")
         assert done.returncode == 0, f"{command} {' '.join(arguments)} exited {done.returncode}:\n" \
             f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
         return done.stdout + done.stderr
@@ -75,7 +79,8 @@ def test_the_installed_environment_is_the_wheel_alone(outside: Outside) -> None:
     # binlake from the virtualenv, not from this checkout; the distributions it needs at run time came with it.
     shown = outside.ok("python", "-c", "import cdc_lib, deltalake, orchestration; print(cdc_lib.__file__)")
     assert Path(shown.strip()).is_relative_to(outside.venv.root) and not Path(shown.strip()).is_relative_to(ROOT)
-    listed = {line.split("==")[0].lower() for line in outside.ok("python", "-m", "pip", "freeze").splitlines()}
+    listing = outside.run("python", "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")
+    listed = {package["name"].lower() for package in json.loads(listing.stdout)}
     assert {"binlake", "deltalake", "pyspark", "dagster"} <= listed
     # No test extra came along.
     assert not {"pytest", "polars", "moto", "dagster-dg-cli"} & listed

@@ -16,7 +16,6 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -37,8 +36,8 @@ def imported_top_levels(tree: ast.AST) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and type_checking_only(node):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
@@ -78,8 +77,8 @@ def requirements_of(distribution: str, extras: frozenset[str]) -> tuple[Requirem
         if requirement.marker is None:
             found.append(requirement)
             continue
-        environments = [{**default_environment(), "extra": extra} for extra in sorted(extras) or [""]]
-        if any(requirement.marker.evaluate(environment) for environment in environments):
+        # `evaluate` fills in this interpreter's environment (python_version, sys_platform, ...) itself.
+        if any(requirement.marker.evaluate({"extra": extra}) for extra in sorted(extras) or [""]):
             found.append(requirement)
     return tuple(found)
 

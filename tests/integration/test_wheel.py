@@ -83,7 +83,7 @@ def test_the_installed_environment_is_the_wheel_alone(outside: Outside) -> None:
     listed = {package["name"].lower() for package in json.loads(listing.stdout)}
     assert {"binlake", "deltalake", "pyspark", "dagster"} <= listed
     # No test extra came along.
-    assert not {"pytest", "polars", "moto", "dagster-dg-cli"} & listed
+    assert not {"pytest", "polars", "moto", "hypothesis"} & listed
 
 
 def test_the_installed_cli_validates_snapshots_syncs_reports_and_reconciles(

@@ -42,7 +42,7 @@ UPGRADE_REMEDY = (
 class NewerFormatError(BinlakeError):
     """A stored document was written by a newer binlake, in a format this one does not read."""
 
-    def __init__(self, kind: Kind, found: int, where: str) -> None:
+    def __init__(self, kind: Kind, found: object, where: str) -> None:
         self.kind = kind
         self.found = found
         self.supported = _CURRENT[kind]
@@ -54,19 +54,14 @@ class NewerFormatError(BinlakeError):
         )
 
 
-def written_format(document: dict[str, Any]) -> int:
-    """The document's `format`: 1 when it has none (written before formats were)."""
-    value = document.get("format", 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
-
 def check_format(document: dict[str, Any], kind: Kind, *, where: str) -> int:
-    """The document's format if this binlake reads it; `NewerFormatError` (naming `where`) if it is newer.
+    """The document's format (1 when it has none) if this binlake reads it.
 
     Raises:
-        NewerFormatError: the document was written by a newer binlake.
+        NewerFormatError: the document was written by a newer binlake (or names a format that is no number,
+            which no binlake writes: never guessed at either).
     """
-    found = written_format(document)
-    if found > _CURRENT[kind]:
+    found = document.get("format", 1)
+    if isinstance(found, bool) or not isinstance(found, int) or found > _CURRENT[kind]:
         raise NewerFormatError(kind, found, where)
     return found

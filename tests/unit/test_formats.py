@@ -38,6 +38,12 @@ def test_a_document_without_a_format_is_format_1(document: dict[str, int], read:
     assert check_format(document, "commit metadata", where="x") == read
 
 
+@pytest.mark.parametrize("written", [2, "1", None, True])
+def test_a_format_this_binlake_does_not_know_is_refused(written: object) -> None:
+    with pytest.raises(NewerFormatError, match=f"commit metadata format {written};"):
+        check_format({"format": written}, "commit metadata", where="x")
+
+
 def test_the_previous_formats_documents_read_as_written(lake: Path) -> None:
     store = LocalOffsetStore(lake / "_offsets")
     state, _ = store.read(PIPELINE)

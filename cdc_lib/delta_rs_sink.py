@@ -298,9 +298,9 @@ def _write_batch(
         LOADED_TABLES.keep(uri, options, table)
         return delta_log.version_of(path, application, txn_version, storage)
     loaded = table.version()
-    custom_metadata = {"userMetadata": json.dumps({**metadata, "app_id": application, "writer": "delta-rs",
-                                                              "format": COMMIT_FORMAT},
-                                                  sort_keys=True)}
+    custom_metadata = {"userMetadata": json.dumps(
+        {**metadata, "app_id": application, "writer": "delta-rs", "format": COMMIT_FORMAT}, sort_keys=True
+    )}
     transactions = [Transaction(app_id=application, version=txn_version)]
     commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
     # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's

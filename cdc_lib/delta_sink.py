@@ -22,6 +22,7 @@ from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import DeltaStateError, FencedCommitError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
+from cdc_lib.formats import COMMIT_FORMAT
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
@@ -71,7 +72,7 @@ class _IdempotentCommit:
             "spark.databricks.delta.write.txnAppId": application,
             "spark.databricks.delta.write.txnVersion": str(version),
             "spark.databricks.delta.commitInfo.userMetadata": json.dumps(
-                {**metadata, "app_id": application}, sort_keys=True
+                {**metadata, "app_id": application, "format": COMMIT_FORMAT}, sort_keys=True
             ),
         }
 

@@ -168,10 +168,11 @@ def split_absent(changes: TableChanges, spans: KeySpans | None) -> tuple[list[Ro
     appended: list[Row] = []
     rest = TableChanges(changes.key_positions, truncated=changes.truncated)
     new_keys = changes.new_keys if spans is not None else set()
-    if spans is not None and spans.top is not None:
+    if spans is not None and spans.top is not None and new_keys:
         top = spans.top
-        absent = spans.absent
-        new_keys = {key for key in new_keys if key[0] > top or absent(key)}
+        # The common case, auto-increment keys past the table's largest: one pass, no new set.
+        if min(key[0] for key in new_keys) <= top:
+            new_keys = {key for key in new_keys if key[0] > top or spans.absent(key)}
     for key, (operation, row) in changes.rows.items():
         if key in new_keys:
             if operation == "upsert" and row is not None:

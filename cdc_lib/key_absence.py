@@ -136,6 +136,15 @@ class LiveKeys:
         return self._spans
 
     def _load(self) -> KeySpans | None:
+        kept = LOADED_TABLES.held(self.uri, self.options)
+        if kept is not None and kept.version() == self.known.latest_version:
+            # The delta-rs writer's own table, already at the version the log read found: no I/O (a table is
+            # written by one thread at a time, and reading its file list changes nothing).
+            try:
+                return file_spans(kept, self.schema.primary_key[0])
+            except Exception as exc:  # noqa: BLE001 - no proof: the batch's keys MERGE, which is exact anyway
+                log.info("%s: key statistics not readable (%s); inserted keys are MERGEd", self.path, exc)
+                return None
         try:
             table = LOADED_TABLES.take(self.uri, self.options, self.known)
         except Exception as exc:  # noqa: BLE001 - no proof: the batch's keys MERGE, which is exact anyway

@@ -172,3 +172,18 @@ def test_a_zero_date_outside_the_key_keeps_its_policy() -> None:
     decoder = TableDecoder.for_schema(TableSchema(TableRef("db", "z"), columns, ("id",)))
     assert decoder.row({"id": 1, "d": None}, {"d": NONE_SOURCE.OUT_OF_DATE_RANGE}) == (1, None)
     assert decoder.temporal_keys == ()
+
+
+def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset_on_the_next_read() -> None:
+    from cdc_lib.binlog import TableCursor, _Read
+    from cdc_lib.config import SourceConfig
+    from cdc_lib.positions import BinlogPosition
+
+    refused = TableSchema(TableRef("db", "e"), (_column("enum", "enum('','a')", character_set="utf8mb4"),), ("k",))
+    plain = TableSchema(TableRef("db", "p"), (_column("int", "int(11)"),), ("k",))
+    at = BinlogPosition("mysql-bin.000001", 400)
+    cursors = [TableCursor("db.e", at, refused), TableCursor("db.p", at, plain)]
+    read = _Read(SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("db.*",)), cursors, None)
+    assert set(read.result.table_errors) == {"db.e"}
+    failure = read.result.table_errors["db.e"]
+    assert isinstance(failure.error, KeyMappingError) and failure.position == at

@@ -58,7 +58,7 @@ from cdc_lib.positions import (
     transaction_applied,
 )
 from cdc_lib.row_decoder import FastRows
-from cdc_lib.silence import StreamSilent, heartbeat_period, silence_detecting
+from cdc_lib.silence import StreamSilent, end_silent_session, heartbeat_period, silence_detecting
 from cdc_lib.source import (
     SILENT_REMEDY,
     TableRef,
@@ -825,6 +825,7 @@ def read_batch(
                 ) from None
             log.warning("the binlog connection to %s:%s was silent for %ss; reading the batch again from its start "
                         "on a new connection", source.host, source.port, silent.seconds)
+            end_silent_session(source, silent)
         except _SpillNeeded as needed:
             log.info("%s: more than %d changes in one batch; reading the batch again with them spilled to %s",
                      needed.table, batch.max_buffered_changes, root)

@@ -9,26 +9,53 @@ write timeout (`source.connection_settings`) and ask the server for heartbeat ev
 python-mysql-replication treats a lost connection (2013 / 2006) by reconnecting on its own and going on
 from the last event it saw, inside a transaction if need be, and from the dump's *first* GTID state in
 MariaDB GTID mode (which would read transactions twice). A timeout arrives as the same 2013, so the
-connections here turn it into `StreamSilent`, which the library does not catch: the read ends, and
-`binlog.read_batch` reads the batch again from its start (a transaction boundary) on new connections.
+connections here turn it into `StreamSilent`, which the library does not catch: the read ends, the silent
+session is ended on the server (`end_silent_session`), and `binlog.read_batch` reads the batch again from
+its start (a transaction boundary) on new connections.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pymysql
 
-from cdc_lib.source import timed_out
+from cdc_lib.config import SourceConfig
+from cdc_lib.source import query, source_connection, timed_out
+
+log = logging.getLogger("binlake")
 
 
 class StreamSilent(Exception):  # noqa: N818 - a signal to binlog.read_batch, which raises SilentConnectionError
     """A connection of the binlog reader saw no byte for its read bound (or could not send for its write bound)."""
 
-    def __init__(self, seconds: float | None) -> None:
+    def __init__(self, seconds: float | None, thread_id: int | None) -> None:
         super().__init__(f"no answer within {seconds}s")
         self.seconds = seconds
+        #: The server's id of the silent connection's session (its handshake said), to end it there.
+        self.thread_id = thread_id
+
+
+def end_silent_session(source: SourceConfig, silent: StreamSilent) -> None:
+    """End the silent connection's session on the server, over a new connection, before the batch is read again.
+
+    The server's side of a silent dump may be blocked writing to it (the network took the bytes and went
+    quiet) and stays so until its `net_write_timeout` (60 s by default); a new dump with the same server_id
+    then waits for it to go (MariaDB), so reading again at once would find the new stream silent too.
+    `KILL CONNECTION` interrupts the blocked write; a user may end its own sessions without any privilege.
+
+    Raises:
+        SilentConnectionError, SourceConnectionError: the server cannot be reached on a new connection either.
+    """
+    if silent.thread_id is None:
+        return
+    with source_connection(source) as connection:
+        try:
+            query(connection, "KILL CONNECTION %s", (silent.thread_id,))
+        except pymysql.MySQLError as exc:  # gone already (1094), or not ours to end: the read goes on either way
+            log.info("could not end the silent binlog session %s on the server (%s)", silent.thread_id, exc)
 
 
 def heartbeat_period(network_timeout_seconds: float) -> float:
@@ -44,13 +71,15 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
     def connect_bounded(**settings: Any) -> Any:
         connection = connect(**settings)
         read_bytes, write_bytes = connection._read_bytes, connection._write_bytes
+        server_thread = getattr(connection, "server_thread_id", None)
+        thread_id = int(server_thread[0]) if server_thread else None
 
         def bounded_read(count: int) -> Any:
             try:
                 return read_bytes(count)
             except pymysql.MySQLError as exc:
                 if timed_out(exc):
-                    raise StreamSilent(settings.get("read_timeout")) from None
+                    raise StreamSilent(settings.get("read_timeout"), thread_id) from None
                 raise
 
         def bounded_write(data: bytes) -> Any:
@@ -58,7 +87,7 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
                 return write_bytes(data)
             except pymysql.MySQLError as exc:
                 if timed_out(exc):
-                    raise StreamSilent(settings.get("write_timeout")) from None
+                    raise StreamSilent(settings.get("write_timeout"), thread_id) from None
                 raise
 
         # Instance attributes: pymysql calls `self._read_bytes(...)`, so these take over for this connection only.
@@ -69,4 +98,4 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
     return connect_bounded
 
 
-__all__ = ["StreamSilent", "heartbeat_period", "silence_detecting"]
+__all__ = ["StreamSilent", "end_silent_session", "heartbeat_period", "silence_detecting"]

@@ -236,8 +236,7 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
 def source_connection(source: SourceConfig) -> Iterator[pymysql.connections.Connection]:
     connection = connect(source)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET time_zone = '+00:00'")
+        query(connection, "SET time_zone = '+00:00'")
         yield connection
     finally:
         connection.close()

@@ -220,7 +220,8 @@ class _Follower:
                 heartbeat=True, stall_seconds=stall_bound(self.context.config.source.network_timeout_seconds)
             )
             try:
-                reconcile_with_delta(self.context, state, connection)
+                with handle.working():  # every table's Delta log: S3 calls bounded by boto3's timeouts
+                    reconcile_with_delta(self.context, state, connection)
                 caught_up_at: BinlogPosition | None = None
                 # The first look always runs a batch: it saves what the reconciliation adopted.
                 while not self.should_stop():

@@ -101,7 +101,8 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
         state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
         read_ahead: ReadAhead | None = None
         try:
-            reconcile_with_delta(context, state, connection)
+            with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
+                reconcile_with_delta(context, state, connection)
             target = mysql.current_position(connection)
             handle.progress()
             read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
@@ -142,8 +143,8 @@ def run_batch(
     server_end = mysql.current_position(connection)
     # Complete snapshots are installed first; a table whose snapshot is in flight waits (its Delta table is
     # being rewritten under another app id): one listing of the offset store when none is.
-    in_flight = settle_snapshots(context, handle, connection)
-    handle.progress()
+    with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
+        in_flight = settle_snapshots(context, handle, connection)
     plans = _resume_plans(state, server_end, logs)
     skipped: dict[str, str] = {}
     cursors = []

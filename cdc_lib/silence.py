@@ -23,16 +23,24 @@ from typing import Any
 import pymysql
 
 from cdc_lib.config import SourceConfig
-from cdc_lib.source import query, source_connection, timed_out
+from cdc_lib.errors import SilentConnectionError
+from cdc_lib.source import SILENT_REMEDY, query, source_connection, timed_out
 
 log = logging.getLogger("binlake")
 
 
-class StreamSilent(Exception):  # noqa: N818 - a signal to binlog.read_batch, which raises SilentConnectionError
-    """A connection of the binlog reader saw no byte for its read bound (or could not send for its write bound)."""
+class StreamSilent(SilentConnectionError):  # noqa: N818 - named for what `binlog.read_batch` catches
+    """A connection of the binlog reader saw no byte for its read bound (or could not send for its write bound).
 
-    def __init__(self, seconds: float | None, thread_id: int | None) -> None:
-        super().__init__(f"no answer within {seconds}s")
+    Not a pymysql error, so the library lets it through; a `SilentConnectionError`, so a reader that does
+    not read again (a probe, a snapshot's window scan) ends with the cause and the remedy.
+    """
+
+    def __init__(self, seconds: float | None, thread_id: int | None, *, server: str) -> None:
+        super().__init__(
+            f"the binlog connection to {server} did not answer within {seconds}s (source.network_timeout_seconds)",
+            remedy=SILENT_REMEDY,
+        )
         self.seconds = seconds
         #: The server's id of the silent connection's session (its handshake said), to end it there.
         self.thread_id = thread_id
@@ -73,13 +81,14 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
         read_bytes, write_bytes = connection._read_bytes, connection._write_bytes
         server_thread = getattr(connection, "server_thread_id", None)
         thread_id = int(server_thread[0]) if server_thread else None
+        server = f"{settings.get('host')}:{settings.get('port')}"
 
         def bounded_read(count: int) -> Any:
             try:
                 return read_bytes(count)
             except pymysql.MySQLError as exc:
                 if timed_out(exc):
-                    raise StreamSilent(settings.get("read_timeout"), thread_id) from None
+                    raise StreamSilent(settings.get("read_timeout"), thread_id, server=server) from None
                 raise
 
         def bounded_write(data: bytes) -> Any:
@@ -87,7 +96,7 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
                 return write_bytes(data)
             except pymysql.MySQLError as exc:
                 if timed_out(exc):
-                    raise StreamSilent(settings.get("write_timeout"), thread_id) from None
+                    raise StreamSilent(settings.get("write_timeout"), thread_id, server=server) from None
                 raise
 
         # Instance attributes: pymysql calls `self._read_bytes(...)`, so these take over for this connection only.

@@ -42,6 +42,7 @@ from cdc_lib.errors import (
     RowDecodeError,
     SchemaChangeError,
     ServerSettingsError,
+    SilentConnectionError,
     TableError,
     UnreadableEventError,
     ZeroDateError,
@@ -59,7 +60,16 @@ from cdc_lib.positions import (
     transaction_applied,
 )
 from cdc_lib.row_decoder import FastRows
-from cdc_lib.source import TableRef, TableSchema, connection_settings, identity_checked, query, source_connection
+from cdc_lib.silence import StreamSilent, end_silent_session, heartbeat_period, silence_detecting
+from cdc_lib.source import (
+    SILENT_REMEDY,
+    TableRef,
+    TableSchema,
+    connection_settings,
+    identity_checked,
+    query,
+    source_connection,
+)
 from cdc_lib.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
 from cdc_lib.transaction import (
     OpenTransaction,
@@ -344,8 +354,12 @@ def open_stream(
         server, role="binlog", host=f"{source.host}:{source.port}"
     )
     return BinLogStreamReader(
-        pymysql_wrapper=_caching_table_maps(checked),
+        pymysql_wrapper=_caching_table_maps(silence_detecting(checked)),
+        # With read/write timeouts (source.network_timeout_seconds): a silent server ends the read (StreamSilent).
         connection_settings=connection_settings(source),
+        # The server sends a heartbeat when it has nothing to send for this long, so a live server is never
+        # mistaken for a silent one (the library sets MASTER_HEARTBEAT_PERIOD from it on each stream connection).
+        slave_heartbeat=heartbeat_period(source.network_timeout_seconds),
         server_id=source.server_id,
         resume_stream=True,
         log_file=None if gtid_state is not None else start.file,
@@ -794,8 +808,14 @@ def read_batch(
     batch: BatchConfig,
     *,
     server: ServerIdentity | None = None,
+    progress: Callable[[], None] | None = None,
 ) -> BatchRead:
     """Read committed transactions past the smallest table offset; see the module docstring.
+
+    `progress` is called now and then while events arrive (the lease's heartbeat renews only while they do).
+    A binlog connection silent for `source.network_timeout_seconds` ends the read; it is read once more from
+    its start (a transaction boundary: nothing of it was applied) on new connections, and a second silence
+    raises `SilentConnectionError` (retryable).
 
     `server` is the identity of the server connected to. When some offset was written on another
     server, the read starts from the earliest GTID state of the tables (MariaDB) and each
@@ -808,14 +828,32 @@ def read_batch(
     """
     root = Path(batch.spill_path) if batch.spill_path else default_spill_root()
     spilled: frozenset[str] = frozenset()
+    silences = 0
     while True:
         plan = _SpillPlan(spilled, batch.max_buffered_changes, root)
         try:
-            return _read_once(source, cursors, batch, server, plan)
+            return _read_once(source, cursors, batch, server, plan, progress)
+        except StreamSilent as silent:
+            silences += 1
+            if silences > _SILENT_RETRIES:
+                raise SilentConnectionError(
+                    f"the binlog connection to {source.host}:{source.port} stayed silent for {silent.seconds}s "
+                    f"(source.network_timeout_seconds), {silences} times in a row; nothing of this batch was applied",
+                    remedy=SILENT_REMEDY,
+                ) from None
+            log.warning("the binlog connection to %s:%s was silent for %ss; reading the batch again from its start "
+                        "on a new connection", source.host, source.port, silent.seconds)
+            end_silent_session(source, silent)
         except _SpillNeeded as needed:
             log.info("%s: more than %d changes in one batch; reading the batch again with them spilled to %s",
                      needed.table, batch.max_buffered_changes, root)
             spilled = spilled | {needed.table}
+
+
+#: A silent binlog connection is read again from the batch start this many times before the run stops.
+_SILENT_RETRIES = 1
+#: `progress` is called once per this many events plus one (a mask: cheaper than a clock per event).
+_PROGRESS_EVERY = 255
 
 
 def _read_once(
@@ -824,6 +862,7 @@ def _read_once(
     batch: BatchConfig,
     server: ServerIdentity | None,
     plan: _SpillPlan,
+    progress: Callable[[], None] | None = None,
 ) -> BatchRead:
     read = _Read(source, cursors, server, plan)
     result = read.result
@@ -836,6 +875,8 @@ def _read_once(
     try:
         for event in stream:
             result.events_read += 1
+            if progress is not None and not result.events_read & _PROGRESS_EVERY:
+                progress()
             code = event.event_type
             kind = handling_of(code, event.packet.flags)
             handling = kind.handling

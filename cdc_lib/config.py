@@ -6,7 +6,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,6 +53,11 @@ class SourceConfig:
     server_id: int
     tables: tuple[str, ...]
     connect_timeout: int = 10
+    #: The bound on every network wait (docs/production.md "Silent networks"): a MySQL connection's read or
+    #: write (control, binlog stream, JDBC), an S3 or Delta log call. A source that stays silent longer ends
+    #: the read (the binlog is read again once from the batch start, then the run stops with a retryable
+    #: error); a run that makes no progress for longer stops renewing its lease.
+    network_timeout_seconds: int = 60
     ssl_ca: str | None = None
     #: MySQL zero and partial dates ('0000-00-00', '2024-00-10'): stored as NULL, or stop the table.
     zero_dates: ZeroDatePolicy = "null"
@@ -122,6 +127,8 @@ class OffsetsConfig:
     path_style_access: bool | None = None
     #: Taken from the sink when the offsets share its bucket; otherwise the standard AWS chain applies.
     credentials: S3Credentials | None = field(default=None, repr=False)
+    #: An S3 offset store's bound on one call: set from `source.network_timeout_seconds` (see S3Settings).
+    timeout_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -382,7 +389,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     source_doc = _mapping(_required(root, "source", ""), "source")
     _reject_unknown(
         source_doc, "source.", {"host", "port", "user", "password", "server_id", "tables", "connect_timeout", "ssl_ca",
-                                 "zero_dates"}
+                                 "zero_dates", "network_timeout_seconds"}
     )
     tables_raw = _required(source_doc, "tables", "source.")
     if not isinstance(tables_raw, list) or not tables_raw:
@@ -403,10 +410,16 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
             source_doc, "connect_timeout", "source.", default=_default(SourceConfig, "connect_timeout"), low=1,
             high=600,
         ),
+        network_timeout_seconds=_integer(
+            source_doc, "network_timeout_seconds", "source.", default=_default(SourceConfig, "network_timeout_seconds"),
+            low=1, high=3600,
+        ),
         ssl_ca=_optional_string(source_doc, "ssl_ca", "source."),
         zero_dates=_zero_date_policy(source_doc.get("zero_dates")),
     )
     sink = _sink(_mapping(_required(root, "sink", ""), "sink"), base_dir, source.tables)
+    # One bound for every network wait: the S3 calls of the sink and the offset store take the source's.
+    sink = replace(sink, s3=replace(sink.s3, timeout_seconds=source.network_timeout_seconds))
     offsets_doc = _mapping(root.get("offsets") or {}, "offsets")
     offsets_doc = {"uri": f"{sink.path.rstrip('/')}/_offsets", **offsets_doc}
     _reject_unknown(offsets_doc, "offsets.", {"uri", "endpoint_url", "region", "lease_seconds"})
@@ -424,6 +437,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         ),
         path_style_access=inherited.path_style_access,
         credentials=inherited.credentials,
+        timeout_seconds=source.network_timeout_seconds,
     )
     spark_doc = _mapping(root.get("spark") or {}, "spark")
     _reject_unknown(spark_doc, "spark.", {"master", "conf", "staging_path"})

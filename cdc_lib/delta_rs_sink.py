@@ -214,6 +214,7 @@ def storage_options(path: str, storage: SinkStorage) -> dict[str, str] | None:
         if settings.endpoint_url.startswith("http://"):
             options["AWS_ALLOW_HTTP"] = "true"
     options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if settings.path_style else "true"
+    options.update(settings.delta_rs_timeouts())  # a silent store ends the call (source.network_timeout_seconds)
     if settings.credentials is not None:
         options["AWS_ACCESS_KEY_ID"] = settings.credentials.access_key_id
         options["AWS_SECRET_ACCESS_KEY"] = settings.credentials.secret_access_key

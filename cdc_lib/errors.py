@@ -212,3 +212,12 @@ class FencedCommitError(BinlakeError):
     the newer claim owns the table now."""
 
     retryable = True
+
+
+class SilentConnectionError(SourceConnectionError):
+    """A connection stayed silent past its bound (`source.network_timeout_seconds`): neither closed nor answering.
+
+    Retryable: nothing past the last committed batch was applied; the next run connects afresh.
+    """
+
+    retryable = True

@@ -35,6 +35,7 @@ import pymysql
 
 from cdc_lib import source as mysql
 from cdc_lib.failures import is_transient
+from cdc_lib.heartbeat import stall_bound
 from cdc_lib.offsets import StateHandle
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.pipeline_context import PipelineContext
@@ -215,16 +216,21 @@ class _Follower:
         handle = self.context.handle()
         with mysql.source_connection(self.context.config.source) as connection:
             mysql.check_server_settings(connection, append_inserts=self.context.config.batch.append_inserts)
-            state = handle.acquire(heartbeat=True)
+            state = handle.acquire(
+                heartbeat=True, stall_seconds=stall_bound(self.context.config.source.network_timeout_seconds)
+            )
             try:
-                reconcile_with_delta(self.context, state, connection)
+                with handle.working():  # every table's Delta log: S3 calls bounded by boto3's timeouts
+                    reconcile_with_delta(self.context, state, connection)
                 caught_up_at: BinlogPosition | None = None
                 # The first look always runs a batch: it saves what the reconciliation adopted.
                 while not self.should_stop():
                     server_end = mysql.current_position(connection)
+                    handle.progress()  # the server answered: this follower is not stuck
                     if caught_up_at is not None and _covered(server_end, caught_up_at):
                         handle.check_lease()  # a lost lease ends the session (retried: transient)
-                        self.wait(self.poll_seconds)
+                        with handle.working():  # waiting for the next poll is no stall
+                            self.wait(self.poll_seconds)
                         continue
                     caught_up_at = self.catch_up(handle, connection, server_end)
             finally:
@@ -243,7 +249,8 @@ class _Follower:
         """
         # The cycle floor: a busy source's next read begins `poll_seconds` after the last one that reached the
         # binlog end at the earliest (`ReadAhead`), so its batches hold a poll's worth of changes.
-        read_ahead = ReadAhead(self.context.config, target, open_ended=True, min_interval=self.poll_seconds)
+        read_ahead = ReadAhead(self.context.config, target, open_ended=True, min_interval=self.poll_seconds,
+                               progress=handle.progress)
         try:
             while True:
                 result = run_batch(self.context, handle, connection, read_ahead)

@@ -17,6 +17,8 @@ import socket
 import threading
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -465,12 +467,14 @@ class S3OffsetStore(OffsetStore):
         region: str | None = None,
         path_style_access: bool | None = None,
         credentials: S3Credentials | None = None,
+        timeout_seconds: int | None = None,
     ) -> None:
         self.bucket, self.prefix = split_s3_uri(uri)
         self.uri = uri
         self.client = s3_client(
             S3Settings(
-                endpoint_url=endpoint_url, region=region, path_style_access=path_style_access, credentials=credentials
+                endpoint_url=endpoint_url, region=region, path_style_access=path_style_access, credentials=credentials,
+                timeout_seconds=timeout_seconds,
             )
         )
 
@@ -583,6 +587,7 @@ def open_offset_store(config: OffsetsConfig) -> OffsetStore:
             region=config.region,
             path_style_access=config.path_style_access,
             credentials=config.credentials,
+            timeout_seconds=config.timeout_seconds,
         )
     if "://" in config.uri and not config.uri.startswith("file://"):
         raise OffsetStoreError(
@@ -614,8 +619,12 @@ class StateHandle:
         #: A copy of the document as last written: what a renewal writes again, with a new expiry.
         self._saved: PipelineState | None = None
 
-    def acquire(self, *, heartbeat: bool = False) -> PipelineState:
-        """Take the lease (and with `heartbeat`, keep renewing it until `release`)."""
+    def acquire(self, *, heartbeat: bool = False, stall_seconds: float | None = None) -> PipelineState:
+        """Take the lease (and with `heartbeat`, keep renewing it until `release`).
+
+        With `stall_seconds` the heartbeat renews only while the work reports progress (`progress`, `working`)
+        at least that often: a runner stuck on a wait lets its lease run out (cdc_lib.heartbeat).
+        """
         state, token = self.store.read(self.pipeline)
         state = state or PipelineState(pipeline=self.pipeline)
         now = utc_now()
@@ -629,9 +638,24 @@ class StateHandle:
         self.state, self.token = state, token
         self.save()
         if heartbeat:
-            self.heartbeat = Heartbeat(self.renew, lease_seconds=self.lease_seconds, what=f"pipeline {self.pipeline}")
+            self.heartbeat = Heartbeat(self.renew, lease_seconds=self.lease_seconds, what=f"pipeline {self.pipeline}",
+                                       stall_seconds=stall_seconds)
             self.heartbeat.start()
         return self.state
+
+    def progress(self) -> None:
+        """The work under the lease moved on (see `acquire`'s `stall_seconds`); nothing without a heartbeat."""
+        if self.heartbeat is not None:
+            self.heartbeat.progress()
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Long work whose waits are bounded elsewhere (Spark, delta-rs): the lease is renewed throughout."""
+        if self.heartbeat is None:
+            yield
+            return
+        with self.heartbeat.working():
+            yield
 
     def save(self) -> None:
         with self._lock:

@@ -16,6 +16,8 @@ S3_SCHEMES = ("s3a://", "s3://", "s3n://")
 _TRANSIENT_S3_CODES = frozenset(
     {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "Throttling", "ThrottlingException"}
 )
+_CONNECT_SECONDS = 5
+_READ_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,32 @@ class S3Settings:
     region: str | None = None
     path_style_access: bool | None = None
     credentials: S3Credentials | None = field(default=None, repr=False)
+    #: The bound on one wait of one S3 call (connect; a response or the next bytes of one), set by the config
+    #: from `source.network_timeout_seconds`; None: boto3's connect 5 s, read 30 s (`s3_client`).
+    timeout_seconds: int | None = None
+
+    @property
+    def connect_seconds(self) -> int:
+        """How long to wait for a TCP (and TLS) connection: 5 s, or the bound if it is shorter."""
+        return min(_CONNECT_SECONDS, self.timeout_seconds) if self.timeout_seconds else _CONNECT_SECONDS
+
+    @property
+    def read_seconds(self) -> int:
+        """How long to wait for a response, or for its next bytes, before the attempt counts as failed."""
+        return self.timeout_seconds or _READ_SECONDS
+
+    def delta_rs_timeouts(self) -> dict[str, str]:
+        """delta-rs (object_store) client options: the same bounds, the read one on each whole request there
+        (object_store uploads a large file in parts, each its own request)."""
+        return {"connect_timeout": f"{self.connect_seconds}s", "timeout": f"{self.read_seconds}s"}
+
+    def s3a_timeouts(self) -> dict[str, str]:
+        """Spark's S3A (Hadoop 3.4) options: connect, socket read, and the whole request."""
+        return {
+            "connection.establish.timeout": f"{self.connect_seconds}s",
+            "connection.timeout": f"{self.read_seconds}s",
+            "connection.request.timeout": f"{self.read_seconds}s",
+        }
 
     @property
     def path_style(self) -> bool:
@@ -69,7 +97,11 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 
 
 def s3_client(settings: S3Settings) -> Any:
-    """A boto3 S3 client with short timeouts and standard retries."""
+    """A boto3 S3 client with bounded waits (`S3Settings.connect_seconds`, `read_seconds`) and standard retries.
+
+    A store that accepts the connection and then says nothing fails the attempt after `read_seconds`; with
+    the retries a call is bounded by about five times (connect + read) plus back-off.
+    """
     import boto3
     from botocore.config import Config
 
@@ -83,8 +115,8 @@ def s3_client(settings: S3Settings) -> Any:
         aws_session_token=credentials.session_token if credentials else None,
         config=Config(
             retries={"max_attempts": 5, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=30,
+            connect_timeout=settings.connect_seconds,
+            read_timeout=settings.read_seconds,
             s3={"addressing_style": "path" if settings.path_style else "auto"},
         ),
     )

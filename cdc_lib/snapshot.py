@@ -27,7 +27,10 @@ def jdbc_url(source: SourceConfig) -> str:
         "tinyInt1isBit=false",
         "yearIsDateType=false",
         "sessionVariables=time_zone='+00:00'",
-        f"connectTimeout={source.connect_timeout * 1000}",
+        f"connectTimeout={min(source.connect_timeout, source.network_timeout_seconds) * 1000}",
+        # A silent server fails the task's read after the bound instead of holding the Spark job for ever
+        # (the driver's default is no bound); Spark's task retry then opens a new connection.
+        f"socketTimeout={source.network_timeout_seconds * 1000}",
     ]
     if source.ssl_ca:
         # As on the pymysql side: the certificate must chain to ssl_ca and name source.host.

@@ -22,6 +22,7 @@ from cdc_lib.errors import (
     MissingGrantError,
     ServerMismatchError,
     ServerSettingsError,
+    SilentConnectionError,
     SourceConnectionError,
     TableError,
 )
@@ -171,7 +172,12 @@ def connection_settings(source: SourceConfig) -> dict[str, Any]:
         "port": source.port,
         "user": source.user,
         "password": source.password,
-        "connect_timeout": source.connect_timeout,
+        "connect_timeout": min(source.connect_timeout, source.network_timeout_seconds),
+        # Without these a server that stops answering (a NAT or load balancer that forgot the flow, a paused VM,
+        # a half-open connection after a failover) keeps a read waiting forever: pymysql's default is no bound.
+        # The read bound also covers the handshake after the TCP connect.
+        "read_timeout": source.network_timeout_seconds,
+        "write_timeout": source.network_timeout_seconds,
         "charset": "utf8mb4",
     }
     if source.ssl_ca:
@@ -202,6 +208,12 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
     try:
         connection.connect()
     except pymysql.MySQLError as exc:
+        if timed_out(exc):
+            raise SilentConnectionError(
+                f"the MySQL server at {source.host}:{source.port} accepted the connection but did not answer within "
+                f"{source.network_timeout_seconds}s (source.network_timeout_seconds)",
+                remedy=SILENT_REMEDY,
+            ) from None
         offers_tls = bool(getattr(connection, "server_capabilities", 0) & CLIENT.SSL)
         raise mysql_error(exc, source, Connecting(server_offers_tls=offers_tls)) from None
     except RuntimeError as exc:
@@ -224,8 +236,7 @@ def connect(source: SourceConfig) -> pymysql.connections.Connection:
 def source_connection(source: SourceConfig) -> Iterator[pymysql.connections.Connection]:
     connection = connect(source)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET time_zone = '+00:00'")
+        query(connection, "SET time_zone = '+00:00'")
         yield connection
     finally:
         connection.close()
@@ -242,9 +253,32 @@ def query(connection: pymysql.connections.Connection, sql: str, arguments: Any =
             cursor.execute(sql, arguments)
             return list(cursor.fetchall())
     except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+        if timed_out(exc):
+            raise SilentConnectionError(
+                f"the MySQL server at {connection.host}:{connection.port} did not answer a statement within "
+                f"{connection._read_timeout}s (source.network_timeout_seconds)",
+                remedy=SILENT_REMEDY,
+            ) from None
         if connection_lost(exc):
             raise mysql_error(exc, connection, Querying()) from None
         raise
+
+
+#: What to do about a connection that went silent, for every place that reports one.
+SILENT_REMEDY = (
+    "rerun: nothing past the last committed batch was applied, and the lease is released or runs out; if it "
+    "recurs, check the network between binlake and the server (firewall, NAT or load balancer idle timeouts), "
+    "or raise source.network_timeout_seconds for a server that is slow to answer"
+)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a pymysql error is a socket wait that ran past its bound (`read_timeout`, `write_timeout`).
+
+    pymysql reports it as a lost connection (2013 / 2006) raised while handling the socket's TimeoutError,
+    which is then the error's context: the one way to tell silence from a connection the server closed.
+    """
+    return isinstance(exc, pymysql.MySQLError) and isinstance(exc.__context__, TimeoutError)
 
 
 #: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against

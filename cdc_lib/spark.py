@@ -55,6 +55,7 @@ def s3a_conf(sink: SinkConfig, *, environ: Mapping[str, str] | None = None) -> d
     options: dict[str, str] = {
         "endpoint.region": settings.resolved_region(environ),
         "path.style.access": str(settings.path_style).lower(),
+        **settings.s3a_timeouts(),
     }
     if settings.endpoint_url:
         options["endpoint"] = settings.endpoint_url

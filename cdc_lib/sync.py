@@ -33,6 +33,7 @@ from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import BinlogPurgedError, FencedCommitError
 from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.faults import failpoint
+from cdc_lib.heartbeat import stall_bound
 from cdc_lib.history import Resume, plan_resume
 from cdc_lib.logs import about_table
 from cdc_lib.offsets import PipelineState, StateHandle, TableState, utc_now
@@ -96,12 +97,15 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
     with mysql.source_connection(context.config.source) as connection:
         mysql.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
         # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
-        state = handle.acquire(heartbeat=True)
+        # ... while the work moves: a runner stuck on a wait lets the lease run out (docs/production.md).
+        state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
         read_ahead: ReadAhead | None = None
         try:
-            reconcile_with_delta(context, state, connection)
+            with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
+                reconcile_with_delta(context, state, connection)
             target = mysql.current_position(connection)
-            read_ahead = ReadAhead(context.config, target) if until_caught_up else None
+            handle.progress()
+            read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
             while True:
                 result = run_batch(context, handle, connection, read_ahead)
                 results.append(result)
@@ -139,7 +143,8 @@ def run_batch(
     server_end = mysql.current_position(connection)
     # Complete snapshots are installed first; a table whose snapshot is in flight waits (its Delta table is
     # being rewritten under another app id): one listing of the offset store when none is.
-    in_flight = settle_snapshots(context, handle, connection)
+    with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
+        in_flight = settle_snapshots(context, handle, connection)
     plans = _resume_plans(state, server_end, logs)
     skipped: dict[str, str] = {}
     cursors = []
@@ -167,7 +172,7 @@ def run_batch(
             reached_end=True, spark_started=False, tables=[], skipped_tables=skipped,
             snapshots_in_flight=in_flight,
         )
-    read = _read(context, cursors, server_end, read_ahead)
+    read = _read(context, cursors, server_end, read_ahead, handle.progress)
     relevant = read.relevant_changes()
     seq: int | None = None
     if relevant:
@@ -176,10 +181,11 @@ def run_batch(
         # On record before a Delta commit carries it, so no later batch reuses it.
         handle.save()
     now = utc_now().isoformat()
-    outcomes, spark_used = _write_tables(
-        context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
-        check_lease=handle.check_lease,
-    )
+    with handle.working():  # Spark and delta-rs bound their own waits (JDBC, S3 timeouts); a big MERGE may run long
+        outcomes, spark_used = _write_tables(
+            context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
+            check_lease=handle.check_lease,
+        )
     table_results = []
     first_error: BaseException | None = None
     for cursor in cursors:
@@ -190,7 +196,8 @@ def run_batch(
         state.tables[cursor.name] = written.state
         if cursor.name in read.schema_changes:
             handle.check_lease()  # taking a table past an ALTER may commit to Delta
-        settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
+        with handle.working():  # a schema change may back-fill a column with Spark
+            settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
         state.tables[cursor.name] = settled.state
         spark_used = spark_used or settled.spark_used
         table_results.append(settled.result)
@@ -259,12 +266,14 @@ def _read(
     cursors: list[TableCursor],
     server_end: BinlogPosition,
     read_ahead: ReadAhead | None,
+    progress: Callable[[], None] | None = None,
 ) -> BatchRead:
     read = read_ahead.take(cursors) if read_ahead is not None else None
     began = read_ahead.began if read is not None and read_ahead is not None else None
     if read is None:
         began = time.monotonic()
-        read = read_batch(context.config.source, cursors, context.config.batch, server=server_end.server)
+        read = read_batch(context.config.source, cursors, context.config.batch, server=server_end.server,
+                          progress=progress)
     more_known = (
         read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
     )
@@ -500,8 +509,10 @@ class ReadAhead:
     """
 
     def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False,
-                 min_interval: float = 0.0) -> None:
+                 min_interval: float = 0.0, progress: Callable[[], None] | None = None) -> None:
         self.config = config
+        #: Told as the worker's reads go on (the lease's heartbeat: cdc_lib.heartbeat).
+        self.progress = progress
         self.target = target
         #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
         self.open_ended = open_ended
@@ -522,10 +533,15 @@ class ReadAhead:
 
     def _read(self, cursors: list[TableCursor], not_before: float | None) -> BatchRead:
         wait = 0.0 if not_before is None else not_before - time.monotonic()
-        if wait > 0 and self.closing.wait(wait):
-            raise _Abandoned()
+        while wait > 0:
+            if self.closing.wait(min(wait, 1.0)):
+                raise _Abandoned()
+            if self.progress is not None:
+                self.progress()  # waiting out the cycle floor is no stall
+            wait = not_before - time.monotonic() if not_before is not None else 0.0
         self.began = time.monotonic()
-        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server)
+        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server,
+                          progress=self.progress)
 
     @property
     def reading(self) -> bool:

@@ -207,6 +207,8 @@ def with_key(path: str, value: object) -> dict[str, Any]:
         ("source.tables", ["shop."], "source.tables[0]", "is not 'database.table'"),
         ("source.connect_timeout", 0, "source.connect_timeout", "between 1 and 600"),
         ("source.connect_timeout", "slow", "source.connect_timeout", "must be an integer"),
+        ("source.network_timeout_seconds", 0, "source.network_timeout_seconds", "between 1 and 3600"),
+        ("source.network_timeout_seconds", "forever", "source.network_timeout_seconds", "must be an integer"),
         ("source.ssl_ca", "", "source.ssl_ca", "must not be empty"),
         ("source.ssl_ca", ["ca.pem"], "source.ssl_ca", "must be a string"),
         ("sink", "s3://lake", "sink", "must be a mapping"),

@@ -136,3 +136,65 @@ def test_without_a_heartbeat_check_lease_refuses_a_lease_about_to_run_out(tmp_pa
     time.sleep(4.1)  # under a fifth of the lease left
     with pytest.raises(LeaseLostError, match="runs out in"):
         handle.check_lease()
+
+
+def test_a_stalled_runner_stops_renewing_and_resumes_when_it_moves() -> None:
+    clock, renewals = FakeClock(), Renewals()
+    beat = Heartbeat(renewals, lease_seconds=30, what="pipeline p", clock=clock, stall_seconds=8)
+    clock.now += 5
+    beat.progress()
+    clock.now += 8  # 8 s since the last progress: not past the bound yet
+    beat.beat()
+    assert renewals.calls == 1
+    clock.now += 0.5
+    beat.beat()  # 8.5 s without progress: the work is stuck, the lease is left to run out
+    clock.now += 10
+    beat.beat()
+    assert renewals.calls == 1 and beat.withheld == 2
+    clock.now += 20  # 30.5 s since the last renewal, past 80 % of the lease
+    with pytest.raises(LeaseLostError, match="made no progress for more than 8s") as raised:
+        beat.check()
+    assert raised.value.retryable
+    beat.progress()  # it moves again: renewing is safe (compare-and-swap refuses it if someone took over)
+    beat.beat()
+    assert renewals.calls == 2 and beat.withheld == 0
+    beat.check()
+
+
+def test_work_bounded_elsewhere_counts_as_progress_throughout() -> None:
+    clock, renewals = FakeClock(), Renewals()
+    beat = Heartbeat(renewals, lease_seconds=30, what="pipeline p", clock=clock, stall_seconds=8)
+    with beat.working():
+        clock.now += 100  # a long MERGE on Spark
+        beat.beat()
+        assert renewals.calls == 1
+    clock.now += 8
+    beat.beat()  # progress counts from the end of the work
+    assert renewals.calls == 2
+
+
+def test_without_a_stall_bound_the_heartbeat_renews_while_the_process_lives() -> None:
+    clock, renewals = FakeClock(), Renewals()
+    beat = Heartbeat(renewals, lease_seconds=30, what="snapshot of shop.orders", clock=clock)
+    clock.now += 1000
+    beat.beat()
+    assert renewals.calls == 1 and beat.withheld == 0
+
+
+def test_the_handle_reports_progress_to_its_heartbeat(tmp_path: Path) -> None:
+    handle = StateHandle(LocalOffsetStore(str(tmp_path)), "p", lease_seconds=30)
+    handle.progress()  # no heartbeat: nothing to tell
+    with handle.working():
+        pass
+    handle.acquire(heartbeat=True, stall_seconds=0.2)
+    try:
+        assert handle.heartbeat is not None and handle.heartbeat.stall_seconds == 0.2
+        time.sleep(0.3)
+        assert handle.heartbeat.stalled_for() is not None
+        handle.progress()
+        assert handle.heartbeat.stalled_for() is None
+        with handle.working():
+            time.sleep(0.3)
+            assert handle.heartbeat.stalled_for() is None
+    finally:
+        handle.release()

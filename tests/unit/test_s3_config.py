@@ -67,6 +67,9 @@ def test_s3a_conf_is_per_bucket_and_takes_credentials_from_config_then_environme
         f"{prefix}access.key": "AKIAEXAMPLE",
         f"{prefix}secret.key": "hush",
         f"{prefix}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        f"{prefix}connection.establish.timeout": "5s",
+        f"{prefix}connection.timeout": "60s",
+        f"{prefix}connection.request.timeout": "60s",
     }
     from_env = s3a_conf(config({"path": "s3a://lake-bucket/cdc"}).sink,
                         environ={"AWS_ACCESS_KEY_ID": "from-env", "AWS_SECRET_ACCESS_KEY": "s",
@@ -102,3 +105,29 @@ def test_s3a_jars_match_the_hadoop_inside_pyspark() -> None:
     assert (hadoop_aws.artifact, hadoop_aws.version) == ("hadoop-aws", hadoop)
     assert bundle.group == "software.amazon.awssdk" and bundle.version == aws_sdk_version(hadoop)
     assert bundle.version.startswith("2.")
+
+
+def test_one_network_bound_reaches_every_client() -> None:
+    """`source.network_timeout_seconds` bounds MySQL (pymysql, JDBC), boto3, delta-rs and S3A waits alike."""
+    from cdc_lib.delta_rs_sink import storage_options
+    from cdc_lib.s3 import S3Settings, s3_client
+    from cdc_lib.sink_storage import S3SinkStorage
+    from cdc_lib.snapshot import jdbc_url
+    from cdc_lib.source import connection_settings
+
+    default = config({"path": "/lake"})
+    assert default.source.network_timeout_seconds == 60, "the documented default"
+    parsed = config({"path": "s3a://lake-bucket/cdc", "endpoint_url": "http://127.0.0.1:9000"},
+                    source={**SOURCE, "network_timeout_seconds": 7})
+    settings = connection_settings(parsed.source)
+    assert (settings["read_timeout"], settings["write_timeout"], settings["connect_timeout"]) == (7, 7, 7)
+    assert "socketTimeout=7000" in jdbc_url(parsed.source) and "connectTimeout=7000" in jdbc_url(parsed.source)
+    assert parsed.sink.s3.timeout_seconds == 7 and parsed.offsets.timeout_seconds == 7
+    client_config = s3_client(parsed.sink.s3).meta.config
+    assert (client_config.connect_timeout, client_config.read_timeout) == (5, 7)
+    options = storage_options(parsed.sink.path, S3SinkStorage(parsed.sink.s3))
+    assert options is not None and (options["timeout"], options["connect_timeout"]) == ("7s", "5s")
+    s3a = s3a_conf(parsed.sink)
+    assert s3a["spark.hadoop.fs.s3a.bucket.lake-bucket.connection.timeout"] == "7s"
+    assert s3a["spark.hadoop.fs.s3a.bucket.lake-bucket.connection.establish.timeout"] == "5s"
+    assert S3Settings().read_seconds == 30, "settings made outside a config keep boto3's former bounds"

@@ -77,8 +77,9 @@ _LONG_KINDS = {"tinytext", "text", "mediumtext", "longtext", "json", "tinyblob",
 _NULL_MARK = "N"
 # The smallest normal DOUBLE, 2^-1022; below it the exponent is fixed at -1074 (subnormals).
 _MIN_NORMAL = "2.2250738585072014e-308"
-_TWO_52 = "4503599627370496e0"
-_TWO_53 = "9007199254740992e0"
+# Powers of two as exact DOUBLE literals (repr round-trips), so that the server computes no POW for them.
+_TWO_200 = repr(2.0**200)
+_TWO_537 = repr(2.0**537)
 #: Rows per chunk unless the caller says otherwise (the CLI's --chunk-rows, the Dagster resource's setting).
 DEFAULT_CHUNK_ROWS = 100_000
 
@@ -89,48 +90,50 @@ DEFAULT_CHUNK_ROWS = 100_000
 def _mysql_exact_float(quoted: str) -> str:
     """SQL giving a FLOAT/DOUBLE's exact binary value as `[-]<mantissa>p<exponent>` ("0" for ±0, NULL stays NULL).
 
-    A normal value |x| = m·2^(e-52) with m an integer in [2^52, 2^53): e is FLOOR(LOG2(|x|)), which may be off by
-    one next to a power of two, so the scaled value is doubled or halved back into range (both exact). The
-    scaling is split in two powers of two so that no factor overflows (2^1074 would). A subnormal is m·2^-1074.
-    Every step is exact in IEEE 754 double arithmetic; a FLOAT widens to DOUBLE exactly.
+    A normal |x| = m·2^(e-52) with m an integer in [2^52, 2^53). FLOOR(LOG2(|x|)) may be one off next to a power
+    of two, so e is that guess corrected by comparing |x| with the powers of two around it (exact comparisons;
+    the guess is kept within [-1022, 1023] so that no power overflows). m is |x| scaled by 2^(52-e), in two
+    steps below 1 so that no factor overflows; a subnormal is m·2^-1074. Every step is exact in IEEE 754 double
+    arithmetic (a FLOAT widens to DOUBLE exactly), and the number of LOG2/POW calls is kept low: they are the
+    cost of the whole digest.
     """
     magnitude = f"ABS({quoted})"
-    e0 = f"FLOOR(LOG2({magnitude}))"
-    scaled = f"({magnitude} * POW(2, FLOOR((52 - {e0}) / 2)) * POW(2, (52 - {e0}) - FLOOR((52 - {e0}) / 2)))"
-    normal_mantissa = (f"CASE WHEN {scaled} < {_TWO_52} THEN {scaled} * 2 WHEN {scaled} >= {_TWO_53} "
-                       f"THEN {scaled} / 2 ELSE {scaled} END")
-    normal_exponent = (f"{e0} - 52 - CASE WHEN {scaled} < {_TWO_52} THEN 1 WHEN {scaled} >= {_TWO_53} "
-                       "THEN -1 ELSE 0 END")
-    mantissa = (f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN {magnitude} * POW(2, 537) * POW(2, 537) "
-                f"ELSE {normal_mantissa} END")
-    exponent = f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN -1074 ELSE {normal_exponent} END"
+    guess = f"LEAST(GREATEST(FLOOR(LOG2({magnitude})), -1022), 1023)"
+    exponent = (f"({guess} + ({guess} < 1023 AND {magnitude} >= POW(2, LEAST({guess} + 1, 1023))) "
+                f"- ({magnitude} < POW(2, {guess})))")
+    mantissa = (
+        f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN {magnitude} * {_TWO_537} * {_TWO_537} "
+        f"WHEN {magnitude} < 1 THEN {magnitude} * {_TWO_200} * POW(2, -148 - {exponent}) "
+        f"ELSE {magnitude} * POW(2, 52 - {exponent}) END"
+    )
+    power = f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN -1074 ELSE {exponent} - 52 END"
     return (
         f"CASE WHEN {quoted} = 0 THEN '0' ELSE CONCAT(IF({quoted} < 0, '-', ''), "
-        f"CAST(CAST({mantissa} AS UNSIGNED) AS CHAR), 'p', CAST(CAST({exponent} AS SIGNED) AS CHAR)) END"
+        f"CAST(CAST({mantissa} AS UNSIGNED) AS CHAR), 'p', CAST(CAST({power} AS SIGNED) AS CHAR)) END"
     )
 
 
 def _spark_exact_float(column: Column) -> Column:
-    """`_mysql_exact_float` in Spark: the same text for the same value; NaN and ±Infinity (which MySQL cannot
-    hold) get texts MySQL never produces."""
+    """`_mysql_exact_float` in Spark, step for step: the same text for the same value. NaN and ±Infinity (which
+    MySQL cannot hold) get texts MySQL never produces."""
     from pyspark.sql import functions as F
 
     value = column.cast("double")
     magnitude = F.abs(value)
-    e0 = F.floor(F.log2(magnitude))
-    half = F.floor((F.lit(52) - e0) / 2)
-    scaled = magnitude * F.pow(F.lit(2.0), half) * F.pow(F.lit(2.0), (F.lit(52) - e0) - half)
-    two_52, two_53 = F.lit(float(2**52)), F.lit(float(2**53))
-    normal_mantissa = F.when(scaled < two_52, scaled * 2).when(scaled >= two_53, scaled / 2).otherwise(scaled)
-    normal_exponent = e0 - 52 - F.when(scaled < two_52, 1).when(scaled >= two_53, -1).otherwise(0)
+    guess = F.least(F.greatest(F.floor(F.log2(magnitude)), F.lit(-1022)), F.lit(1023))
+    above = ((guess < 1023) & (magnitude >= F.pow(F.lit(2.0), F.least(guess + 1, F.lit(1023))))).cast("int")
+    below = (magnitude < F.pow(F.lit(2.0), guess)).cast("int")
+    exponent = guess + above - below
     subnormal = magnitude < F.lit(float.fromhex("0x1p-1022"))
-    mantissa = F.when(subnormal, magnitude * F.pow(F.lit(2.0), 537) * F.pow(F.lit(2.0), 537)).otherwise(
-        normal_mantissa
+    mantissa = (
+        F.when(subnormal, magnitude * F.lit(2.0**537) * F.lit(2.0**537))
+        .when(magnitude < 1, magnitude * F.lit(2.0**200) * F.pow(F.lit(2.0), -148 - exponent))
+        .otherwise(magnitude * F.pow(F.lit(2.0), 52 - exponent))
     )
-    exponent = F.when(subnormal, F.lit(-1074)).otherwise(normal_exponent)
+    power = F.when(subnormal, F.lit(-1074)).otherwise(exponent - 52)
     exact = F.concat(
         F.when(value < 0, F.lit("-")).otherwise(F.lit("")),
-        mantissa.cast("bigint").cast("string"), F.lit("p"), exponent.cast("bigint").cast("string"),
+        mantissa.cast("bigint").cast("string"), F.lit("p"), power.cast("bigint").cast("string"),
     )
     return (
         F.when(F.isnan(value), F.lit("NaN"))
@@ -162,9 +165,19 @@ def mysql_text(column: ColumnInfo) -> str:
     return f"CAST({text} AS BINARY)"
 
 
+def _self_delimited(column: ColumnInfo) -> bool:
+    """The column's text has an alphabet without ';' (an exact float, an MD5): a terminator delimits it, and the
+    text is computed once rather than twice (once more for its length)."""
+    return spark_type_ddl(column) in _FLOAT_TARGETS or column.data_type.lower() in _LONG_KINDS
+
+
 def mysql_row_text(columns: list[ColumnInfo]) -> str:
-    """Length-prefixed concatenation, so no value can shift into its neighbour."""
-    fields = [f"IFNULL(CONCAT(LENGTH({mysql_text(c)}), ':', {mysql_text(c)}), '{_NULL_MARK}')" for c in columns]
+    """Length-prefixed (or terminated) values, so no value can shift into its neighbour."""
+    fields = [
+        f"IFNULL(CONCAT({mysql_text(c)}, ';'), '{_NULL_MARK}')" if _self_delimited(c)
+        else f"IFNULL(CONCAT(LENGTH({mysql_text(c)}), ':', {mysql_text(c)}), '{_NULL_MARK}')"
+        for c in columns
+    ]
     return f"CONCAT({', '.join(fields)})" if fields else "''"
 
 
@@ -194,7 +207,9 @@ def spark_row_text(columns: list[ColumnInfo]) -> Column:
     from pyspark.sql import functions as F
 
     fields = [
-        F.coalesce(F.concat(F.octet_length(spark_text(c)).cast("string"), F.lit(":"), spark_text(c)), F.lit(_NULL_MARK))
+        F.coalesce(F.concat(spark_text(c), F.lit(";")), F.lit(_NULL_MARK)) if _self_delimited(c)
+        else F.coalesce(F.concat(F.octet_length(spark_text(c)).cast("string"), F.lit(":"), spark_text(c)),
+                        F.lit(_NULL_MARK))
         for c in columns
     ]
     return F.concat(*fields) if fields else F.lit("")

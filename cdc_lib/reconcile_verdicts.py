@@ -16,7 +16,9 @@ from cdc_lib.errors import BinlakeError, ConcurrentRunError
 from cdc_lib.offsets import OffsetStore
 
 VERDICTS_DOCUMENT = "reconcile.json"
-#: Format of the stored document; a reader refuses nothing it can parse, and skips entries it cannot.
+#: Format of the stored document. A newer one (a newer binlake's) is neither read nor written over: status shows
+#: no verdict rather than a misread one (the rule of cdc_lib/formats.py, without stopping anything: the verdicts
+#: are a convenience).
 VERDICTS_FORMAT = 1
 _ATTEMPTS = 5
 
@@ -56,6 +58,8 @@ class Verdict:
 def read_verdicts(store: OffsetStore, pipeline: str) -> dict[str, Verdict]:
     """Every table's last verdict: one read of one document (empty before the first reconcile)."""
     document, _ = store.read_document(pipeline, VERDICTS_DOCUMENT)
+    if _newer(document):
+        return {}
     verdicts: dict[str, Verdict] = {}
     for table, entry in ((document or {}).get("tables") or {}).items():
         try:
@@ -74,6 +78,8 @@ def record_verdict(store: OffsetStore, pipeline: str, table: str, verdict: Verdi
     for _ in range(_ATTEMPTS):
         try:
             document, token = store.read_document(pipeline, VERDICTS_DOCUMENT)
+            if _newer(document):
+                return False
             tables = dict((document or {}).get("tables") or {})
             tables[table] = verdict.to_json()
             store.write_document(
@@ -87,6 +93,15 @@ def record_verdict(store: OffsetStore, pipeline: str, table: str, verdict: Verdi
             return False
     log.warning("the reconcile verdict of %s was not stored: the document kept changing", table)
     return False
+
+
+def _newer(document: dict[str, Any] | None) -> bool:
+    found = (document or {}).get("format", 1)
+    if isinstance(found, int) and found <= VERDICTS_FORMAT:
+        return False
+    log.warning("%s has format %r, newer than this binlake's %d: its verdicts are not shown or replaced",
+                VERDICTS_DOCUMENT, found, VERDICTS_FORMAT)
+    return True
 
 
 __all__ = ["VERDICTS_DOCUMENT", "Verdict", "VerdictKind", "read_verdicts", "record_verdict"]

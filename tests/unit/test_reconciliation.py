@@ -137,3 +137,13 @@ def test_the_status_table_says_past_snapshot_and_shows_the_verdict() -> None:
     assert "yes" in lines[1] and "DRIFT (1 rows, 1 duplicated keys) 2026-11-27 08:01" in lines[1]
     assert "not snapshotted  never" in lines[2]
     assert lines[-1] == STATUS_LEGEND and "compares no data" in STATUS_LEGEND
+
+
+def test_a_verdict_document_of_a_newer_format_is_neither_read_nor_replaced(tmp_path: Path) -> None:
+    store = LocalOffsetStore(tmp_path)
+    entry = {"at": "x", "verdict": "match", "source_rows": 0, "delta_rows": 0, "mismatched_chunks": 0}
+    store.write_document("p", VERDICTS_DOCUMENT, {"format": 2, "tables": {"db.t": entry}}, None)
+    verdict = Verdict(at="y", verdict="drift", source_rows=0, delta_rows=1, mismatched_chunks=1)
+    assert read_verdicts(store, "p") == {} and record_verdict(store, "p", "db.t", verdict) is False
+    document, _ = store.read_document("p", VERDICTS_DOCUMENT)
+    assert document is not None and document["format"] == 2

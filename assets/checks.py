@@ -226,6 +226,7 @@ def reconciliation_result(key: dg.AssetKey, report: ReconciliationReport) -> dg.
         metadata["mismatches"] = dg.MetadataValue.json([m.to_json() for m in report.mismatches[:10]])
     if report.drift is not None:
         metadata["drifting_rows"] = dg.MetadataValue.json(report.drift.to_json())
+        metadata["duplicated_keys"] = dg.MetadataValue.int(report.drift.duplicated)
     if report.schema_differences:
         metadata["schema_differences"] = dg.MetadataValue.json(list(report.schema_differences))
     if report.notes:
@@ -236,6 +237,9 @@ def reconciliation_result(key: dg.AssetKey, report: ReconciliationReport) -> dg.
             description=f"{report.source_rows} rows match in {report.chunks} chunks.",
         )
     where = ", ".join(m.where for m in report.mismatches[:3]) or "; ".join(report.schema_differences[:3])
+    if report.drift is not None and report.drift.duplicated:
+        keys = ", ".join(f"{'/'.join(key)} ({rows} rows)" for key, rows in report.drift.duplicated_keys)
+        where += f"; {report.drift.duplicated} keys duplicated in Delta: {keys}"
     return dg.AssetCheckResult(
         asset_key=key, check_name=RECONCILIATION_CHECK, passed=False,
         severity=ERROR if report.confirmed else WARN, metadata=metadata,

@@ -136,11 +136,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         jvm_log = f" (Spark's log: {spark.jvm_log_file})" if spark.jvm_log_file == spark_log else ""
         print(
             f"binlake: error: unexpected {type(error).__name__}: {redact(summarize(error), secrets)} — remedy: "
-            "nothing past the last committed batch was applied; rerun (with -v for the traceback), and report "
-            f"it if it persists{jvm_log}",
+            f"{unexpected_remedy(arguments.command)}; rerun (with -v for the traceback), and report it if it "
+            f"persists{jvm_log}",
             file=sys.stderr,
         )
         return 2
+
+
+def unexpected_remedy(command: str) -> str:
+    """What an unexpected failure of `command` left behind, so the user knows what a rerun repeats."""
+    if command in ("reconcile", "status", "validate"):
+        return f"binlake {command} changes no Delta table and no offset"
+    if command == "snapshot":
+        return "a rerun resumes the snapshot at its first chunk not committed"
+    if command == "register":
+        return "the Delta tables are unchanged; a rerun registers the tables not yet named"
+    return "nothing past the last committed batch was applied"
 
 
 def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:

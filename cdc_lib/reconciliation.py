@@ -3,32 +3,44 @@
 A table is split into chunks by primary-key range
 (or, when the leading key column is not an integer, by a hash of the key).
 For every chunk both sides compute a row count and a content digest — the sum
-of a 60-bit hash of each row's canonical text:
+of a 60-bit hash (MD5) of each row's canonical text:
 
     MySQL  → one aggregate query per chunk, over an index range; no row leaves the server
     Delta  → one Spark job that groups every row into its chunk
 
 The canonical text of a value is derived from the one type mapping
 (`cdc_lib.types.spark_type_ddl`), so both engines produce the same bytes for the
-same value. FLOAT and DOUBLE columns have no common text form; each is compared
-per chunk by its non-null count, its sum and a sum weighted by a hash of the
-row's key (so values swapped between rows do not cancel out), within the
-type's own precision: 6 significant digits for FLOAT (what MySQL prints, and
-so what a JDBC snapshot reads), 12 for DOUBLE.
+same value, and the comparison is exact for every type (docs/production.md, "Reconcile"):
+
+- FLOAT and DOUBLE are written as their exact binary value, `<mantissa>p<exponent>` (the integer mantissa
+  of the IEEE 754 encoding and its power of two), computed by exact arithmetic alone in both engines
+  (scaling by powers of two, comparisons, integer casts), so any changed bit changes the text. Neither
+  engine's decimal text serves: MariaDB prints a FLOAT with 6 digits, and Java 17 (Spark) does not print
+  the shortest round-trip digits. +0 and -0 are one value ("0"), as MySQL compares and prints them.
+- BLOB/TEXT/JSON values are represented by the MD5 of their bytes, so no row text outgrows
+  `max_allowed_packet` (past it MySQL's HEX() and CONCAT() return NULL, which would read as a NULL value).
+- The digests are summed as exact integers (MySQL's DECIMAL SUM, Spark's decimal(38,0)): no value can make
+  the sum overflow or lose a digit, whatever the column types hold.
+
+What it cannot tell: two different chunk contents whose digest sums agree (about one chance in 2^60 per
+differing chunk), and +0 from -0.
 
 A mismatch is *confirmed* when the source did not move during the check and
 the table's offset was at the end of the binlog (so the copy had every
 change), or when it persists in a second pass taken after the pipeline caught
 up with the point the first pass saw. Otherwise it may be changes still in
-flight, and is reported as such.
+flight, and is reported as such. A key held by several Delta rows is confirmed
+drift whatever is in flight: no change makes a primary key hold two rows.
 
 Only the chunks that differ are then compared row by row (at most `detail_chunks` of
-them): each side sends the key, the row digest and the float values of those
-chunks' rows, which tells which keys are missing from Delta, which are extra, and
-which hold other values. The cost of that detail follows the drift, not the table.
+them): each side sends the key and the row digest of those chunks' rows, which tells
+which keys are missing from Delta, which are extra, which hold other values, and which
+Delta holds more than once. The cost of that detail follows the drift, not the table.
 
 A soft-delete or history table is compared on its live rows (not deleted; the current versions), without
 binlake's metadata columns (`table_modes.live_rows`).
+
+Each table's verdict is stored beside the pipeline state (`cdc_lib.reconcile_verdicts`) for `binlake status`.
 """
 
 from __future__ import annotations
@@ -44,8 +56,9 @@ import pymysql
 from cdc_lib import source as mysql
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.key_ranges import integer_cuts, is_integer, row_count, table_sql
-from cdc_lib.offsets import PipelineState
+from cdc_lib.offsets import PipelineState, utc_now
 from cdc_lib.positions import BinlogPosition
+from cdc_lib.reconcile_verdicts import Verdict, VerdictKind, record_verdict
 from cdc_lib.source import TableRef
 from cdc_lib.table_modes import live_rows
 from cdc_lib.types import ColumnInfo, quote_identifier, spark_type_ddl
@@ -59,13 +72,14 @@ ChunkMode = Literal["key_range", "key_hash"]
 
 _FLOAT_TARGETS = {"float", "double"}
 _TEXT_KINDS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"}
+# Kinds whose values may be megabytes long: represented by the MD5 of their bytes (see the module docstring).
+_LONG_KINDS = {"tinytext", "text", "mediumtext", "longtext", "json", "tinyblob", "blob", "mediumblob", "longblob"}
 _NULL_MARK = "N"
-# Relative precision a value keeps through the text protocol: FLT_DIG = 6 digits for FLOAT, DBL_DIG = 15 for DOUBLE.
-_RELATIVE_PRECISION = {"float": 1e-6, "double": 1e-12}
-# The same for one value rather than a sum, where no rounding errors average out: MySQL's 6-digit text of a
-# FLOAT is off by up to half a unit in the 6th significant digit, 5e-6 of the value.
-_ROW_RELATIVE_PRECISION = {"float": 1e-5, "double": 1e-12}
-_KEY_WEIGHTS = 997
+# The smallest normal DOUBLE, 2^-1022; below it the exponent is fixed at -1074 (subnormals).
+_MIN_NORMAL = "2.2250738585072014e-308"
+# Powers of two as exact DOUBLE literals (repr round-trips), so that the server computes no POW for them.
+_TWO_200 = repr(2.0**200)
+_TWO_537 = repr(2.0**537)
 #: Rows per chunk unless the caller says otherwise (the CLI's --chunk-rows, the Dagster resource's setting).
 DEFAULT_CHUNK_ROWS = 100_000
 
@@ -73,13 +87,60 @@ DEFAULT_CHUNK_ROWS = 100_000
 # -- canonical text, one definition per engine ----------------------------------------------------
 
 
-def hashed_columns(columns: Iterable[ColumnInfo]) -> list[ColumnInfo]:
-    """Columns that take part in the row digest (every column but FLOAT/DOUBLE)."""
-    return [column for column in columns if spark_type_ddl(column) not in _FLOAT_TARGETS]
+def _mysql_exact_float(quoted: str) -> str:
+    """SQL giving a FLOAT/DOUBLE's exact binary value as `[-]<mantissa>p<exponent>` ("0" for ±0, NULL stays NULL).
+
+    A normal |x| = m·2^(e-52) with m an integer in [2^52, 2^53). FLOOR(LOG2(|x|)) may be one off next to a power
+    of two, so e is that guess corrected by comparing |x| with the powers of two around it (exact comparisons;
+    the guess is kept within [-1022, 1023] so that no power overflows). m is |x| scaled by 2^(52-e), in two
+    steps below 1 so that no factor overflows; a subnormal is m·2^-1074. Every step is exact in IEEE 754 double
+    arithmetic (a FLOAT widens to DOUBLE exactly), and the number of LOG2/POW calls is kept low: they are the
+    cost of the whole digest.
+    """
+    magnitude = f"ABS({quoted})"
+    guess = f"LEAST(GREATEST(FLOOR(LOG2({magnitude})), -1022), 1023)"
+    exponent = (f"({guess} + ({guess} < 1023 AND {magnitude} >= POW(2, LEAST({guess} + 1, 1023))) "
+                f"- ({magnitude} < POW(2, {guess})))")
+    mantissa = (
+        f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN {magnitude} * {_TWO_537} * {_TWO_537} "
+        f"WHEN {magnitude} < 1 THEN {magnitude} * {_TWO_200} * POW(2, -148 - {exponent}) "
+        f"ELSE {magnitude} * POW(2, 52 - {exponent}) END"
+    )
+    power = f"CASE WHEN {magnitude} < {_MIN_NORMAL} THEN -1074 ELSE {exponent} - 52 END"
+    return (
+        f"CASE WHEN {quoted} = 0 THEN '0' ELSE CONCAT(IF({quoted} < 0, '-', ''), "
+        f"CAST(CAST({mantissa} AS UNSIGNED) AS CHAR), 'p', CAST(CAST({power} AS SIGNED) AS CHAR)) END"
+    )
 
 
-def float_columns(columns: Iterable[ColumnInfo]) -> list[ColumnInfo]:
-    return [column for column in columns if spark_type_ddl(column) in _FLOAT_TARGETS]
+def _spark_exact_float(column: Column) -> Column:
+    """`_mysql_exact_float` in Spark, step for step: the same text for the same value. NaN and ±Infinity (which
+    MySQL cannot hold) get texts MySQL never produces."""
+    from pyspark.sql import functions as F
+
+    value = column.cast("double")
+    magnitude = F.abs(value)
+    guess = F.least(F.greatest(F.floor(F.log2(magnitude)), F.lit(-1022)), F.lit(1023))
+    above = ((guess < 1023) & (magnitude >= F.pow(F.lit(2.0), F.least(guess + 1, F.lit(1023))))).cast("int")
+    below = (magnitude < F.pow(F.lit(2.0), guess)).cast("int")
+    exponent = guess + above - below
+    subnormal = magnitude < F.lit(float.fromhex("0x1p-1022"))
+    mantissa = (
+        F.when(subnormal, magnitude * F.lit(2.0**537) * F.lit(2.0**537))
+        .when(magnitude < 1, magnitude * F.lit(2.0**200) * F.pow(F.lit(2.0), -148 - exponent))
+        .otherwise(magnitude * F.pow(F.lit(2.0), 52 - exponent))
+    )
+    power = F.when(subnormal, F.lit(-1074)).otherwise(exponent - 52)
+    exact = F.concat(
+        F.when(value < 0, F.lit("-")).otherwise(F.lit("")),
+        mantissa.cast("bigint").cast("string"), F.lit("p"), power.cast("bigint").cast("string"),
+    )
+    return (
+        F.when(F.isnan(value), F.lit("NaN"))
+        .when(magnitude == F.lit(float("inf")), F.when(value < 0, F.lit("-Inf")).otherwise(F.lit("Inf")))
+        .when(value == 0, F.lit("0"))
+        .otherwise(exact)
+    )
 
 
 def mysql_text(column: ColumnInfo) -> str:
@@ -87,7 +148,11 @@ def mysql_text(column: ColumnInfo) -> str:
     quoted = quote_identifier(column.name)
     kind = column.data_type.lower()
     target = spark_type_ddl(column)
-    if kind in ("bit", "year"):
+    if target in _FLOAT_TARGETS:
+        text = _mysql_exact_float(quoted)
+    elif kind in _LONG_KINDS:
+        text = f"MD5({quoted})" if target == "binary" else f"MD5(CONVERT({quoted} USING utf8mb4))"
+    elif kind in ("bit", "year"):
         text = f"CAST(CAST({quoted} AS UNSIGNED) AS CHAR)"
     elif target == "binary":
         text = f"HEX({quoted})"
@@ -100,9 +165,19 @@ def mysql_text(column: ColumnInfo) -> str:
     return f"CAST({text} AS BINARY)"
 
 
+def _self_delimited(column: ColumnInfo) -> bool:
+    """The column's text has an alphabet without ';' (an exact float, an MD5): a terminator delimits it, and the
+    text is computed once rather than twice (once more for its length)."""
+    return spark_type_ddl(column) in _FLOAT_TARGETS or column.data_type.lower() in _LONG_KINDS
+
+
 def mysql_row_text(columns: list[ColumnInfo]) -> str:
-    """Length-prefixed concatenation, so no value can shift into its neighbour."""
-    fields = [f"IFNULL(CONCAT(LENGTH({mysql_text(c)}), ':', {mysql_text(c)}), '{_NULL_MARK}')" for c in columns]
+    """Length-prefixed (or terminated) values, so no value can shift into its neighbour."""
+    fields = [
+        f"IFNULL(CONCAT({mysql_text(c)}, ';'), '{_NULL_MARK}')" if _self_delimited(c)
+        else f"IFNULL(CONCAT(LENGTH({mysql_text(c)}), ':', {mysql_text(c)}), '{_NULL_MARK}')"
+        for c in columns
+    ]
     return f"CONCAT({', '.join(fields)})" if fields else "''"
 
 
@@ -115,6 +190,10 @@ def spark_text(column: ColumnInfo) -> Column:
 
     value = F.col(quote_identifier(column.name))
     target = spark_type_ddl(column)
+    if target in _FLOAT_TARGETS:
+        return _spark_exact_float(value)
+    if column.data_type.lower() in _LONG_KINDS:
+        return F.md5(value)  # a string's UTF-8 bytes, or the bytes of a binary
     if target == "binary":
         return F.hex(value)
     if target in ("timestamp", "timestamp_ntz"):
@@ -128,7 +207,9 @@ def spark_row_text(columns: list[ColumnInfo]) -> Column:
     from pyspark.sql import functions as F
 
     fields = [
-        F.coalesce(F.concat(F.octet_length(spark_text(c)).cast("string"), F.lit(":"), spark_text(c)), F.lit(_NULL_MARK))
+        F.coalesce(F.concat(spark_text(c), F.lit(";")), F.lit(_NULL_MARK)) if _self_delimited(c)
+        else F.coalesce(F.concat(F.octet_length(spark_text(c)).cast("string"), F.lit(":"), spark_text(c)),
+                        F.lit(_NULL_MARK))
         for c in columns
     ]
     return F.concat(*fields) if fields else F.lit("")
@@ -208,8 +289,6 @@ def plan_chunks(
         ranges = max(1, math.ceil(rows / chunk_rows))
         cuts = tuple(integer_cuts(connection, ref, lead.name, ranges=ranges))
         return ChunkPlan(mode="key_range", key=key, boundaries=cuts)
-    if any(spark_type_ddl(column) in _FLOAT_TARGETS for column in key):
-        return ChunkPlan(mode="key_hash", key=key, buckets=1)
     return ChunkPlan(mode="key_hash", key=key, buckets=max(1, math.ceil(rows / chunk_rows)))
 
 
@@ -217,68 +296,23 @@ def plan_chunks(
 
 
 @dataclass(frozen=True)
-class FloatTally:
-    """One FLOAT/DOUBLE column of one chunk: non-null count, sum, sum of magnitudes, key-weighted sum."""
-
-    count: int = 0
-    total: float = 0.0
-    magnitude: float = 0.0
-    weighted: float = 0.0
-
-    def same_as(self, other: FloatTally, precision: float) -> bool:
-        scale = max(self.magnitude, other.magnitude)
-        slack = precision * scale + 1e-300
-        return (
-            self.count == other.count
-            and abs(self.total - other.total) <= slack
-            and abs(self.weighted - other.weighted) <= slack * _KEY_WEIGHTS
-        )
-
-
-@dataclass(frozen=True)
 class ChunkTally:
+    """One chunk of one side: its row count and the exact sum of its rows' digests."""
+
     rows: int
     digest: int
-    floats: tuple[FloatTally, ...] = ()
-
-    def same_as(self, other: ChunkTally, precisions: tuple[float, ...]) -> bool:
-        if (self.rows, self.digest) != (other.rows, other.digest):
-            return False
-        return all(
-            mine.same_as(theirs, precision)
-            for mine, theirs, precision in zip(self.floats, other.floats, precisions, strict=True)
-        )
 
 
-def _empty(floats: int) -> ChunkTally:
-    return ChunkTally(rows=0, digest=0, floats=(FloatTally(),) * floats)
+_EMPTY = ChunkTally(rows=0, digest=0)
 
 
-def _tally(row: tuple[Any, ...], floats: int) -> ChunkTally:
-    """A chunk's tally from a result row: count, digest, then four values per float column."""
-    rows, digest = int(row[0] or 0), int(row[1] or 0)
-    values = [0.0 if value is None else float(value) for value in row[2 : 2 + 4 * floats]]
-    tallies = tuple(
-        FloatTally(count=int(values[index]), total=values[index + 1], magnitude=values[index + 2],
-                   weighted=values[index + 3])
-        for index in range(0, 4 * floats, 4)
-    )
-    return ChunkTally(rows=rows, digest=digest, floats=tallies)
+def _tally(row: tuple[Any, ...]) -> ChunkTally:
+    return ChunkTally(rows=int(row[0] or 0), digest=int(row[1] or 0))
 
 
-def precisions(floats: list[ColumnInfo], *, per_row: bool = False) -> tuple[float, ...]:
-    """Relative precision of each float column's sums (or, `per_row`, of its single values)."""
-    table = _ROW_RELATIVE_PRECISION if per_row else _RELATIVE_PRECISION
-    return tuple(table[spark_type_ddl(column)] for column in floats)
-
-
-def _mysql_aggregates(hashed: list[ColumnInfo], floats: list[ColumnInfo], key: tuple[ColumnInfo, ...]) -> str:
-    parts = ["COUNT(*)", f"SUM({mysql_digest(hashed)})"]
-    weight = f"(CAST(CONV(LEFT(MD5({mysql_row_text(list(key))}), 4), 16, 10) AS UNSIGNED) % {_KEY_WEIGHTS} + 1)"
-    for column in floats:
-        value = quote_identifier(column.name)
-        parts += [f"COUNT({value})", f"SUM({value})", f"SUM(ABS({value}))", f"SUM({value} * {weight})"]
-    return ", ".join(parts)
+def _mysql_aggregates(columns: list[ColumnInfo]) -> str:
+    # SUM of BIGINT UNSIGNED is a DECIMAL(65): exact for any number of 60-bit digests a table can hold.
+    return f"COUNT(*), SUM({mysql_digest(columns)})"
 
 
 def _mysql_key_bucket(plan: ChunkPlan) -> str:
@@ -289,25 +323,24 @@ def source_tallies(
     connection: pymysql.connections.Connection,
     ref: TableRef,
     plan: ChunkPlan,
-    hashed: list[ColumnInfo],
-    floats: list[ColumnInfo],
+    columns: list[ColumnInfo],
     *,
     only: set[int] | None = None,
 ) -> dict[int, ChunkTally]:
     """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
-    table, aggregates = table_sql(ref), _mysql_aggregates(hashed, floats, plan.key)
+    table, aggregates = table_sql(ref), _mysql_aggregates(columns)
     tallies: dict[int, ChunkTally] = {}
     if plan.mode == "key_hash":
         bucket = _mysql_key_bucket(plan)
         for row in mysql.query(connection, f"SELECT {bucket} AS chunk, {aggregates} FROM {table} GROUP BY chunk"):
             if only is None or int(row[0]) in only:
-                tallies[int(row[0])] = _tally(row[1:], len(floats))
+                tallies[int(row[0])] = _tally(row[1:])
         return tallies
     for chunk in range(plan.chunks):
         if only is not None and chunk not in only:
             continue
         where = _chunk_where(connection, plan, chunk)
-        tallies[chunk] = _tally(mysql.query(connection, f"SELECT {aggregates} FROM {table}{where}")[0], len(floats))
+        tallies[chunk] = _tally(mysql.query(connection, f"SELECT {aggregates} FROM {table}{where}")[0])
     return tallies
 
 
@@ -335,12 +368,7 @@ def _spark_chunk(plan: ChunkPlan) -> Column:
 
 
 def delta_tallies(
-    frame: DataFrame,
-    plan: ChunkPlan,
-    hashed: list[ColumnInfo],
-    floats: list[ColumnInfo],
-    *,
-    only: set[int] | None = None,
+    frame: DataFrame, plan: ChunkPlan, columns: list[ColumnInfo], *, only: set[int] | None = None
 ) -> dict[int, ChunkTally]:
     """Per-chunk tallies of the Delta table, all chunks in one Spark job."""
     from pyspark.sql import functions as F
@@ -348,20 +376,11 @@ def delta_tallies(
     chunked = frame.withColumn("__chunk", _spark_chunk(plan))
     if only is not None:
         chunked = chunked.where(F.col("__chunk").isin(sorted(only)))
-    aggregates = [F.count(F.lit(1)), F.sum(spark_digest(hashed))]
-    key_hash = F.conv(F.substring(F.md5(spark_row_text(list(plan.key))), 1, 4), 16, 10).cast("bigint")
-    weight = F.pmod(key_hash, F.lit(_KEY_WEIGHTS)) + 1
-    for column in floats:
-        value = F.col(quote_identifier(column.name)).cast("double")
-        aggregates += [F.count(value), F.sum(value), F.sum(F.abs(value)), F.sum(value * weight)]
-    rows = chunked.groupBy("__chunk").agg(*aggregates).collect()
-    return {int(row[0]): _tally(tuple(row[1:]), len(floats)) for row in rows}
+    rows = chunked.groupBy("__chunk").agg(F.count(F.lit(1)), F.sum(spark_digest(columns))).collect()
+    return {int(row[0]): _tally(tuple(row[1:])) for row in rows}
 
 
 # -- row detail of the drifting chunks ------------------------------------------------------------
-
-#: A row as both sides describe it for the row-level comparison: digest of the hashed columns, float values.
-RowFacts = tuple[int, tuple[float | None, ...]]
 
 
 @dataclass(frozen=True)
@@ -378,11 +397,22 @@ class RowDrift:
     missing_keys: tuple[tuple[str, ...], ...] = ()
     extra_keys: tuple[tuple[str, ...], ...] = ()
     differing_keys: tuple[tuple[str, ...], ...] = ()
+    #: Keys Delta holds in more than one row (a primary key must be unique), and (a sample of) them with the
+    #: number of rows each holds.
+    duplicated: int = 0
+    duplicated_keys: tuple[tuple[tuple[str, ...], int], ...] = ()
+
+    @property
+    def rows(self) -> int:
+        """How many keys the comparison found wrong, of every kind."""
+        return self.missing + self.extra + self.differing + self.duplicated
 
     @property
     def sample_keys(self) -> list[list[str]]:
         """A few keys of each kind, missing first."""
-        return [list(key) for key in (*self.missing_keys, *self.extra_keys, *self.differing_keys)][:_SAMPLE_KEYS]
+        duplicated = tuple(key for key, _ in self.duplicated_keys)
+        keys = (*self.missing_keys, *self.extra_keys, *self.differing_keys, *duplicated)
+        return [list(key) for key in keys][:_SAMPLE_KEYS]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -390,9 +420,11 @@ class RowDrift:
             "missing": self.missing,
             "extra": self.extra,
             "differing": self.differing,
+            "duplicated": self.duplicated,
             "missing_keys": [list(key) for key in self.missing_keys],
             "extra_keys": [list(key) for key in self.extra_keys],
             "differing_keys": [list(key) for key in self.differing_keys],
+            "duplicated_keys": [{"key": list(key), "rows": rows} for key, rows in self.duplicated_keys],
         }
 
 
@@ -403,59 +435,38 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def _floats(values: Iterable[Any]) -> tuple[float | None, ...]:
-    return tuple(None if value is None else float(value) for value in values)
-
-
 def source_rows(
     connection: pymysql.connections.Connection,
     ref: TableRef,
     plan: ChunkPlan,
-    hashed: list[ColumnInfo],
-    floats: list[ColumnInfo],
+    columns: list[ColumnInfo],
     chunks: Iterable[int],
-) -> dict[tuple[str, ...], RowFacts]:
-    """Key text → (digest, float values) of every source row in `chunks`, computed by the server."""
-    keys = [mysql_text(column) for column in plan.key]
-    selected = ", ".join([*keys, mysql_digest(hashed), *(quote_identifier(column.name) for column in floats)])
+) -> dict[tuple[str, ...], int]:
+    """Key text → row digest of every source row in `chunks`, computed by the server."""
+    selected = ", ".join([*(mysql_text(column) for column in plan.key), mysql_digest(columns)])
     width = len(plan.key)
-    rows: dict[tuple[str, ...], RowFacts] = {}
+    rows: dict[tuple[str, ...], int] = {}
     for chunk in chunks:
         where = _chunk_where(connection, plan, chunk)
         for row in mysql.query(connection, f"SELECT {selected} FROM {table_sql(ref)}{where}"):
-            rows[tuple(_text(value) for value in row[:width])] = (int(row[width] or 0), _floats(row[width + 1 :]))
+            rows[tuple(_text(value) for value in row[:width])] = int(row[width] or 0)
     return rows
 
 
 def delta_rows(
-    frame: DataFrame, plan: ChunkPlan, hashed: list[ColumnInfo], floats: list[ColumnInfo], chunks: Iterable[int]
-) -> dict[tuple[str, ...], RowFacts]:
-    """Key text → (digest, float values) of every Delta row in `chunks`, in one Spark job."""
+    frame: DataFrame, plan: ChunkPlan, columns: list[ColumnInfo], chunks: Iterable[int]
+) -> dict[tuple[str, ...], list[int]]:
+    """Key text → the row digests of every Delta row in `chunks` with that key (more than one: a duplicated key),
+    in one Spark job."""
     from pyspark.sql import functions as F
 
     chunked = frame.withColumn("__chunk", _spark_chunk(plan)).where(F.col("__chunk").isin(sorted(set(chunks))))
-    selected = chunked.select(
-        *(spark_text(column) for column in plan.key),
-        spark_digest(hashed),
-        *(F.col(quote_identifier(column.name)).cast("double") for column in floats),
-    )
+    selected = chunked.select(*(spark_text(column) for column in plan.key), spark_digest(columns))
     width = len(plan.key)
-    return {
-        tuple(_text(value) for value in row[:width]): (int(row[width] or 0), _floats(row[width + 1 :]))
-        for row in selected.collect()
-    }
-
-
-def _same_float(mine: float | None, theirs: float | None, precision: float) -> bool:
-    if mine is None or theirs is None:
-        return mine is None and theirs is None
-    return abs(mine - theirs) <= precision * max(abs(mine), abs(theirs)) + 1e-300
-
-
-def _same_row(mine: RowFacts, theirs: RowFacts, tolerances: tuple[float, ...]) -> bool:
-    return mine[0] == theirs[0] and all(
-        _same_float(a, b, precision) for a, b, precision in zip(mine[1], theirs[1], tolerances, strict=True)
-    )
+    rows: dict[tuple[str, ...], list[int]] = {}
+    for row in selected.collect():
+        rows.setdefault(tuple(_text(value) for value in row[:width]), []).append(int(row[width] or 0))
+    return rows
 
 
 def _key_order(key: tuple[str, ...]) -> tuple[tuple[int, int, str], ...]:
@@ -464,16 +475,16 @@ def _key_order(key: tuple[str, ...]) -> tuple[tuple[int, int, str], ...]:
 
 
 def compare_rows(
-    chunks: Iterable[int],
-    source: dict[tuple[str, ...], RowFacts],
-    delta: dict[tuple[str, ...], RowFacts],
-    tolerances: tuple[float, ...],
+    chunks: Iterable[int], source: dict[tuple[str, ...], int], delta: dict[tuple[str, ...], list[int]]
 ) -> RowDrift:
-    """Keys only the source has (missing), only Delta has (extra), and in both with other values (differing)."""
+    """Keys only the source has (missing), only Delta has (extra), in both with other values (differing), and keys
+    Delta holds more than once (duplicated, whatever their values: counted there only)."""
+    duplicated = sorted((key for key, digests in delta.items() if len(digests) > 1), key=_key_order)
     missing = sorted(source.keys() - delta.keys(), key=_key_order)
-    extra = sorted(delta.keys() - source.keys(), key=_key_order)
+    extra = sorted(key for key in delta.keys() - source.keys() if len(delta[key]) == 1)
+    extra.sort(key=_key_order)
     differing = sorted(
-        (key for key in source.keys() & delta.keys() if not _same_row(source[key], delta[key], tolerances)),
+        (key for key in source.keys() & delta.keys() if delta[key] != [source[key]] and len(delta[key]) == 1),
         key=_key_order,
     )
     return RowDrift(
@@ -484,6 +495,8 @@ def compare_rows(
         missing_keys=tuple(missing[:_SAMPLE_KEYS]),
         extra_keys=tuple(extra[:_SAMPLE_KEYS]),
         differing_keys=tuple(differing[:_SAMPLE_KEYS]),
+        duplicated=len(duplicated),
+        duplicated_keys=tuple((key, len(delta[key])) for key in duplicated[:_SAMPLE_KEYS]),
     )
 
 
@@ -522,12 +535,28 @@ class ReconciliationReport:
     def matches(self) -> bool:
         return not self.mismatches and not self.schema_differences and self.source_rows == self.delta_rows
 
+    @property
+    def verdict(self) -> VerdictKind:
+        if self.matches:
+            return "match"
+        return "drift" if self.confirmed else "unconfirmed"
+
+    def to_verdict(self) -> Verdict:
+        """What `binlake status` shows of this report (stored by `reconcile_table`)."""
+        return Verdict(
+            at=utc_now().isoformat(timespec="seconds"), verdict=self.verdict, source_rows=self.source_rows,
+            delta_rows=self.delta_rows, mismatched_chunks=len(self.mismatches),
+            drifting_rows=None if self.drift is None else self.drift.rows,
+            duplicated_keys=0 if self.drift is None else self.drift.duplicated,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             **{key: value for key, value in self.__dict__.items() if key not in ("mismatches", "drift")},
             "mismatches": [mismatch.to_json() for mismatch in self.mismatches],
             "drift": self.drift.to_json() if self.drift is not None else None,
             "matches": self.matches,
+            "verdict": self.verdict,
         }
 
 
@@ -575,7 +604,6 @@ def reconcile_table(
         extra = sorted(delta_names - set(schema.column_names))
         differences += [f"column {c} is only in the Delta table" for c in extra]
         columns = [column for column in schema.columns if column.name in delta_names]
-        hashed, floats = hashed_columns(columns), float_columns(columns)
         key = tuple(column for column in schema.columns if column.name in schema.primary_key)
         key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
 
@@ -583,10 +611,10 @@ def reconcile_table(
         quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection), end_before)
         rows = row_count(connection, ref)
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
-        source = source_tallies(connection, ref, plan, hashed, floats)
-        delta = delta_tallies(frame, plan, hashed, floats)
+        source = source_tallies(connection, ref, plan, columns)
+        delta = delta_tallies(frame, plan, columns)
         end_after = mysql.current_position(connection)
-        mismatched = _mismatched(source, delta, precisions(floats))
+        mismatched = _mismatched(source, delta)
         confirmed = quiet_table and end_before.same_point(end_after)
         notes: list[str] = []
         rechecked = False
@@ -596,11 +624,11 @@ def reconcile_table(
             if caught_up:
                 only = set(mismatched)
                 for tallies in (source, delta):
-                    tallies.update({chunk: _empty(len(floats)) for chunk in only})
-                source.update(source_tallies(connection, ref, plan, hashed, floats, only=only))
+                    tallies.update({chunk: _EMPTY for chunk in only})
+                source.update(source_tallies(connection, ref, plan, columns, only=only))
                 frame = live_rows(spark.read.format("delta").load(path))
-                delta.update(delta_tallies(frame, plan, hashed, floats, only=only))
-                mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only}, precisions(floats))
+                delta.update(delta_tallies(frame, plan, columns, only=only))
+                mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only})
                 confirmed = True
                 notes.append("mismatched chunks were compared again after the pipeline caught up")
             else:
@@ -611,20 +639,20 @@ def reconcile_table(
         if mismatched and detail_chunks > 0:
             chosen = mismatched[:detail_chunks]
             drift = compare_rows(
-                chosen,
-                source_rows(connection, ref, plan, hashed, floats, chosen),
-                delta_rows(frame, plan, hashed, floats, chosen),
-                precisions(floats, per_row=True),
+                chosen, source_rows(connection, ref, plan, columns, chosen), delta_rows(frame, plan, columns, chosen)
             )
-    empty = _empty(len(floats))
+            if drift.duplicated and not confirmed:
+                # No change in flight makes a primary key hold two rows: that much is drift already.
+                confirmed = True
+                notes.append("Delta holds a primary key in more than one row, whatever changes are in flight")
     mismatches = tuple(
         ChunkMismatch(
-            chunk=chunk, where=plan.describe(chunk), source_rows=source.get(chunk, empty).rows,
-            delta_rows=delta.get(chunk, empty).rows,
+            chunk=chunk, where=plan.describe(chunk), source_rows=source.get(chunk, _EMPTY).rows,
+            delta_rows=delta.get(chunk, _EMPTY).rows,
         )
         for chunk in sorted(mismatched)
     )
-    return ReconciliationReport(
+    report = ReconciliationReport(
         table=table,
         mode=plan.mode,
         chunks=plan.chunks,
@@ -639,6 +667,8 @@ def reconcile_table(
         notes=tuple(notes),
         drift=drift,
     )
+    record_verdict(pipeline.store, pipeline.config.pipeline, table, report.to_verdict())
+    return report
 
 
 def reconcile(pipeline: Pipeline, tables: list[str] | None = None, **options: Any) -> list[ReconciliationReport]:
@@ -652,15 +682,9 @@ def reconcile(pipeline: Pipeline, tables: list[str] | None = None, **options: An
     return [reconcile_table(pipeline, name, **options) for name in names]
 
 
-def _mismatched(
-    source: dict[int, ChunkTally], delta: dict[int, ChunkTally], tolerances: tuple[float, ...]
-) -> list[int]:
-    empty = _empty(len(tolerances))
-    return [
-        chunk
-        for chunk in sorted(set(source) | set(delta))
-        if not source.get(chunk, empty).same_as(delta.get(chunk, empty), tolerances)
-    ]
+def _mismatched(source: dict[int, ChunkTally], delta: dict[int, ChunkTally]) -> list[int]:
+    chunks = sorted(set(source) | set(delta))
+    return [chunk for chunk in chunks if source.get(chunk, _EMPTY) != delta.get(chunk, _EMPTY)]
 
 
 def _wait_for_offset(
@@ -686,7 +710,6 @@ __all__ = [
     "ChunkMismatch",
     "ChunkPlan",
     "ChunkTally",
-    "FloatTally",
     "ReconciliationReport",
     "RowDrift",
     "reconcile",

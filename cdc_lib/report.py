@@ -10,16 +10,17 @@ if TYPE_CHECKING:
 
 
 def format_status(statuses: Sequence[Any]) -> str:
-    """One aligned row per `TableStatus`: consistency, offset, lag, time to catch up, Delta version, runway and
-    error."""
-    header = ("table", "consistent", "offset", "high watermark", "lag bytes", "lag events", "lag s", "catch-up",
-              "delta v", "runway", "error")
+    """One aligned row per `TableStatus`: past the snapshot or not, the last reconcile verdict, offset, lag, time to
+    catch up, Delta version, runway and error; then a line saying what the two verdict columns mean."""
+    header = ("table", "past snapshot", "last reconcile", "offset", "high watermark", "lag bytes", "lag events",
+              "lag s", "catch-up", "delta v", "runway", "error")
     rows = [header]
     for status in statuses:
         rows.append(
             (
                 status.table,
                 ("yes" if status.consistent else "no") if status.snapshotted else "not snapshotted",
+                verdict_text(getattr(status, "last_reconcile", None)),
                 status.position or "-",
                 status.high_watermark or "-",
                 "-" if status.lag_bytes is None else str(status.lag_bytes),
@@ -35,7 +36,29 @@ def format_status(statuses: Sequence[Any]) -> str:
         )
     widths = [max(len(str(row[index])) for row in rows) for index in range(len(header))]
     lines = ("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows)
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join([*(line.rstrip() for line in lines), STATUS_LEGEND])
+
+
+#: What the two verdict columns of `format_status` mean: "past snapshot" is about the offset, not the data.
+STATUS_LEGEND = (
+    "past snapshot: the offset passed the snapshot's high watermark (binlog replay complete); it compares no "
+    "data. last reconcile: the last `binlake reconcile` of the table with its source."
+)
+
+
+def verdict_text(verdict: dict[str, Any] | None) -> str:
+    """`Verdict.to_json()` for a person: MATCH, DRIFT (with the rows found) or UNCONFIRMED, and when; "never"."""
+    if not verdict:
+        return "never"
+    when = str(verdict["at"])[:16].replace("T", " ")
+    if verdict["verdict"] == "match":
+        return f"match {when}"
+    rows = verdict.get("drifting_rows")
+    found = f"{verdict['mismatched_chunks']} chunks" if rows is None else f"{rows} rows"
+    duplicated = verdict.get("duplicated_keys") or 0
+    found += f", {duplicated} duplicated keys" if duplicated else ""
+    kind = "DRIFT" if verdict["verdict"] == "drift" else "UNCONFIRMED"
+    return f"{kind} ({found}) {when}"
 
 
 def catch_up_text(estimate: dict[str, Any] | None) -> str:
@@ -87,7 +110,8 @@ def format_reconciliation(report: ReconciliationReport) -> list[str]:
     verdict = "MATCH" if report.matches else "DRIFT"
     drift = report.drift
     counts = (
-        f"missing {drift.missing}, extra {drift.extra}, differing {drift.differing}" if drift is not None
+        f"missing {drift.missing}, extra {drift.extra}, differing {drift.differing}"
+        + (f", duplicated {drift.duplicated}" if drift.duplicated else "") if drift is not None
         else "missing 0, extra 0" if report.matches else "missing -, extra -"
     )
     lines = [f"{verdict} {report.table}: source {report.source_rows} rows, Delta {report.delta_rows} rows, {counts}"]
@@ -105,6 +129,10 @@ def format_reconciliation(report: ReconciliationReport) -> list[str]:
         ):
             if keys:
                 lines.append(f"  {kind}: {_keys(keys)}" + (" …" if count > len(keys) else ""))
+        if drift.duplicated_keys:
+            held = ", ".join(f"{_keys([key])} ({rows} rows)" for key, rows in drift.duplicated_keys)
+            lines.append(f"  duplicated in Delta (one key, several rows): {held}"
+                         + (" …" if drift.duplicated > len(drift.duplicated_keys) else ""))
     lines += [f"  schema: {difference}" for difference in report.schema_differences]
     if not report.matches and not report.confirmed:
         lines.append("  not confirmed (possibly changes still in flight; sync, then reconcile again)")

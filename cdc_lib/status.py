@@ -1,5 +1,5 @@
-"""Per-table status read from the offset store and the source, without the lease: offset, lag, consistency, runway,
-and the time to catch up (cdc_lib.catch_up)."""
+"""Per-table status read from the offset store and the source, without the lease: offset, lag, whether the offset is
+past the snapshot, the last reconcile verdict, runway, and the time to catch up (cdc_lib.catch_up)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.offsets import PipelineState, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition, state_contains
+from cdc_lib.reconcile_verdicts import read_verdicts
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS, TableRunway, table_runways
 from cdc_lib.snapshot_documents import documents_in_flight
 
@@ -21,6 +22,8 @@ from cdc_lib.snapshot_documents import documents_in_flight
 class TableStatus:
     table: str
     snapshotted: bool
+    #: The offset passed the snapshot's high watermark: the binlog replay that completes the snapshot is done
+    #: (shown as "past snapshot"). It compares no data: `last_reconcile` is the verdict of a comparison.
     consistent: bool
     position: str | None
     high_watermark: str | None
@@ -42,6 +45,8 @@ class TableStatus:
     catch_up_warning: bool = False
     #: A snapshot of the table in flight ("running 3/10 chunks, 1,500 rows"); the sync waits for it.
     snapshot_in_flight: str | None = None
+    #: `Verdict.to_json()` of the table's last reconcile (match, drift or unconfirmed, when); None: never reconciled.
+    last_reconcile: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -91,6 +96,7 @@ def table_statuses(
         for name, document in documents_in_flight(context.store, context.config.pipeline).items()
         if document.status != "abandoned"
     }
+    verdicts = read_verdicts(context.store, context.config.pipeline)  # one read, every table's last verdict
     statuses = []
     for name in sorted(set(configured) | set(state.tables)):
         table_state = state.tables.get(name)
@@ -104,7 +110,10 @@ def table_statuses(
             mode=context.config.sink.mode_for(name), rates=rates,
         )
         statuses.append(replace(status, snapshot_in_flight=snapshots.get(name)))
-    return statuses
+    return [
+        replace(status, last_reconcile=verdicts[status.table].to_json()) if status.table in verdicts else status
+        for status in statuses
+    ]
 
 
 @dataclass(frozen=True)

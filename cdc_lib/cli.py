@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument(
         "--chunk-rows", type=int, default=RECONCILE_CHUNK_ROWS, help="rows per compared chunk (default %(default)d)"
     )
+    resume = commands.add_parser(
+        "resume", help="take a stopped table back into the sync at its offset, once its cause is fixed (no re-snapshot "
+        "while the binlog still holds its changes)"
+    )
+    resume.add_argument("--table", action="append", required=True, help="db.table; repeat for several")
     register = commands.add_parser(
         "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
     )
@@ -203,6 +208,15 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         else:
             print(format_status(statuses))
         return 1 if any(status.error for status in statuses) else 0
+    if arguments.command == "resume":
+        for name in arguments.table:
+            resumed = pipeline.resume(name)
+            if resumed.cleared is None:
+                print(f"{resumed.table}: not stopped; it syncs from {resumed.position}")
+            else:
+                print(f"{resumed.table}: resumed from {resumed.position}; the next sync replays the binlog from "
+                      f"there (was: {resumed.cleared})")
+        return 0
     if arguments.command == "register":
         from cdc_lib.catalog_registration import register_tables
 

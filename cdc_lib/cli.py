@@ -235,6 +235,9 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print(f"  {name}: skipped — {reason}")
             for name, reason in result.snapshots_in_flight.items():
                 print(f"  {name}: waits — {reason}")
+            for name, reason in result.retrying_tables.items():
+                # A passing fault: nothing applied, the offset stays, a later sync retries by itself.
+                print(f"  {name}: {reason}")
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_lib import delta_sink, mode_sink, snapshot_delta_rs
+from cdc_lib import delta_log, delta_sink, fencing, mode_sink, snapshot_delta_rs
 from cdc_lib import source as mysql
 from cdc_lib.binlog import before_prepared_xa
-from cdc_lib.errors import ConcurrentRunError, SchemaChangeError
+from cdc_lib.errors import ConcurrentRunError, DeltaStateError, FencedCommitError, SchemaChangeError
 from cdc_lib.faults import failpoint
 from cdc_lib.heartbeat import Heartbeat, LeaseLostError
 from cdc_lib.logs import about_table
@@ -92,8 +92,9 @@ def run_chunked_snapshot(
             "expires (the snapshot resumes where it stopped)",
             table=name,
         )
-    document = _resumable(connection, ref, existing, restart=restart,
+    document = _resumable(context, connection, ref, existing, restart=restart,
                           mode=context.config.sink.mode_for(name))
+    superseded: list[str] = []
     if document is not None:
         handle.take(document, token)
         if adopt_committed_waves(context, connection, document):
@@ -105,16 +106,30 @@ def run_chunked_snapshot(
         document = _new_document(context, connection, ref)
         handle.take(document, token)
         resumed = 0
+        if existing is not None:
+            superseded.append(snapshot_application(context, name, existing.snapshot_id))
+    # After the document is written (a batch that has not yet committed the table reads it before it does).
+    fenced = _claim_table(context, name, superseded)
     try:
         with Heartbeat(handle.renew, lease_seconds=context.config.offsets.lease_seconds,
                        what=f"the snapshot of {name}") as heartbeat:
             _report(progress, document, started, resumed)
             while document.status == "running" and document.chunks_done < len(document.plan):
                 _run_wave(context, connection, handle, heartbeat, document)
+                if not fenced:
+                    # The table did not exist when the snapshot began: its first wave created it.
+                    _fence_after_first_wave(context, document, superseded)
+                    fenced = True
                 _report(progress, document, started, resumed)
             if document.status == "running":
                 # Every chunk is in Delta: a soft-delete or history table's step before `complete`.
                 finish_mode_snapshot(context, handle, document, before_commit=lambda: _before_commit(heartbeat))
+    except FencedCommitError as exc:
+        raise LeaseLostError(
+            f"the snapshot of {name} was taken over: {exc.cause}; nothing more is written",
+            remedy="let the other runner finish it; if none runs, start it again: binlake snapshot --table "
+            f"{name}", table=name,
+        ) from None
     except ConcurrentRunError as exc:
         raise LeaseLostError(
             f"the lease of the snapshot of {name} was taken over ({exc.cause}); nothing more is written",
@@ -132,12 +147,52 @@ def _before_commit(heartbeat: Heartbeat) -> None:
     heartbeat.check()
 
 
+def _claim_table(context: PipelineContext, name: str, superseded: list[str]) -> bool:
+    """Fence the table's Delta log against every commit prepared under an older claim (cdc_lib/fencing.py): the
+    sync's, at the pipeline's batch sequence read now, and the `superseded` snapshots' wave commits. False when
+    the table does not exist yet (nothing to fence before the first wave creates it)."""
+    state, _ = context.store.read(context.config.pipeline)
+    fences = {context.application(name): state.batch_seq if state is not None else 0}
+    fences.update({application: fencing.SUPERSEDED for application in superseded})
+    version = fencing.fence_table(
+        context.table_path(name), fences=fences, storage=context.sink, spark=context.spark,
+        spark_conf=context.config.spark.conf,
+        metadata={"pipeline": context.config.pipeline, "table": name, "by": "snapshot"},
+    )
+    if version is not None:
+        log.info("snapshot of %s: the table is fenced at Delta version %d", name, version, extra=about_table(name))
+    return version is not None
+
+
+def _fence_after_first_wave(context: PipelineContext, document: SnapshotDocument, superseded: list[str]) -> None:
+    """The fence of a snapshot whose first wave created the table; then the proof that no superseded snapshot's
+    wave landed between that wave and the fence (none can after it): such a wave would be mixed into this one."""
+    name = document.table
+    _claim_table(context, name, superseded)
+    first = document.waves[0].delta_version if document.waves else None
+    for application in superseded:
+        tail = delta_log.read_log_tail(context.table_path(name), application=application, storage=context.sink)
+        stray = tail.last_binlake_commit if tail is not None else None
+        if stray is not None and first is not None and stray.delta_version > first:
+            raise DeltaStateError(
+                f"a wave of the replaced snapshot ({application}) was committed at Delta version "
+                f"{stray.delta_version}, after this snapshot's first wave: the table mixes two snapshots",
+                remedy=f"start the snapshot over: binlake snapshot --restart --table {name}", table=name,
+            )
+
+
 def _resumable(
-    connection: pymysql.connections.Connection, ref: TableRef, existing: SnapshotDocument | None, *, restart: bool,
-    mode: str,
+    context: PipelineContext, connection: pymysql.connections.Connection, ref: TableRef,
+    existing: SnapshotDocument | None, *, restart: bool, mode: str,
 ) -> SnapshotDocument | None:
     """The unfinished (or complete, not installed) snapshot to go on with; None to start a new one."""
     if existing is None or existing.status == "abandoned":
+        return None
+    tail = delta_log.read_log_tail(context.table_path(ref.name), storage=context.sink,
+                                   application=snapshot_application(context, ref.name, existing.snapshot_id))
+    if tail is not None and tail.fence is not None:
+        log.warning("snapshot of %s: snapshot %s was fenced by another runner (taken over): STARTING OVER",
+                    ref.name, existing.snapshot_id)
         return None
     if restart:
         log.warning("snapshot of %s: starting over (--restart); snapshot %s at %d/%d chunks is dropped",

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cdc_lib.errors import DeltaStateError
+from cdc_lib.errors import DeltaStateError, FencedCommitError
 from cdc_lib.sink_storage import SinkStorage, storage_for
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -64,6 +64,17 @@ class LogTail:
     last_binlake_commit: BinlakeCommit | None
     #: The newest checkpoint the read started from (None: the log has none, and was listed whole).
     checkpoint_version: int | None = None
+    #: The version a fence commit (cdc_lib/fencing.py) set for the application, when one is newer than
+    #: `last_binlake_commit`: a commit of the application at or below it is refused (FencedCommitError).
+    fence: int | None = None
+
+    def fenced(self, txn_version: int) -> bool:
+        """Whether a commit of the application at `txn_version` would land under a newer claim."""
+        return self.fence is not None and self.fence >= txn_version
+
+
+#: `kind` of a fence commit's metadata; its `fences` maps each fenced app id to the version set for it.
+FENCE_KIND = "fence"
 
 
 def log_dir(path: str) -> str:
@@ -171,21 +182,26 @@ def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = 
         return None
     floor = checkpoint.version if checkpoint is not None else -1
     searched = [version for version in listing.commits if version > floor][:TAIL_SEARCH_LIMIT]
+    fence: int | None = None
     for version in searched:
-        commit = _binlake_commit(storage.read_text(f"{directory}/{version:020d}.json"), version, application)
+        text = storage.read_text(f"{directory}/{version:020d}.json")
+        commit = _binlake_commit(text, version, application)
         if commit is not None:
             return LogTail(
                 latest_version=newest, last_binlake_commit=commit,
-                checkpoint_version=checkpoint.version if checkpoint else None,
+                checkpoint_version=checkpoint.version if checkpoint else None, fence=fence,
             )
+        if fence is None:
+            fence = fence_in(text, application)
     if checkpoint is None:
-        return LogTail(latest_version=newest, last_binlake_commit=None)
+        return LogTail(latest_version=newest, last_binlake_commit=None, fence=fence)
     remaining = TAIL_SEARCH_LIMIT - len(searched)
     txn_version = _checkpoint_txn(storage, directory, checkpoint, application)
     found = None if txn_version is None else _commit_at_or_before(
         storage, directory, checkpoint.version, application, txn_version, limit=max(remaining, 1)
     )
-    return LogTail(latest_version=newest, last_binlake_commit=found, checkpoint_version=checkpoint.version)
+    return LogTail(latest_version=newest, last_binlake_commit=found, checkpoint_version=checkpoint.version,
+                   fence=fence)
 
 
 def _checkpoint_txn(storage: SinkStorage, directory: str, checkpoint: _Checkpoint, application: str) -> int | None:
@@ -257,9 +273,37 @@ def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit 
     return BinlakeCommit(delta_version=version, txn_version=txn_version, metadata=metadata)
 
 
+def fence_in(text: str, application: str) -> int | None:
+    """The version a fence commit (its JSON `text`) set for `application`; None when it is no fence of it."""
+    for line in text.split("\n"):
+        if '"commitInfo"' not in line:
+            continue
+        user_metadata = json.loads(line)["commitInfo"].get("userMetadata")
+        try:
+            metadata = json.loads(user_metadata) if user_metadata else None
+        except ValueError:
+            return None
+        if isinstance(metadata, dict) and metadata.get("kind") == FENCE_KIND:
+            version = (metadata.get("fences") or {}).get(application)
+            return None if version is None else int(version)
+    return None
+
+
 def version_of(path: str, application: str, txn_version: int, storage: SinkStorage) -> int:
-    """The Delta version of the commit that carries `application`'s `txn_version` (just written, or earlier)."""
+    """The Delta version of the commit that carries `application`'s `txn_version` (just written, or earlier).
+
+    Raises:
+        FencedCommitError: a fence at or above `txn_version` stands where the commit should be: the writer's
+            Delta transaction saw it and skipped the commit (Spark skips a SetTransaction version the log holds).
+    """
     tail = read_log_tail(path, application=application, storage=storage)
+    found = tail.last_binlake_commit if tail is not None else None
+    if tail is not None and tail.fenced(txn_version) and (found is None or found.txn_version != txn_version):
+        raise FencedCommitError(
+            f"the commit {txn_version} of {application} was not made: the table was fenced at {tail.fence} "
+            f"(a re-snapshot began, or this snapshot was taken over)",
+            remedy="nothing to do: the newer snapshot owns the table; nothing of this commit was written",
+        )
     if tail is None or tail.last_binlake_commit is None or tail.last_binlake_commit.txn_version != txn_version:
         raise DeltaStateError(
             f"the Delta commit for batch {txn_version} was not found in {path}/_delta_log",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib import delta_log, delta_rs_sink
 from cdc_lib.delta_rs_sink import Engine
-from cdc_lib.errors import DeltaStateError
+from cdc_lib.errors import DeltaStateError, FencedCommitError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
 from cdc_lib.positions import BinlogPosition, state_contains
@@ -224,7 +224,17 @@ def merge_changes(
         if isinstance(changes, SpilledChanges):
             changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
-    through_before = _applied_through(last)
+    if tail.fenced(txn_version):
+        # A re-snapshot claimed the table after this batch took its sequence (cdc_lib/fencing.py). Checked here
+        # to spare the write; what enforces it is the commit itself (Spark skips the version, delta-rs checks it on
+        # the snapshot it commits on, and a fence landing meanwhile fails the commit in Delta's conflict check).
+        raise FencedCommitError(
+            f"batch {txn_version} of {schema.table.name} was not written: a re-snapshot fenced the table at "
+            f"{tail.fence}", remedy="nothing to do: the snapshot's install replaces the table's state",
+            table=schema.table.name,
+        )
+    # Past a fence the last commit's position predates the snapshot that replaced the table: it proves nothing.
+    through_before = _applied_through(last) if tail.fence is None else None
     if applied_through is not None:
         metadata = {**metadata, APPLIED_THROUGH: _later(through_before, applied_through).to_json()}
     exact = (

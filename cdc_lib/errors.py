@@ -178,3 +178,11 @@ class WatermarkRaceError(TableError):
     """A table's schema changed (DDL) each time binlake tried to pin it to a snapshot's low watermark."""
 
     retryable = True
+
+
+class FencedCommitError(BinlakeError):
+    """The Delta log holds a claim newer than the commit being made (cdc_lib/fencing.py): a re-snapshot began on
+    the table, or the snapshot this commit belongs to was taken over. Nothing was written; the actor that holds
+    the newer claim owns the table now."""
+
+    retryable = True

@@ -33,6 +33,7 @@ from cdc_lib import delta_log, file_layout
 from cdc_lib.config import SnapshotWriter
 from cdc_lib.delta_rs_sink import spark_log_store, spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
+from cdc_lib.faults import failpoint
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableRef, query
@@ -147,40 +148,59 @@ def write_wave(
             `file_layout.target_file_bytes` whose key ranges do not overlap, so a later MERGE rewrites only the
             files its keys fall in (docs/performance.md "Files a MERGE rewrites").
     """
-    from deltalake import CommitProperties, Transaction, write_deltalake
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
     storage = storage or storage_for(path)
     done = _committed(path, application, txn_version, storage)
     if done is not None:
         return done  # a replay of a wave already in the log: Spark's writer would skip it too
     exists = delta_log.table_exists(path, storage=storage)
-    rows = frame.toArrow()
-    if sort_key and not _ascending(rows, sort_key):
-        rows = rows.sort_by([(name, "ascending") for name in sort_key])
     settings = delta_log.table_settings(path, storage=storage) if exists else None
     properties = settings.properties if settings is not None else {}
-    # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
-    file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
     target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
     if exists and overwrite and file_layout.TARGET_FILE_SIZE_PROPERTY not in properties:
         _set_target_file_size(path, storage, target_size)
+    # The snapshot the commit goes onto, loaded before the (long) read: the exactly-once and fence check is made
+    # on it, and any commit after it that carries this app id (a fence: cdc_lib/fencing.py) fails this one in
+    # delta-rs's conflict check. delta-rs does not skip a SetTransaction the log holds, as Spark does.
+    target: Any = table_uri(path)
+    if exists:
+        target = DeltaTable(target, storage_options=storage_options(path, storage))
+        held = target.transaction_version(application)
+        if held is not None and held >= txn_version:
+            return delta_log.version_of(path, application, txn_version, storage)  # a replay, or FencedCommitError
+    rows = frame.toArrow()
+    # The wave is read (the long part): a runner stopped here (SIGSTOP, a VM, a GC) outlives its lease checks.
+    failpoint("snapshot_wave_read")
+    if sort_key and not _ascending(rows, sort_key):
+        rows = rows.sort_by([(name, "ascending") for name in sort_key])
+    # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
+    file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
     user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
-    write_deltalake(
-        table_uri(path),
-        rows,
-        # An S3 sink: the settings binlake and Spark use (endpoint, region, credentials, path style).
-        storage_options=storage_options(path, storage),
-        mode="overwrite" if overwrite else "append",
-        schema_mode="overwrite" if overwrite else None,
-        # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
-        # The file size also sets how large delta-rs's later MERGEs and appends write theirs.
-        configuration={_DELETION_VECTORS: "false", **target_size} if not exists else None,
-        target_file_size=file_bytes,
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": user_metadata},
-            app_transactions=[Transaction(app_id=application, version=txn_version)],
-        ),
-    )
+    try:
+        write_deltalake(
+            target,
+            rows,
+            # An S3 sink: the settings binlake and Spark use (endpoint, region, credentials, path style).
+            storage_options=storage_options(path, storage) if not exists else None,
+            mode="overwrite" if overwrite else "append",
+            schema_mode="overwrite" if overwrite else None,
+            # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
+            # The file size also sets how large delta-rs's later MERGEs and appends write theirs.
+            configuration={_DELETION_VECTORS: "false", **target_size} if not exists else None,
+            target_file_size=file_bytes,
+            commit_properties=CommitProperties(
+                custom_metadata={"userMetadata": user_metadata},
+                app_transactions=[Transaction(app_id=application, version=txn_version)],
+            ),
+        )
+    except Exception as exc:
+        tail = delta_log.read_log_tail(path, application=application, storage=storage) \
+            if "CommitFailed" in type(exc).__name__ else None
+        if tail is not None and tail.fenced(txn_version):
+            # It met a fence (cdc_lib/fencing.py) carrying this app id: FencedCommitError.
+            delta_log.version_of(path, application, txn_version, storage)
+        raise
     return delta_log.version_of(path, application, txn_version, storage)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pymysql
 
-from cdc_lib import delta_log
+from cdc_lib import delta_log, fencing
 from cdc_lib import source as mysql
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError
 from cdc_lib.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
@@ -422,6 +422,17 @@ def _settle_orphan(
     """A running snapshot whose runner is gone: complete it from the Delta log, or abandon it when it wrote
     nothing; True when the document was changed (a write conditional on `token`: a runner resuming it wins)."""
     adopted = adopt_committed_waves(context, connection, document)
+    if not document.waves:
+        # The runner may only be paused (SIGSTOP, a VM, a GC): before the table goes on without its snapshot, a
+        # fence makes any wave it still commits fail in the Delta log (cdc_lib/fencing.py); a wave that landed
+        # before the fence is in the log now, and is adopted instead.
+        application = snapshot_application(context, document.table, document.snapshot_id)
+        fencing.fence_table(
+            context.table_path(document.table), fences={application: fencing.SUPERSEDED}, storage=context.sink,
+            spark=context.spark, spark_conf=context.config.spark.conf,
+            metadata={"pipeline": context.config.pipeline, "table": document.table, "by": "sync: abandoned"},
+        )
+        adopted = adopt_committed_waves(context, connection, document)
     if not document.waves:
         document.status = "abandoned"
     elif not adopted or document.status != "complete":

@@ -30,7 +30,7 @@ from cdc_lib.binlog import BatchRead, SchemaChange, TableCursor, TableFailure, r
 from cdc_lib.catch_up import record_of_batch
 from cdc_lib.config import PipelineConfig
 from cdc_lib.delta_rs_sink import Engine
-from cdc_lib.errors import BinlogPurgedError
+from cdc_lib.errors import BinlogPurgedError, FencedCommitError
 from cdc_lib.events import HistoryChanges, TableChanges
 from cdc_lib.failures import Retrying
 from cdc_lib.faults import failpoint
@@ -410,6 +410,11 @@ def _write_table(
                                metadata=metadata),
                 name, check_lease=check_lease,
             )
+        except FencedCommitError as exc:
+            # A re-snapshot claimed the table after the check above (cdc_lib/fencing.py): the Delta log refused
+            # the commit. As when the check sees it: nothing written, the offset stays, the install replaces it.
+            log.warning("%s: %s; the table waits for the snapshot", name, exc.cause, extra=about_table(name))
+            return _Written(state=table_state, changes=None, failure=None)
         except Exception as exc:  # noqa: BLE001 - sorted by `write_failure`; the run's own re-raised
             # Nothing of this batch reached the table: it waits (a passing fault) or stops where it stood.
             outcome = write_failure(exc, name, previous=table_state.retrying)

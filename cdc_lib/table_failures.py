@@ -3,7 +3,8 @@
 - The run fails when the failure is the run's: another runner or a lost lease, the Spark driver gone, memory.
 - A commit conflict with another writer of the table (OPTIMIZE, a compliance delete, a `deltalake` script) is
   retried at once a few times with back-off (`write_with_retries`); each attempt reads a fresh snapshot of the
-  table (delta-rs loads the table again after a failed write, Spark's MERGE reads the latest version).
+  table (delta-rs loads the table again after a failed write, Spark's MERGE reads the latest version). A fence
+  that landed meanwhile (cdc_lib/fencing.py) is what the retry then finds: FencedCommitError, final.
 - A passing fault (`failures.passing_fault`: a conflict that outlasted those attempts, a full disk, an I/O
   error, an object store's 5xx/SlowDown, a timeout, a network error) leaves the table *retrying*: nothing of
   its batch was applied, its offset stays, and a later batch retries after a back-off.
@@ -56,7 +57,9 @@ def write_with_retries(
         try:
             return write()
         except Exception as exc:
-            if attempt == CONFLICT_ATTEMPTS or not is_conflict(exc) or _belongs_to_run(exc):
+            # binlake's own errors said what they are (a fenced commit is final, not a race to run again).
+            if attempt == CONFLICT_ATTEMPTS or isinstance(exc, BinlakeError) or not is_conflict(exc) or \
+                    _belongs_to_run(exc):
                 raise
             log.warning("%s: the commit conflicted with another writer of the table (%s); attempt %d of %d in "
                         "%.1fs on a fresh snapshot", table, type(exc).__name__, attempt + 1, CONFLICT_ATTEMPTS,

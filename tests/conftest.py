@@ -170,8 +170,8 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
             "tables": list(config.source.tables),
         },
         "sink": _sink_document(config),
-        "offsets": {"uri": config.offsets.uri, **({"endpoint_url": config.offsets.endpoint_url}
-                                                  if config.offsets.endpoint_url else {})},
+        "offsets": {"uri": config.offsets.uri, "lease_seconds": config.offsets.lease_seconds,
+                    **({"endpoint_url": config.offsets.endpoint_url} if config.offsets.endpoint_url else {})},
         "spark": {"master": config.spark.master, "conf": dict(config.spark.conf)},
         "batch": {"max_events": config.batch.max_events, "max_seconds": int(config.batch.max_seconds),
                   "writer": config.batch.writer},

@@ -110,7 +110,8 @@ def lag_result(key: dg.AssetKey, status: TableStatus | None, threshold: float) -
     metadata["lag_bytes"] = dg.MetadataValue.int(int(status.lag_bytes or 0))
     metadata.update(_catch_up_metadata(status.catch_up))
     # Not catching up fails the check even under the threshold: the lag can only grow from here.
-    passed = status.lag_seconds <= threshold and not status.error and not status.catch_up_warning
+    passed = status.lag_seconds <= threshold and not status.error and not status.catch_up_warning and \
+        not status.retrying
     problems = []
     if status.lag_seconds > threshold:
         problems.append(f"The copy trails the source by {status.lag_seconds:g}s ({status.lag_bytes} binlog bytes)")

@@ -533,3 +533,25 @@ def test_native_stderr_goes_to_the_log_file_and_python_messages_stay(tmp_path) -
     assert "binlake: error: one line with its remedy" in ran.stderr
     assert "panicked" not in ran.stderr and "backtrace" not in ran.stderr
     assert "panicked at object_store" in log_file.read_text()
+
+
+def test_an_unexpected_failure_prints_one_line_and_leaves_its_traceback_in_the_log_file(
+    mariadb, database, config_file, tmp_path
+) -> None:
+    [table] = _tables(mariadb, database, "t")
+    config, config_path = config_file([table])
+    Pipeline(config).snapshot()
+    _change(mariadb, table, 0)
+    logs = tmp_path / "logs"
+    # A failure binlake does not expect, deep in a batch (a pause failpoint given a duration that is no number).
+    env = {"BINLAKE_LOG_DIR": str(logs), "BINLAKE_FAILPOINT_PAUSE": "before_delta_commit",
+           "BINLAKE_FAILPOINT_PAUSE_SECONDS": "not-a-number"}
+
+    crashed = run_cli(config_path, "sync", env=env)
+
+    assert crashed.returncode == 2, crashed.stdout + crashed.stderr
+    _no_native_noise(crashed.stderr)
+    [line] = [line for line in crashed.stderr.splitlines() if line.startswith("binlake: error:")]
+    assert "unexpected ValueError" in line and "the traceback is in " in line, line
+    log_file = Path(line.rsplit("the traceback is in ", 1)[1].split()[0].rstrip(";,"))
+    assert log_file.parent == logs and "Traceback (most recent call last)" in log_file.read_text()

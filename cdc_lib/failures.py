@@ -104,7 +104,7 @@ def passing_fault(error: BaseException) -> str | None:
         if isinstance(link, (TimeoutError, ConnectionError)):
             return f"{'timed out' if isinstance(link, TimeoutError) else 'network error'}: {_first_line(str(link))}"
     text = describe(error)
-    name = _name_of_text(f"{_class_names(error)} {text}")
+    name = _name_of_text(f"{_class_names(error)} {text} {_java_causes(error)}")
     return f"{name}: {_first_line(text)}" if name is not None else None
 
 
@@ -147,6 +147,22 @@ def _class_names(error: BaseException) -> str:
             break
         depth += 1
     return " ".join(names)
+
+
+def _java_causes(error: BaseException) -> str:
+    """The text of a Java exception's causes (Spark wraps an IOException in a SparkException, and so on)."""
+    texts = []
+    java = getattr(error, "java_exception", None)
+    depth = 0
+    while java is not None and depth < 10:
+        try:
+            java = java.getCause()
+            if java is not None:
+                texts.append(str(java.toString()))
+        except Exception:  # noqa: BLE001 - the JVM may be gone: the texts found so far are all there is
+            break
+        depth += 1
+    return " ".join(texts)
 
 
 def _name_of_text(text: str) -> str | None:

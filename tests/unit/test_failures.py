@@ -19,7 +19,7 @@ from cdc_lib.errors import (
     SinkError,
     SourceConnectionError,
 )
-from cdc_lib.failures import MAX_BACKOFF_SECONDS, Retrying, backoff_seconds, classify, passing_fault
+from cdc_lib.failures import MAX_BACKOFF_SECONDS, Retrying, backoff_seconds, classify, is_conflict, passing_fault
 from cdc_lib.heartbeat import LeaseLostError
 from cdc_lib.table_failures import CONFLICT_ATTEMPTS, table_write_failure, write_failure, write_with_retries
 
@@ -177,3 +177,37 @@ def test_conflicts_are_retried_on_a_fresh_attempt_and_others_are_not() -> None:
     with pytest.raises(OSError):
         write_with_retries(disk_full, "db.t", sleep=waits.append)
     assert len(calls) == 1  # not a conflict: the table retries in a later batch, after a back-off
+
+
+class _JavaException:
+    """A py4j Java exception as far as binlake reads it: its class, its text, its cause."""
+
+    def __init__(self, name: str, text: str, cause: _JavaException | None = None) -> None:
+        self.name, self.text, self.cause = name, text, cause
+
+    def getClass(self) -> _JavaException:  # noqa: N802 - Java's names
+        return self
+
+    def getName(self) -> str:  # noqa: N802
+        return self.name
+
+    def toString(self) -> str:  # noqa: N802
+        return f"{self.name}: {self.text}"
+
+    def getCause(self) -> _JavaException | None:  # noqa: N802
+        return self.cause
+
+
+class Py4JJavaError(Exception):
+    def __init__(self, java: _JavaException) -> None:
+        super().__init__("An error occurred while calling o123.execute.")
+        self.java_exception = java
+
+
+def test_a_spark_failure_is_read_through_its_java_causes() -> None:
+    disk = Py4JJavaError(_JavaException("org.apache.spark.SparkException", "Job aborted due to stage failure",
+                                        _JavaException("java.io.IOException", "No space left on device")))
+    conflict = Py4JJavaError(_JavaException("io.delta.exceptions.ConcurrentAppendException",
+                                            "Files were added to the root of the table by a concurrent update."))
+    assert (passing_fault(disk) or "").startswith("disk full: org.apache.spark.SparkException")
+    assert is_conflict(conflict) and not is_conflict(disk)

@@ -3,6 +3,7 @@
     python -m bench.fuzz --minutes 10 --seed 1            # rounds until the time is up (own MariaDB)
     python -m bench.fuzz --seed 1 --round 7               # replay one round
     python -m bench.fuzz --seed 1 --families -xa,-crash   # narrow the families
+    python -m bench.fuzz --minutes 60 --long              # + concurrent actors (`race`: re-snapshot, outside writer)
 
 Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
 drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
@@ -76,6 +77,11 @@ from bench.fuzz_values import (  # noqa: E402
 
 FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl", "ddl_stop", "partition",
             "sync_cli", "crash", "paths")
+#: Families only the long mode (`--long`) turns on: `race`, a second actor on a table while a CLI sync is paused
+#: before its Delta commit (a re-snapshot of the table, or an outside writer compacting it), then the sync resumes.
+LONG_FAMILIES = ("race",)
+#: The second actors of a `race` step.
+RACE_ACTORS = ("resnapshot", "resnapshot", "optimize")
 #: Failpoints a CLI sync may be killed at (cdc_lib/faults.py); a snapshot crash uses after_snapshot_commit.
 SYNC_FAILPOINTS = ("binlog_mid_read", "after_delta_commit", "before_offset_write")
 #: Failpoints between the waves of a chunked snapshot (cdc_lib/chunked_snapshot.py), each taken at its n-th arrival.
@@ -392,10 +398,22 @@ class Generator:
             choices += ["sync_cli"] if self.on("sync_cli") else []
             choices += ["crash", "crash"] if self.on("crash") else []
             choices += ["follow_cli"] if self.on("crash") and self.on("paths") else []
+            choices += ["race"] * 4 if self.on("race") else []
         label = rng.choice(choices)
-        if label in ("sync_cli", "crash", "follow_cli"):
+        if label in ("sync_cli", "crash", "follow_cli", "race"):
             self.cli_left -= 1
         sql = lambda text: Action("sql", text)  # noqa: E731 - reads best inline
+        if label == "race":
+            # A CLI sync reads a batch and pauses before its Delta commit; the source moves on; a second actor
+            # takes the table (a re-snapshot) or commits to it (an outside compaction); then the sync resumes.
+            model = rng.choice(self.models)
+            actor = rng.choice(RACE_ACTORS)
+            before = [sql(text) for text in self.dml(model)] + ([Action("sync")] if rng.random() < 0.3 else [])
+            if not before or before[-1].kind == "sync":
+                before = [sql(text) for text in self.dml(model)] + before
+            between = [sql(text) for text in self.dml(model)]
+            return Step(f"race_{actor}", (*before, Action("race_start"), *between,
+                                          Action("race_end", actor, table=model.name)))
         if label == "burst":
             # Inserts only, into several tables, alone in their batch: the append path of consistent tables,
             # written concurrently (a sync first, so earlier updates are not in the same batch).
@@ -868,6 +886,7 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
         outcome.phases["snapshot"] = time.monotonic() - mark
         mark = time.monotonic()
         expected_stop: set[str] = set()
+        race: _RacingSync | None = None
         for step in plan.steps:
             for action in step.actions:
                 if action.kind == "sql":
@@ -896,6 +915,17 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                             config, pipeline = _switch_writer(document, config_file, "auto")
                         else:
                             errors.append(f"in-process follow raised {_describe(error)}")
+                elif action.kind == "race_start":
+                    race = _RacingSync.start(config_file, work / "race-paused")
+                elif action.kind == "race_end":
+                    race_error = _race(race, action, config_file, pipeline.table_path(f"{database}.{action.table}"),
+                                       f"{database}.{action.table}", outcome)
+                    race = None
+                    if race_error and _writer_refused(document, race_error):
+                        outcome.took("delta_rs_refused")
+                        config, pipeline = _switch_writer(document, config_file, "auto")
+                    elif race_error:
+                        errors.append(race_error)
                 elif action.kind == "writer":
                     # Later batches (in-process and CLI) take the other engine; tables and offsets are unchanged.
                     config, pipeline = _switch_writer(document, config_file, action.text)
@@ -929,6 +959,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     if result.returncode == -9:
                         for path in action.paths:
                             outcome.took(f"crash_{path}")
+        if race is not None:  # a race_start whose race_end the shrinker removed: the sync goes on now
+            race.finish()
         _settle(connection, plan)
         outcome.phases["workload"] = time.monotonic() - mark
         mark = time.monotonic()
@@ -996,6 +1028,61 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             shutil.rmtree(work / "lake", ignore_errors=True)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+@dataclass
+class _RacingSync:
+    """A CLI sync paused before its (first) Delta commit, while the workload and a second actor go on."""
+
+    process: subprocess.Popen[str]
+    flag: Path
+
+    @classmethod
+    def start(cls, config_file: Path, flag: Path) -> _RacingSync:
+        flag.unlink(missing_ok=True)
+        environment = {**os.environ, "TZ": "UTC", "BINLAKE_FAILPOINT_PAUSE": "before_delta_commit",
+                       "BINLAKE_FAILPOINT_PAUSE_FILE": str(flag), "BINLAKE_FAILPOINT_AT": "1"}
+        environment.pop("BINLAKE_FAILPOINT", None)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_file), "sync"], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=environment, cwd=str(Path(__file__).resolve().parent.parent),
+        )
+        deadline = time.monotonic() + 300
+        # Paused, or done without a commit to make (its batch had no change for a table: nothing to race).
+        while not flag.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return cls(process, flag)
+
+    def finish(self) -> tuple[int, str]:
+        self.flag.unlink(missing_ok=True)
+        _, stderr = self.process.communicate(timeout=600)
+        return self.process.returncode, stderr
+
+
+def _race(race: _RacingSync | None, action: Action, config_file: Path, path: str, table: str,
+          outcome: Outcome) -> str:
+    """Run the second actor while the sync is paused, then let the sync go on; an error text, or ""."""
+    paused = race is not None and race.flag.exists()
+    if action.text == "resnapshot":
+        result = _cli(config_file, "snapshot", "--table", table)
+        if result.returncode != 0:
+            if race is not None:
+                race.finish()
+            return f"CLI snapshot --table beside a paused sync exited {result.returncode}: {_last_line(result.stderr)}"
+    else:
+        from deltalake import DeltaTable
+
+        try:
+            # An outside writer binlake does not know of: delta-rs's compaction (dataChange false).
+            DeltaTable(path).optimize.compact()
+        except Exception:  # noqa: BLE001 - a protocol delta-rs does not write: the outside writer's problem
+            outcome.took("race_outside_refused")
+    if race is None:
+        return ""
+    code, stderr = race.finish()
+    outcome.took(f"race_{action.text}", paused)
+    # 0, or 1 when a table stopped (judged at the end with the others).
+    return "" if code in (0, 1) else f"CLI sync paused beside {action.text} exited {code}: {_last_line(stderr)}"
 
 
 def _writer_refused(document: dict[str, Any], text: str, kind: str = "") -> bool:
@@ -1373,9 +1460,9 @@ def parse_families(text: str | None) -> frozenset[str]:
     if not text or text == "all":
         return frozenset(FAMILIES)
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [part.lstrip("-") for part in parts if part.lstrip("-") not in FAMILIES]
+    unknown = [part.lstrip("-") for part in parts if part.lstrip("-") not in (*FAMILIES, *LONG_FAMILIES)]
     if unknown:
-        raise SystemExit(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+        raise SystemExit(f"unknown families {unknown}; known: {', '.join((*FAMILIES, *LONG_FAMILIES))}")
     if all(part.startswith("-") for part in parts):
         return frozenset(FAMILIES) - {part[1:] for part in parts}
     return frozenset(part for part in parts if not part.startswith("-"))
@@ -1412,12 +1499,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-round", type=int, default=0)
     parser.add_argument("--families", default="all", help=f"comma list from {', '.join(FAMILIES)}, or -name to drop")
     parser.add_argument("--shrink-seconds", type=float, default=300.0, help="time to shrink each failure (0: none)")
+    parser.add_argument("--long", action="store_true",
+                        help=f"also the long mode's families ({', '.join(LONG_FAMILIES)}): concurrent actors")
     parser.add_argument("--stop-on-failure", action="store_true")
     parser.add_argument("--json", type=Path, help="write totals and failures here")
     parser.add_argument("--print-plan", action="store_true", help="print each round's script before running it")
     arguments = parser.parse_args(argv)
     seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
-    families = parse_families(arguments.families)
+    families = parse_families(arguments.families) | (frozenset(LONG_FAMILIES) if arguments.long else frozenset())
     print(f"bench.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))
     logging.basicConfig(level=logging.ERROR)

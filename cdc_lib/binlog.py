@@ -37,6 +37,7 @@ from cdc_lib.binlog_events import (
 from cdc_lib.config import BatchConfig, SourceConfig, TableMode, ZeroDatePolicy
 from cdc_lib.ddl import table_effects
 from cdc_lib.errors import (
+    KeyMappingError,
     MissingGrantError,
     RowDecodeError,
     SchemaChangeError,
@@ -44,6 +45,7 @@ from cdc_lib.errors import (
     TableError,
     UnreadableEventError,
     ZeroDateError,
+    ZeroDateKeyError,
 )
 from cdc_lib.events import CommitStamp, Row, TableChanges, batch_changes
 from cdc_lib.faults import failpoint
@@ -67,7 +69,7 @@ from cdc_lib.transaction import (
     engine_kind,
     parse_xid,
 )
-from cdc_lib.types import binlog_converter
+from cdc_lib.types import binlog_converter, check_key_columns
 
 log = logging.getLogger("binlake")
 
@@ -97,6 +99,8 @@ class TableDecoder:
     #: (index, name, is TIMESTAMP) of DATE, DATETIME and TIMESTAMP columns, which may hold zero dates.
     temporal: tuple[tuple[int, str, bool], ...] = ()
     zero_dates: ZeroDatePolicy = "null"
+    #: (index, name) of the key columns among them: a zero date there is refused under any policy (no NULL key).
+    temporal_keys: tuple[tuple[int, str], ...] = ()
 
     @classmethod
     def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null") -> TableDecoder:
@@ -124,8 +128,15 @@ class TableDecoder:
             width=len(names),
             temporal=temporal,
             zero_dates=zero_dates,
+            temporal_keys=tuple((index, name) for index, name, _ in temporal if name in schema.primary_key),
             fast=FastRows(schema, library_only=library_only),
         )
+
+    def check_keys(self, rows: list[Row]) -> None:
+        """Refuse a row whose temporal key decoded to None: a key column is NOT NULL, so it held a zero date."""
+        for index, name in self.temporal_keys:
+            if any(row[index] is None for row in rows):
+                raise ZeroDateKeyError(self.schema.table.name, name)
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
         if self.set_columns and none_sources:
@@ -164,6 +175,8 @@ class TableDecoder:
             else:
                 zero = values.get(name) is None and (none_sources or {}).get(name) in _OUT_OF_RANGE
             if zero:
+                if any(index == key for key, _ in self.temporal_keys):
+                    raise ZeroDateKeyError(self.schema.table.name, name)
                 if self.zero_dates == "error":
                     raise ZeroDateError(self.schema.table.name, name)
                 found.append(index)
@@ -430,6 +443,11 @@ class _Read:
             cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates) for cursor in cursors
         }
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
+        for cursor in cursors:  # a table snapshotted before binlake refused its key type stops where it is
+            try:
+                check_key_columns(cursor.schema.columns, cursor.schema.primary_key, table=cursor.name)
+            except KeyMappingError as exc:
+                self.result.table_errors[cursor.name] = TableFailure(exc, cursor.position)
         self.modes = {cursor.name: cursor.mode for cursor in cursors}
         # Only soft-delete and history tables need each commit's time and order (mirror tables skip the cost).
         self.stamped = any(mode != "mirror" for mode in self.modes.values())
@@ -971,6 +989,8 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     """Fold the event's rows into `changes`; returns how many row changes it carried."""
     images = decoder.fast.images(event)
     if images is not None:
+        if decoder.temporal_keys:
+            decoder.check_keys(images)
         if isinstance(event, UpdateRowsEvent):
             pairs = iter(images)
             for before, after in zip(pairs, pairs, strict=True):

@@ -116,8 +116,9 @@ def run_chunked_snapshot(
             _report(progress, document, started, resumed)
             while document.status == "running" and document.chunks_done < len(document.plan):
                 _run_wave(context, connection, handle, heartbeat, document)
-                if not fenced:
-                    # The table did not exist when the snapshot began: its first wave created it.
+                if not fenced and superseded:
+                    # The table did not exist when the snapshot began: its first wave created it. Only a snapshot
+                    # it replaces can have a commit in flight on it (no sync writes a table never installed).
                     _fence_after_first_wave(context, document, superseded)
                     fenced = True
                 _report(progress, document, started, resumed)
@@ -270,6 +271,8 @@ def _run_wave(
     path = context.table_path(name)
     failpoint("before_snapshot_wave_commit")
     _before_commit(heartbeat)
+    # Past the last lease check: a runner stopped here (SIGSTOP, a VM) is held off by the Delta log's fences alone.
+    failpoint("snapshot_wave_checked")
     deletion_vectors = context.config.sink.deletion_vectors_for(name)
     # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
     change_data_feed = context.config.sink.change_data_feed_for(name) and not moded

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc_lib.errors import DeltaStateError, FencedCommitError
+from cdc_lib.formats import check_format
 from cdc_lib.sink_storage import SinkStorage, storage_for
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -267,6 +268,8 @@ def _binlake_commit(text: str, version: int, application: str) -> BinlakeCommit 
             except ValueError:
                 continue
             if isinstance(candidate, dict) and candidate.get("app_id") == application:
+                # Read before anything acts on its end position: a newer layout is refused, never guessed at.
+                check_format(candidate, "commit metadata", where=f"of Delta commit {version} ({application})")
                 metadata = candidate
     if txn_version is None or metadata is None:
         return None

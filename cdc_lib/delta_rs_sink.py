@@ -30,6 +30,7 @@ from cdc_lib.config import BatchWriter, TableMode
 from cdc_lib.delta_rs_tables import LOADED_TABLES, KnownLog
 from cdc_lib.errors import BinlakeError, DeltaStateError, SinkError
 from cdc_lib.events import TableChanges
+from cdc_lib.formats import COMMIT_FORMAT
 from cdc_lib.s3 import S3Settings, is_s3_uri
 from cdc_lib.sink_storage import S3SinkStorage, SinkStorage
 from cdc_lib.source import TableSchema
@@ -297,8 +298,9 @@ def _write_batch(
         LOADED_TABLES.keep(uri, options, table)
         return delta_log.version_of(path, application, txn_version, storage)
     loaded = table.version()
-    custom_metadata = {"userMetadata": json.dumps({**metadata, "app_id": application, "writer": "delta-rs"},
-                                                  sort_keys=True)}
+    custom_metadata = {"userMetadata": json.dumps(
+        {**metadata, "app_id": application, "writer": "delta-rs", "format": COMMIT_FORMAT}, sort_keys=True
+    )}
     transactions = [Transaction(app_id=application, version=txn_version)]
     commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
     # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's

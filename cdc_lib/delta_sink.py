@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cdc_lib import delta_log, delta_rs_sink
+from cdc_lib import delta_log, delta_rs_sink, key_absence
 from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import DeltaStateError, FencedCommitError
 from cdc_lib.events import TableChanges
 from cdc_lib.faults import failpoint
+from cdc_lib.formats import COMMIT_FORMAT
 from cdc_lib.positions import BinlogPosition, state_contains
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableSchema
@@ -71,7 +72,7 @@ class _IdempotentCommit:
             "spark.databricks.delta.write.txnAppId": application,
             "spark.databricks.delta.write.txnVersion": str(version),
             "spark.databricks.delta.commitInfo.userMetadata": json.dumps(
-                {**metadata, "app_id": application}, sort_keys=True
+                {**metadata, "app_id": application, "format": COMMIT_FORMAT}, sort_keys=True
             ),
         }
 
@@ -212,8 +213,9 @@ def merge_changes(
         applied_through: the end of the binlog read the changes come from; recorded (`APPLIED_THROUGH`).
         append_from: the table's offset before this batch, given when the table is consistent there (past
             its snapshot's high watermark). Then, if the Delta log proves the table holds nothing past that
-            offset, keys the batch inserts cannot be in it: a batch of only such keys is appended without a
-            join, and in a mixed batch they do not widen the MERGE's file pruning (`split_new`).
+            offset, keys the batch inserts that no live file's key statistics cover cannot be in it
+            (`key_absence`: the source may have changed off the binlog): a batch of only such keys is appended
+            without a join, and in a mixed batch they do not widen the MERGE's file pruning.
         writer: the engine that commits: `spark` (needs `spark`) or `delta-rs` (cdc_lib.delta_rs_sink, no JVM;
             `delta_rs_sink.writer_for` says which tables it takes).
     """
@@ -242,8 +244,13 @@ def merge_changes(
         and _reached(append_from, through_before)
     )
     metadata = {**metadata, "writer": writer}
+    # Keys the batch inserts are appended only where the table's file statistics prove them absent.
+    live = key_absence.LiveKeys(path, schema, uri=delta_rs_sink.table_uri(path),
+                                options=delta_rs_sink.storage_options(path, storage), known=delta_rs_sink.KnownLog(
+                                    latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version),
+                                ) if exact else None
     if writer == "delta-rs":
-        return _write_with_delta_rs(path, schema, changes, exact, application=application, txn_version=txn_version,
+        return _write_with_delta_rs(path, schema, changes, live, application=application, txn_version=txn_version,
                                     metadata=metadata, storage=storage, tail=tail)
     assert spark is not None, "the Spark writer needs a SparkSession"
     # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.spill), each staged as
@@ -255,16 +262,16 @@ def merge_changes(
         with StagedChanges(spark, schema, spilled=isinstance(changes, SpilledChanges)) as staged:
             for part in folds_of(changes):
                 truncated = truncated or part.truncated
-                if exact:
-                    # New keys join nothing: they are inserted; only the other keys can be in the table.
-                    _, rest = part.split_new()
+                if live is not None:
+                    # Keys proven new join nothing: they are inserted; only the other keys can be in the table.
+                    _, rest = live.split(part)
                     rest_rows += len(rest.rows)
                     bounds.add(rest.rows)
                 else:
                     bounds.add(part.rows)
                 staged.add(_mirror_records(schema, part))
             source = staged.frame()
-            if exact and rest_rows == 0:
+            if live is not None and rest_rows == 0:
                 return _append(spark, path, schema, source, application, txn_version, metadata, storage)
             key_filter = None if truncated else bounds.filter()
             return _merge(spark, path, schema, source, staged.rows, key_filter, truncated, application,
@@ -278,7 +285,7 @@ def _write_with_delta_rs(
     path: str,
     schema: TableSchema,
     changes: TableChanges,
-    exact: bool,
+    live: key_absence.LiveKeys | None,
     *,
     application: str,
     txn_version: int,
@@ -286,21 +293,21 @@ def _write_with_delta_rs(
     storage: SinkStorage,
     tail: LogTail,
 ) -> int:
-    """The Spark path's plan (append when only new keys, else MERGE pruned to the keys' range) on delta-rs.
+    """The Spark path's plan (append when only keys proven new, else MERGE pruned to the keys' range) on delta-rs.
 
     A spilled batch never comes here (`delta_rs_sink.writer_for`): it is staged in one Arrow table. `tail`, the
     log read that just checked for a replay, lets the writer use a `DeltaTable` kept from an earlier batch when
     the log agrees with it (`delta_rs_tables.LoadedTables`).
     """
     rows = changes.rows
-    if exact:
-        _, rest = changes.split_new()
+    if live is not None:
+        _, rest = live.split(changes)
         rows = rest.rows
     bounds = KeyBounds(schema)
     bounds.add(rows)
     batch = delta_rs_sink.BatchWrite(
         records=delta_rs_sink.arrow_fold(schema, changes.upserts(), changes.deleted_keys()),
-        append=exact and not rows, key_range=None if changes.truncated else bounds.range(),
+        append=live is not None and not rows, key_range=None if changes.truncated else bounds.range(),
         truncated=changes.truncated,
     )
     kind = {"kind": "merge", "path": "append"} if batch.append else {"kind": "merge"}

@@ -131,6 +131,32 @@ class ZeroDateError(TableError):
         )
 
 
+class ZeroDateKeyError(ZeroDateError):
+    """A primary-key column holds a zero or partial date: NULL in Delta under any `source.zero_dates`, so no key."""
+
+    def __init__(self, table: str, column: str, value: str | None = None) -> None:
+        self.column = column
+        shown = f" ('{value}')" if value else ""
+        BinlakeError.__init__(
+            self,
+            f"primary-key column '{column}' holds a zero or partial date{shown}, which Delta holds only as NULL: "
+            "two such keys would become one, and their updates and deletes would match no row "
+            "(source.zero_dates does not apply to key columns)",
+            remedy=f"correct the keys at the source (UPDATE {table} SET {column} = <a real date> WHERE {column} = "
+            f"'0000-00-00' OR YEAR({column}) = 0 OR MONTH({column}) = 0 OR DAY({column}) = 0), or remove the table "
+            f"from source.tables; then re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )
+
+
+class KeyMappingError(TableError):
+    """A primary-key column whose type the mapping cannot keep distinct: two source keys would be one in Delta."""
+
+    def __init__(self, table: str, column: str, problem: str, *, remedy: str) -> None:
+        self.column = column
+        super().__init__(f"primary-key column '{column}' {problem}", remedy=remedy, table=table)
+
+
 class SurrogateTextError(TableError):
     """A snapshot read a text value holding a surrogate code point: MariaDB stores it, a Delta string cannot."""
 

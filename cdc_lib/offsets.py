@@ -24,6 +24,7 @@ from typing import Any, Self
 from cdc_lib.config import OffsetsConfig
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
 from cdc_lib.failures import Retrying
+from cdc_lib.formats import STATE_FORMAT, check_format
 from cdc_lib.heartbeat import Heartbeat, LeaseLostError
 from cdc_lib.positions import BinlogPosition
 from cdc_lib.s3 import S3Credentials, S3Settings, describe_s3_failure, s3_client, split_s3_uri
@@ -234,9 +235,8 @@ class BatchRecord:
 RECENT_BATCHES = 20
 RECENT_LIMITED_BATCHES = 5
 
-#: Layout version of the state document; bumped when a change would mislead an older reader.
-#: (`recent_batches` was added without a bump: a reader that ignores it loses nothing but the estimate.)
-STATE_FORMAT = 1
+# The state document's layout version lives in cdc_lib/formats.py with the others (and the rule for reading them).
+# (`recent_batches` was added without a bump: a reader that ignores it loses nothing but the estimate.)
 
 
 @dataclass
@@ -273,14 +273,8 @@ class PipelineState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PipelineState:
-        written_format = int(data.get("format", 1))
-        if written_format > STATE_FORMAT:
-            # Guessing at a newer layout could move offsets backwards or drop tables: refuse instead.
-            raise OffsetStoreError(
-                f"the offsets of pipeline '{data.get('pipeline')}' were written by a newer binlake "
-                f"(state format {written_format}, this one reads up to {STATE_FORMAT})",
-                remedy="run the binlake version that wrote them (or newer) for this pipeline",
-            )
+        # Guessing at a newer layout could move offsets backwards or drop tables: refuse instead.
+        check_format(data, "state document", where=f"of pipeline '{data.get('pipeline')}'")
         lease = data.get("lease")
         return cls(
             pipeline=data["pipeline"],

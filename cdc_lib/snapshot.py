@@ -10,7 +10,7 @@ import pymysql
 
 from cdc_lib.charsets import surrogate_test
 from cdc_lib.config import SnapshotConfig, SourceConfig
-from cdc_lib.errors import SurrogateTextError, TableError, ZeroDateError
+from cdc_lib.errors import SurrogateTextError, TableError, ZeroDateError, ZeroDateKeyError
 from cdc_lib.faults import failpoint
 from cdc_lib.key_ranges import LARGE_TABLE_ROWS, integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.source import TableSchema, query
@@ -196,6 +196,7 @@ def _walked_predicates(schema: TableSchema, bounds: list[list[str]]) -> list[str
 #: Bracket the column name (and what follows) in the error a snapshot's read raises on a value it refuses, to
 #: find it in Spark's exception text: a zero date under `zero_dates: error`, a surrogate code point.
 ZERO_DATE_MARK = "binlake-zero-date:"
+ZERO_DATE_KEY_MARK = "binlake-zero-date-key:"  # in a primary-key column, under any `zero_dates`
 SURROGATE_MARK = "binlake-surrogate:"
 
 
@@ -204,6 +205,9 @@ def read_refusal_in(exc: BaseException, table: str) -> TableError | None:
     text = str(exc)
     if SURROGATE_MARK in text:
         return SurrogateTextError(table, text.split(SURROGATE_MARK)[1])
+    if ZERO_DATE_KEY_MARK in text:
+        parts = text.split(ZERO_DATE_KEY_MARK)
+        return ZeroDateKeyError(table, parts[1], parts[2][:40] if len(parts) > 3 else None)
     if ZERO_DATE_MARK not in text:
         return None
     parts = text.split(ZERO_DATE_MARK)
@@ -251,8 +255,10 @@ def read_table(
             # Year 0000 with a month and day ('0000-01-01') is valid text to Spark but no Python or Arrow reader
             # holds it, and the binlog path cannot represent it: a partial date like '2024-00-10'.
             converted = F.when(value.startswith("0000-"), F.lit(None)).otherwise(converted)
-        if text_temporal and source.zero_dates == "error":
-            message = F.concat(F.lit(f"{ZERO_DATE_MARK}{column.name}{ZERO_DATE_MARK}"), value, F.lit(ZERO_DATE_MARK))
+        key = column.name in schema.primary_key  # a NULL key is no key: refused under any policy
+        if text_temporal and (key or source.zero_dates == "error"):
+            mark = ZERO_DATE_KEY_MARK if key else ZERO_DATE_MARK
+            message = F.concat(F.lit(f"{mark}{column.name}{mark}"), value, F.lit(mark))
             converted = F.when(value.isNotNull() & converted.isNull(), F.raise_error(message)).otherwise(converted)
         if index in surrogate_tests:
             refusal = F.raise_error(F.lit(f"{SURROGATE_MARK}{column.name}{SURROGATE_MARK}"))

@@ -34,6 +34,7 @@ from cdc_lib.config import SnapshotWriter
 from cdc_lib.delta_rs_sink import spark_log_store, spark_only_reasons, storage_options, table_uri
 from cdc_lib.errors import TableError
 from cdc_lib.faults import failpoint
+from cdc_lib.formats import COMMIT_FORMAT
 from cdc_lib.logs import about_table
 from cdc_lib.sink_storage import SinkStorage, storage_for
 from cdc_lib.source import TableRef, query
@@ -176,7 +177,8 @@ def write_wave(
         rows = rows.sort_by([(name, "ascending") for name in sort_key])
     # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
     file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
-    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application}, sort_keys=True)
+    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application, "format": COMMIT_FORMAT},
+                               sort_keys=True)
     try:
         write_deltalake(
             target,

@@ -23,6 +23,7 @@ import pymysql
 from cdc_lib import delta_log, fencing
 from cdc_lib import source as mysql
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError
+from cdc_lib.formats import SNAPSHOT_DOCUMENT_FORMAT, check_format
 from cdc_lib.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition
@@ -30,8 +31,8 @@ from cdc_lib.positions import BinlogPosition
 log = logging.getLogger("binlake")
 
 SNAPSHOTS_FOLDER = "snapshots"
-#: Layout version of a snapshot document; a newer one is refused rather than guessed at.
-DOCUMENT_FORMAT = 1
+#: Layout version of a snapshot document (cdc_lib/formats.py); a newer one is refused rather than guessed at.
+DOCUMENT_FORMAT = SNAPSHOT_DOCUMENT_FORMAT
 
 #: running: waves are being written (or were, by a runner that died); complete: every chunk is in Delta and
 #: the result waits to be installed; abandoned: it died before its first commit and the sync let the table go
@@ -200,13 +201,7 @@ class SnapshotDocument:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SnapshotDocument:
-        if int(data.get("format", 1)) > DOCUMENT_FORMAT:
-            from cdc_lib.errors import OffsetStoreError
-
-            raise OffsetStoreError(
-                f"the snapshot document of {data.get('table')} was written by a newer binlake",
-                remedy="run the binlake version that wrote it (or newer)",
-            )
+        check_format(data, "snapshot document", where=f"of table {data.get('table')}")
         lease = data.get("lease")
         return cls(
             table=data["table"], snapshot_id=data["snapshot_id"], status=data["status"],

@@ -27,7 +27,7 @@ from cdc_lib.errors import (
 )
 from cdc_lib.mysql_errors import Connecting, Querying, connection_lost, error_code, error_text, mysql_error
 from cdc_lib.positions import BinlogPosition, ServerIdentity
-from cdc_lib.types import ColumnInfo, spark_type_ddl
+from cdc_lib.types import ColumnInfo, check_key_columns, spark_type_ddl
 
 REQUIRED_SETTINGS = {
     "log_bin": "ON",
@@ -609,4 +609,5 @@ def describe_table(connection: pymysql.connections.Connection, ref: TableRef) ->
             remedy=f"ALTER TABLE {ref.name} ADD PRIMARY KEY (...), or remove it from source.tables",
             table=ref.name,
         )
+    check_key_columns(columns, primary_key, table=ref.name)  # a key the type mapping keeps distinct
     return TableSchema(table=ref, columns=columns, primary_key=primary_key)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from cdc_lib import charsets
-from cdc_lib.errors import TableError
+from cdc_lib.errors import KeyMappingError, TableError
 
 _UTC = dt.UTC
 _ENUM_VALUES = re.compile(r"'((?:[^']|'')*)'")
@@ -110,6 +111,78 @@ def spark_type_ddl(column: ColumnInfo, *, table: str | None = None) -> str:
         remedy="exclude the table or change the column type",
         table=table,
     )
+
+
+def key_refusal(column: ColumnInfo) -> str | None:
+    """Why the mapping of `column` cannot serve as a primary key (two source values would be one Delta value);
+    None when distinct values stay distinct (docs/types.md "Keys").
+
+    Zero and partial dates are judged value by value instead (`ZeroDateKeyError`, raised on both paths).
+    """
+    kind = column.data_type.lower()
+    if kind in ("enum", "set") and "" in column.set_members:
+        what = "the error value an invalid ENUM value is stored as" if kind == "enum" else "the empty set"
+        return f"is {kind.upper()} with an empty member '', which shows as '' like {what}"
+    if kind in _STRING_TYPES and column.character_set:
+        collision = charset_collision(column.character_set)
+        if collision is not None:
+            return f"has character set {column.character_set}, in which {collision}"
+    return None
+
+
+def check_key_columns(columns: Sequence[ColumnInfo], primary_key: Sequence[str], *, table: str) -> None:
+    """Refuse a table whose primary key the mapping cannot keep distinct (`key_refusal`), naming the column."""
+    for column in columns:
+        if column.name not in primary_key:
+            continue
+        problem = key_refusal(column)
+        if problem is not None:
+            kind = column.data_type.lower()
+            change = (f"drop the member '' from the column's {kind.upper()} definition" if kind in ("enum", "set")
+                      else f"ALTER TABLE {table} MODIFY {quote_identifier(column.name)} ... CHARACTER SET utf8mb4 "
+                      "(or VARBINARY)")
+            raise KeyMappingError(
+                table, column.name, f"{problem}: as a key in Delta two source keys could become one",
+                remedy=f"{change}, or remove the table from source.tables; then snapshot it: "
+                f"binlake snapshot --table {table}",
+            )
+
+
+@cache
+def charset_collision(charset: str) -> str | None:
+    """Two codes of `charset` that decode to the same text, as an example; None when every code decodes apart.
+
+    From the server's own tables (`charsets`): a single-byte charset's undefined bytes show as '?' (or U+FFFD), a
+    multi-byte charset's unmapped codes as '?' and some codes as another code's character (sjis 0x815F as '\\',
+    like 0x5C). The UTF charsets decode every code to its own text (a surrogate is refused by name).
+    """
+    name = charsets.canonical(charset)
+    table = charsets.SINGLE_BYTE.get(name)
+    if table is not None:
+        seen: dict[str, int] = {}
+        for code, text in enumerate(table):
+            if text in seen:
+                return f"bytes 0x{seen[text]:02X} and 0x{code:02X} both show as {text!r}"
+            seen[text] = code
+        return None
+    entry = charsets.MULTI_BYTE.get(name)
+    if entry is None:
+        return None
+    codec, _, fixed = entry
+    shown: dict[str, int] = {}
+    for first, last, text, step in fixed:
+        if step:
+            continue
+        if last > first:
+            return f"codes 0x{first:X} to 0x{last:X} all show as {text!r}"
+        try:
+            other = int.from_bytes(text.encode(codec), "big")
+        except UnicodeEncodeError:
+            other = shown.get(text, first)
+        if other != first:
+            return f"codes 0x{other:X} and 0x{first:X} both show as {text!r}"
+        shown[text] = first
+    return None
 
 
 # Read as text over JDBC and parsed by Spark: java.sql dates use the hybrid Julian calendar and

@@ -354,7 +354,7 @@ def binlake_commits(config: PipelineConfig, table: str) -> list[LoggedCommit]:
                 txn_version = int(action["txn"]["version"])
             if "commitInfo" in action and action["commitInfo"].get("userMetadata"):
                 metadata = json.loads(action["commitInfo"]["userMetadata"])
-        if txn_version is not None and metadata is not None:
+        if txn_version is not None and metadata is not None and metadata.get("kind") != "fence":
             commits.append(LoggedCommit(
                 delta_version=int(file.stem), kind=str(metadata.get("kind")), txn_version=txn_version,
                 start=BinlogPosition.from_json(metadata["start"]) if "start" in metadata else None,

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.formats import NewerFormatError
 from cdc_lib.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, document_bytes
 
 
@@ -125,6 +126,6 @@ def test_offsets_from_a_newer_binlake_are_refused_and_left_alone(tmp_path: Path)
     document = next(tmp_path.rglob("*.json"))
     written = document.read_text().replace('"format": 1', '"format": 2')
     document.write_text(written)
-    with pytest.raises(OffsetStoreError, match=r"newer binlake \(state format 2"):
+    with pytest.raises(NewerFormatError, match=r"newer binlake \(state document format 2"):
         store.read("p")
     assert document.read_text() == written

@@ -1,46 +1,26 @@
 """What the installed wheel ships: the engine (with `cdc_lib.dev`, for `binlake demo`) and the Dagster layers.
 
-Never the tests or the bench, and never a jar (they are fetched into a cache). The wheel is built from a copy
-of the sources, offline and without build isolation, so a stale `build/` folder cannot hide a mistake.
+Never the tests or the bench, and never a jar (they are fetched into a cache). The wheel is built as
+tests/built_wheel.py builds it (from a copy of the sources, offline, without build isolation); what it does once
+installed with no extras is tests/integration/test_wheel.py's.
 """
 
 from __future__ import annotations
 
 import configparser
-import shutil
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ("cdc_lib", "assets", "orchestration")
-NOT_SHIPPED = ("tests", "bench")
+from tests.built_wheel import NOT_SHIPPED, ROOT, SHIPPED, build_wheel, copy_sources
 
 
 @pytest.fixture(scope="module")
 def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    source = tmp_path_factory.mktemp("source")
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    for package in SHIPPED + NOT_SHIPPED:
-        shutil.copytree(ROOT / package, source / package, ignore=skip)
+    source = copy_sources(tmp_path_factory.mktemp("source"))
     # A jar left beside the code (BINLAKE_JAR_CACHE pointed into the checkout) must not ride along.
     (source / "cdc_lib" / "stray-delta-spark.jar").write_bytes(b"PK")
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "--no-index",
-         "-w", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert built.returncode == 0, (
-        f"pip wheel failed (setuptools before 70.1 needs the `wheel` package: ./run setup installs the test "
-        f"extra):\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
-    )
-    [wheel] = out.glob("binlake-*.whl")
+    wheel = build_wheel(source, tmp_path_factory.mktemp("wheel"))
     with zipfile.ZipFile(wheel) as archive:
         return {name: archive.read(name) for name in archive.namelist()}
 

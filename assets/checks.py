@@ -85,6 +85,13 @@ def consistency_result(key: dg.AssetKey, table: str, status: TableStatus | None)
             asset_key=key, check_name=CONSISTENCY_CHECK, passed=False, severity=ERROR,
             description=f"{table} stopped: {status.error}", metadata={**metadata, "error": status.error},
         )
+    if status.retrying_text:
+        # A passing fault (disk full, S3 503, a commit conflict): nothing applied, a later batch retries by itself.
+        return dg.AssetCheckResult(
+            asset_key=key, check_name=CONSISTENCY_CHECK, passed=False, severity=WARN,
+            description=f"{table} {status.retrying_text}; a later micro-batch retries by itself (no re-snapshot).",
+            metadata={**metadata, "retrying": status.retrying_text},
+        )
     return dg.AssetCheckResult(
         asset_key=key, check_name=CONSISTENCY_CHECK, passed=status.consistent, severity=ERROR, metadata=metadata,
         description=None if status.consistent else
@@ -103,7 +110,8 @@ def lag_result(key: dg.AssetKey, status: TableStatus | None, threshold: float) -
     metadata["lag_bytes"] = dg.MetadataValue.int(int(status.lag_bytes or 0))
     metadata.update(_catch_up_metadata(status.catch_up))
     # Not catching up fails the check even under the threshold: the lag can only grow from here.
-    passed = status.lag_seconds <= threshold and not status.error and not status.catch_up_warning
+    passed = status.lag_seconds <= threshold and not status.error and not status.catch_up_warning and \
+        not status.retrying
     problems = []
     if status.lag_seconds > threshold:
         problems.append(f"The copy trails the source by {status.lag_seconds:g}s ({status.lag_bytes} binlog bytes)")
@@ -112,6 +120,8 @@ def lag_result(key: dg.AssetKey, status: TableStatus | None, threshold: float) -
                         "sync --until-caught-up, fewer tables per pipeline) before the binlog runway runs out")
     if status.error:
         problems.append(f"the table stopped: {status.error}")
+    if status.retrying_text:
+        problems.append(status.retrying_text)
     return dg.AssetCheckResult(
         asset_key=key, check_name=LAG_CHECK, passed=passed, severity=WARN, metadata=metadata,
         description=None if passed else "; ".join(problems),

@@ -9,9 +9,11 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +21,16 @@ from cdc_lib import spark
 from cdc_lib.config import PipelineConfig, load_config
 from cdc_lib.errors import BinlakeError
 from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
-from cdc_lib.logs import LOG_FORMATS, Verbosity, configure_logging, log_dir, redact, spark_log_path
+from cdc_lib.logs import (
+    LOG_FORMATS,
+    Verbosity,
+    configure_logging,
+    log_dir,
+    native_stderr_to,
+    redact,
+    run_log_path,
+    spark_log_path,
+)
 from cdc_lib.progress_display import DEFAULT_INTERVAL_SECONDS, terminal_or_lines
 from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
 from cdc_lib.report import format_reconciliation, format_status
@@ -91,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument(
         "--chunk-rows", type=int, default=RECONCILE_CHUNK_ROWS, help="rows per compared chunk (default %(default)d)"
     )
+    resume = commands.add_parser(
+        "resume", help="take a stopped table back into the sync at its offset, once its cause is fixed (no re-snapshot "
+        "while the binlog still holds its changes)"
+    )
+    resume.add_argument("--table", action="append", required=True, help="db.table; repeat for several")
     register = commands.add_parser(
         "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
     )
@@ -106,10 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.command == "sync":
         _check_follow_arguments(parser, arguments)
+    logs = log_dir(workdir=arguments.workdir if arguments.command == "demo" else None)
+    run_log = run_log_path(logs)
+    # Native output (a delta-rs panic and its backtrace) and tracebacks go to the run's log, not the terminal.
+    with native_stderr_to(run_log) as captured:
+        return _main(arguments, spark_log_path(logs), run_log if captured else None)
+
+
+def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) -> int:
     verbosity: Verbosity = "verbose" if arguments.verbose else "quiet" if arguments.quiet else "normal"
     configure_logging(verbosity, log_format=arguments.log_format)
     secrets: list[str] = []
-    spark_log = spark_log_path(log_dir(workdir=arguments.workdir if arguments.command == "demo" else None))
     try:
         with spark.jvm_output_to(spark_log):
             log.debug("Spark's output, if it starts, goes to %s", spark_log)
@@ -129,15 +152,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("binlake: interrupted; offsets were not moved past what was committed", file=sys.stderr)
         return 130
-    except Exception as error:  # noqa: BLE001 - the last line of defence: still one line, still no secret
+    except BaseException as error:  # noqa: BLE001 - the last line of defence: still one line, still no secret
+        # delta-rs's PanicException is a BaseException (pyo3): a bug report's matter, reported like any other.
+        if not isinstance(error, Exception) and type(error).__name__ != "PanicException":
+            raise
         if arguments.verbose:
             log.error("unexpected failure", exc_info=error)
+        traceback_note = ""
+        if run_log is not None and _write_traceback(run_log, error, secrets):
+            traceback_note = f"; the traceback is in {run_log}"
         # The JVM's own account of a Spark failure is in its log, not in py4j's one-line summary.
         jvm_log = f" (Spark's log: {spark.jvm_log_file})" if spark.jvm_log_file == spark_log else ""
         print(
             f"binlake: error: unexpected {type(error).__name__}: {redact(summarize(error), secrets)} — remedy: "
-            f"{unexpected_remedy(arguments.command)}; rerun (with -v for the traceback), and report it if it "
-            f"persists{jvm_log}",
+            f"{unexpected_remedy(arguments.command)}; rerun, and report it if it persists{traceback_note}{jvm_log}",
             file=sys.stderr,
         )
         return 2
@@ -152,6 +180,18 @@ def unexpected_remedy(command: str) -> str:
     if command == "register":
         return "the Delta tables are unchanged; a rerun registers the tables not yet named"
     return "nothing past the last committed batch was applied"
+
+
+def _write_traceback(path: Path, error: BaseException, secrets: list[str]) -> bool:
+    """Append the traceback of an unexpected failure to the run's log file; whether it could."""
+    text = "".join(traceback.format_exception(error))
+    try:
+        with path.open("a", encoding="utf-8") as file:
+            file.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} unexpected failure\n")
+            file.write(redact(text, secrets))
+    except OSError:
+        return False
+    return True
 
 
 def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
@@ -205,6 +245,9 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print(f"  {name}: skipped — {reason}")
             for name, reason in result.snapshots_in_flight.items():
                 print(f"  {name}: waits — {reason}")
+            for name, reason in result.retrying_tables.items():
+                # A passing fault: nothing applied, the offset stays, a later sync retries by itself.
+                print(f"  {name}: {reason}")
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":
@@ -214,6 +257,15 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         else:
             print(format_status(statuses))
         return 1 if any(status.error for status in statuses) else 0
+    if arguments.command == "resume":
+        for name in arguments.table:
+            resumed = pipeline.resume(name)
+            if resumed.cleared is None:
+                print(f"{resumed.table}: not stopped; it syncs from {resumed.position}")
+            else:
+                print(f"{resumed.table}: resumed from {resumed.position}; the next sync replays the binlog from "
+                      f"there (was: {resumed.cleared})")
+        return 0
     if arguments.command == "register":
         from cdc_lib.catalog_registration import register_tables
 

@@ -2,6 +2,9 @@
 
 stdout carries only a command's result (status tables, JSON documents); binlake's log lines go to stderr; the
 JVM that Spark starts writes its own output (SLF4J and JVM warnings, log4j lines) to a file under `log_dir()`.
+What native code writes to the process's stderr (a Rust panic from delta-rs, printed by Rust's panic hook with
+its backtrace) and the traceback of an unexpected failure go to the run's log file there too
+(`native_stderr_to`, `run_log_path`), not to the user's terminal.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 Verbosity = Literal["quiet", "normal", "verbose"]
 LogFormat = Literal["text", "json"]
@@ -152,3 +156,66 @@ def spark_log_path(directory: Path, *, now: float | None = None, pid: int | None
         for stale in sorted(directory.glob("spark-*.log"), reverse=True)[KEEP_SPARK_LOGS - 1:]:
             stale.unlink(missing_ok=True)  # another run may prune the same file at the same time
     return path
+
+
+def run_log_path(directory: Path, *, now: float | None = None, pid: int | None = None) -> Path:
+    """A new file name for one run's native output and tracebacks (`binlake-<time>-<pid>.log`); older files
+    beyond the newest `KEEP_SPARK_LOGS` are removed, as Spark's are."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    path = directory / f"binlake-{stamp}-{os.getpid() if pid is None else pid}.log"
+    if directory.is_dir():
+        for stale in sorted(directory.glob("binlake-*.log"), reverse=True)[KEEP_SPARK_LOGS - 1:]:
+            stale.unlink(missing_ok=True)
+    return path
+
+
+@contextmanager
+def native_stderr_to(path: Path) -> Iterator[bool]:
+    """Within this block, file descriptor 2 (what native code writes to: Rust's panic hook in delta-rs, C
+    libraries, child processes started here) goes to `path`, appended; Python's `sys.stderr` (binlake's log
+    lines and error messages) keeps the terminal. Yields whether it could: a stderr that is not the process's
+    own (a test's capture) or a file that cannot be opened leaves everything as it was.
+
+    A panic in delta-rs surfaces in Python as an exception, which binlake reports on one line with its remedy;
+    the panic's own text and backtrace are for a bug report, so they belong in the file. An empty file is
+    removed on exit.
+    """
+    stream: TextIO = sys.stderr
+    if not _on_descriptor_2(stream):
+        yield False
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        yield False
+        return
+    stream.flush()
+    terminal = os.dup(2)
+    os.dup2(target, 2)
+    os.close(target)
+    # Line-buffered like the terminal's stderr; errors never stop a message (a stray byte is escaped).
+    sys.stderr = os.fdopen(terminal, "w", buffering=1, encoding=stream.encoding,
+                           errors="backslashreplace", closefd=False)
+    try:
+        yield True
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)
+        sys.stderr = stream
+        try:
+            if path.stat().st_size == 0:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def _on_descriptor_2(stream: TextIO | None) -> bool:
+    """Whether `stream` is the process's own stderr (not a replacement, such as a test's capture)."""
+    if stream is None or stream is not sys.__stderr__:
+        return False
+    try:
+        return bool(sys.__stderr__.fileno() == 2)
+    except (OSError, ValueError, AttributeError):  # a capture without a descriptor (pytest's capsys)
+        return False

@@ -25,6 +25,7 @@ from typing import Any, Self
 
 from cdc_lib.config import OffsetsConfig
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
+from cdc_lib.failures import Retrying
 from cdc_lib.formats import STATE_FORMAT, check_format
 from cdc_lib.heartbeat import Heartbeat, LeaseLostError
 from cdc_lib.positions import BinlogPosition
@@ -55,6 +56,8 @@ class TableState:
     error: str | None = None
     last_change_at: str | None = None
     ddl_log: list[dict[str, Any]] = field(default_factory=list)
+    #: The latest write met a passing fault (disk full, S3 503, a commit conflict): a later batch retries it.
+    retrying: Retrying | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +73,7 @@ class TableState:
             "error": self.error,
             "last_change_at": self.last_change_at,
             "ddl_log": self.ddl_log,
+            "retrying": self.retrying.to_json() if self.retrying is not None else None,
         }
 
     @classmethod
@@ -87,6 +91,7 @@ class TableState:
             error=data.get("error"),
             last_change_at=data.get("last_change_at"),
             ddl_log=list(data.get("ddl_log", [])),
+            retrying=Retrying.from_json(data.get("retrying")),
         )
 
 

@@ -6,6 +6,7 @@ module that does it:
     snapshot → `cdc_lib.snapshot_tables`   low watermark, JDBC read, Delta commit, high watermark
     sync     → `cdc_lib.sync`              micro-batches: one binlog read, a MERGE per table, offsets
     status   → `cdc_lib.status`            per-table offset, lag, consistency and binlog runway
+    resume   → `cdc_lib.resume`            a stopped table taken back at its offset (the binlog still holds it)
 
 Every writer first reconciles the offset store with the Delta logs (`cdc_lib.table_offsets`).
 """
@@ -23,6 +24,7 @@ from cdc_lib.history import plan_resume
 from cdc_lib.offsets import OffsetStore, PipelineState, TableState, open_offset_store
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.progress import ProgressListener
+from cdc_lib.resume import ResumeResult, resume_table
 from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
 from cdc_lib.sink_storage import SinkStorage, sink_storage
 from cdc_lib.snapshot import SnapshotResult
@@ -118,6 +120,11 @@ class Pipeline:
         """Per table: offset, lag, consistency, and the binlog runway, flagged below `runway_warn_hours`."""
         return table_statuses(self.context, runway_warn_hours=runway_warn_hours)
 
+    def resume(self, table: str) -> ResumeResult:
+        """Take a stopped (or retrying) table back into the sync at its offset, once the user fixed the cause;
+        refused with the re-snapshot remedy when the binlog no longer holds the table's offset."""
+        return resume_table(self.context, table)
+
     def require_snapshot(self, name: str) -> TableState:
         return require_snapshot(self.read_state(), name)
 
@@ -131,6 +138,7 @@ __all__ = [
     "BinlakeError",
     "Pipeline",
     "ReadAhead",
+    "ResumeResult",
     "SnapshotResult",
     "SyncResult",
     "TableBatchResult",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib.failures import Retrying
+
 if TYPE_CHECKING:
     from cdc_lib.reconciliation import ReconciliationReport
 
@@ -29,7 +31,7 @@ def format_status(statuses: Sequence[Any]) -> str:
                 catch_up_text(getattr(status, "catch_up", None)),
                 "-" if status.delta_version is None else str(status.delta_version),
                 _runway_text(status),
-                status.error or (
+                status.error or _retrying_text(getattr(status, "retrying", None)) or (
                     f"snapshot {status.snapshot_in_flight}" if getattr(status, "snapshot_in_flight", None) else ""
                 ),
             )
@@ -59,6 +61,14 @@ def verdict_text(verdict: dict[str, Any] | None) -> str:
     found += f", {duplicated} duplicated keys" if duplicated else ""
     kind = "DRIFT" if verdict["verdict"] == "drift" else "UNCONFIRMED"
     return f"{kind} ({found}) {when}"
+
+
+def _retrying_text(retrying: dict[str, Any] | None) -> str:
+    """`Retrying.to_json()` for a person: "retrying: <cause>, since <time>, <n> attempts"."""
+    if not retrying:
+        return ""
+    described = Retrying.from_json(retrying)
+    return "" if described is None else f"{described.describe()} (next after {described.next_attempt_at})"
 
 
 def catch_up_text(estimate: dict[str, Any] | None) -> str:

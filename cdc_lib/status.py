@@ -10,6 +10,7 @@ from typing import Any
 from cdc_lib import source as mysql
 from cdc_lib.catch_up import apply_rate, catch_up, source_rate
 from cdc_lib.errors import NotSnapshottedError
+from cdc_lib.failures import Retrying
 from cdc_lib.offsets import PipelineState, TableState, utc_now
 from cdc_lib.pipeline_context import PipelineContext
 from cdc_lib.positions import BinlogPosition, state_contains
@@ -47,6 +48,15 @@ class TableStatus:
     snapshot_in_flight: str | None = None
     #: `Verdict.to_json()` of the table's last reconcile (match, drift or unconfirmed, when); None: never reconciled.
     last_reconcile: dict[str, Any] | None = None
+    #: `Retrying.to_json()` (cause, since, attempts, next_attempt_at): the latest write met a passing fault
+    #: (disk full, S3 503, a commit conflict); nothing of it was applied and a later batch retries it by itself.
+    retrying: dict[str, Any] | None = None
+
+    @property
+    def retrying_text(self) -> str | None:
+        """"retrying: <cause>, since <time>, <n> attempts" — what checks and sensors show; None when not retrying."""
+        retrying = Retrying.from_json(self.retrying)
+        return retrying.describe() if retrying is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -165,6 +175,7 @@ def _table_status(
         mode=mode,
         catch_up=None if estimate is None else estimate.to_json(),
         catch_up_warning=estimate is not None and estimate.warning,
+        retrying=table_state.retrying.to_json() if table_state.retrying is not None else None,
     )
 
 

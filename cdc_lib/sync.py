@@ -32,6 +32,7 @@ from cdc_lib.config import PipelineConfig
 from cdc_lib.delta_rs_sink import Engine
 from cdc_lib.errors import BinlogPurgedError, FencedCommitError
 from cdc_lib.events import HistoryChanges, TableChanges
+from cdc_lib.failures import Retrying
 from cdc_lib.faults import failpoint
 from cdc_lib.heartbeat import stall_bound
 from cdc_lib.history import Resume, plan_resume
@@ -44,7 +45,7 @@ from cdc_lib.schema_changes import apply_schema_change
 from cdc_lib.snapshot_documents import settle_snapshots, snapshot_begun
 from cdc_lib.source import TableRef, TableSchema
 from cdc_lib.spill import SpilledChanges
-from cdc_lib.table_failures import table_write_failure
+from cdc_lib.table_failures import write_failure, write_with_retries
 from cdc_lib.table_offsets import moves_forward, reached, reconcile_with_delta
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class TableBatchResult:
     delta_version: int | None
     position: str
     error: str | None = None
+    #: `Retrying.describe()` when the write met a passing fault: nothing applied, retried by a later batch.
+    retrying: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -82,6 +85,8 @@ class SyncResult:
     skipped_tables: dict[str, str] = field(default_factory=dict)
     #: Tables left alone this batch because a snapshot of theirs is in flight (not an error; docs/snapshots.md).
     snapshots_in_flight: dict[str, str] = field(default_factory=dict)
+    #: Tables whose write met a passing fault, this batch or earlier (`Retrying.describe()`): retried later.
+    retrying_tables: dict[str, str] = field(default_factory=dict)
     end_position: BinlogPosition | None = None
     schema_changes: list[str] = field(default_factory=list)
 
@@ -147,9 +152,14 @@ def run_batch(
         in_flight = settle_snapshots(context, handle, connection)
     plans = _resume_plans(state, server_end, logs)
     skipped: dict[str, str] = {}
+    backing_off: dict[str, str] = {}
     cursors = []
     for name, table_state in sorted(state.tables.items()):
         if name in in_flight:
+            continue
+        if table_state.retrying is not None and not table_state.error and not table_state.retrying.due(started):
+            # A passing fault's back-off: the table waits at its offset, the others go on (invariant 14).
+            backing_off[name] = table_state.retrying.describe()
             continue
         if not table_state.error:
             table_state = _resumed(connection, name, table_state, plans[name], logs)
@@ -170,7 +180,7 @@ def run_batch(
         return SyncResult(
             batch_seq=None, start="-", end="-", events_read=0, row_changes=0, transactions=0, seconds=0.0,
             reached_end=True, spark_started=False, tables=[], skipped_tables=skipped,
-            snapshots_in_flight=in_flight,
+            snapshots_in_flight=in_flight, retrying_tables=backing_off,
         )
     read = _read(context, cursors, server_end, read_ahead, handle.progress)
     relevant = read.relevant_changes()
@@ -201,6 +211,8 @@ def run_batch(
         state.tables[cursor.name] = settled.state
         spark_used = spark_used or settled.spark_used
         table_results.append(settled.result)
+        if settled.state.retrying is not None:
+            backing_off[cursor.name] = settled.state.retrying.describe()
     if first_error is not None:
         # What the other tables committed is in `state`, released with the lease; this batch ends here.
         raise first_error
@@ -223,6 +235,7 @@ def run_batch(
         tables=table_results,
         skipped_tables=skipped,
         snapshots_in_flight=in_flight,
+        retrying_tables=backing_off,
         end_position=read.end,
         schema_changes=sorted(read.schema_changes),
     )
@@ -392,28 +405,38 @@ def _write_table(
         failpoint("before_delta_commit")
         # A runner that lost its lease stops here (LeaseLostError): the new holder reconciles from the Delta log.
         check_lease()
+        metadata = {
+            "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
+            # The table's own offset: the read starts at the smallest of all tables' offsets, and a table
+            # takes only the events past its own (a resumed table whose commit landed before a crash).
+            "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
+        }
+        batch_changes: TableChanges = changes
         try:
-            version = _merge(context, spark, cursor, changes, table_state, read, seq=seq, engine=engine, metadata={
-                "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
-                # The table's own offset: the read starts at the smallest of all tables' offsets, and a table
-                # takes only the events past its own (a resumed table whose commit landed before a crash).
-                "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
-            })
+            # A commit conflict with another writer is tried again on a fresh snapshot of the table.
+            version = write_with_retries(
+                lambda: _merge(context, spark, cursor, batch_changes, table_state, read, seq=seq, engine=engine,
+                               metadata=metadata),
+                name, check_lease=check_lease,
+            )
         except FencedCommitError as exc:
             # A re-snapshot claimed the table after the check above (cdc_lib/fencing.py): the Delta log refused
             # the commit. As when the check sees it: nothing written, the offset stays, the install replaces it.
             log.warning("%s: %s; the table waits for the snapshot", name, exc.cause, extra=about_table(name))
             return _Written(state=table_state, changes=None, failure=None)
-        except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
-            # Nothing of this batch reached the table: it stops where it stood, the others go on.
-            failure = TableFailure(error=table_write_failure(exc, name), position=table_state.position)
+        except Exception as exc:  # noqa: BLE001 - sorted by `write_failure`; the run's own re-raised
+            # Nothing of this batch reached the table: it waits (a passing fault) or stops where it stood.
+            outcome = write_failure(exc, name, previous=table_state.retrying)
+            if isinstance(outcome, Retrying):
+                return _Written(state=replace(table_state, retrying=outcome), changes=None, failure=None)
+            failure = TableFailure(error=outcome, position=table_state.position)
             end = table_state.position
             changes = None
         else:
             failpoint("after_delta_commit")
-            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now)
+            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now, retrying=None)
     if moves_forward(written.position, end, server_end):
-        written = replace(written, position=end)
+        written = replace(written, position=end, retrying=None if failure is None else written.retrying)
     return _Written(state=written, changes=changes, failure=failure)
 
 
@@ -466,7 +489,7 @@ def _settle_table(
 ) -> _Settled:
     """Take the table past the ALTER it paused at (if any), then mark it consistent or stopped."""
     table_state, failure, spark_used = written.state, written.failure, False
-    if schema_change is not None and failure is None:
+    if schema_change is not None and failure is None and table_state.retrying is None:
         outcome = apply_schema_change(context, connection, cursor, table_state, schema_change)
         table_state, failure, spark_used = outcome.state, outcome.failure, outcome.spark_used
     table_state = replace(
@@ -484,6 +507,7 @@ def _settle_table(
         delta_version=table_state.delta_version,
         position=str(table_state.position),
         error=str(failure.error) if failure else None,
+        retrying=table_state.retrying.describe() if table_state.retrying is not None and not failure else None,
     )
     return _Settled(state=table_state, result=result, spark_used=spark_used)
 

@@ -160,11 +160,18 @@ def build_table_error_sensor(
         except (BinlakeError, dg.Failure) as error:
             return dg.SensorResult(skip_reason=f"cannot read the pipeline's offsets: {error}")
         stopped = {name: table_state for name, table_state in sorted(state.tables.items()) if table_state.error}
+        # A passing fault is shown, never re-snapshotted: a later micro-batch retries the table by itself.
+        retrying = {name: table_state.retrying.describe() for name, table_state in sorted(state.tables.items())
+                    if table_state.retrying is not None and not table_state.error}
+        for name, text in retrying.items():
+            context.log.warning(f"{name} {text}")
+        waiting = "".join(f" {name} {text}." for name, text in retrying.items())
         if not stopped:
-            return dg.SensorResult(skip_reason="no table has an error")
+            return dg.SensorResult(skip_reason="no table has an error" + ("." + waiting if waiting else ""))
         for name, table_state in stopped.items():
             context.log.error(f"{name} stopped: {table_state.error}")
-        listing = "; ".join(f"{name}: {table_state.error}" for name, table_state in stopped.items())
+        listing = "; ".join(f"{name}: {table_state.error}" for name, table_state in stopped.items()) + \
+            ("." + waiting if waiting else "")
         if not binlake.auto_resnapshot:
             return dg.SensorResult(
                 skip_reason=f"{len(stopped)} table(s) stopped — {listing}. auto_resnapshot is off: launch a "

@@ -97,6 +97,8 @@ def test_storage_options_carry_the_sink_settings_and_the_single_writer_premise()
         "AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "eu-west-3", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
         "AWS_ALLOW_HTTP": "true", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false", "AWS_ACCESS_KEY_ID": "AKIA12",
         "AWS_SECRET_ACCESS_KEY": "secret-34", "AWS_SESSION_TOKEN": "token-56",
+        # Every network wait bounded (source.network_timeout_seconds; S3Settings' own default here).
+        "timeout": "30s", "connect_timeout": "5s",
     }
     aws = storage_options("s3a://bucket/lake/db/t", S3SinkStorage(S3Settings(region="us-west-2")))
     assert aws == {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "us-west-2",

@@ -102,7 +102,7 @@ def test_storage_options_carry_the_sink_settings_and_the_single_writer_premise()
     }
     aws = storage_options("s3a://bucket/lake/db/t", S3SinkStorage(S3Settings(region="us-west-2")))
     assert aws == {"AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_REGION": "us-west-2",
-                   "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true"}
+                   "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true", "timeout": "30s", "connect_timeout": "5s"}
 
 
 def test_an_unreachable_sink_fails_the_run_retryably_not_the_table() -> None:

@@ -168,6 +168,7 @@ def write_config_file(config: PipelineConfig, path: Path) -> Path:
             "password": "${BINLAKE_TEST_PASSWORD}",
             "server_id": config.source.server_id,
             "tables": list(config.source.tables),
+            "network_timeout_seconds": config.source.network_timeout_seconds,
         },
         "sink": _sink_document(config),
         "offsets": {"uri": config.offsets.uri, "lease_seconds": config.offsets.lease_seconds,

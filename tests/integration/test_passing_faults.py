@@ -213,6 +213,10 @@ class SlowDownProxy:
         self.methods: frozenset[str] | None = None
         self.requests_refused = 0
         self.first_refused: float | None = None
+        self.stalled_until = 0.0
+        self.stall_part = ""
+        self.stall_methods: frozenset[str] | None = None
+        self.requests_stalled = 0
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -236,6 +240,13 @@ class SlowDownProxy:
 
             def _handle(self) -> None:
                 body = self._body()
+                if proxy.stalls(self.command, self.path):
+                    # A silent object store: the request is taken and never answered while the stall lasts.
+                    proxy.requests_stalled += 1
+                    while proxy.stalls(self.command, self.path):
+                        time.sleep(0.1)
+                    self.close_connection = True
+                    return
                 if proxy.refuses(self.command, self.path):
                     proxy.requests_refused += 1
                     proxy.first_refused = proxy.first_refused or time.monotonic()
@@ -285,6 +296,16 @@ class SlowDownProxy:
 
     def stop(self) -> None:
         self.failing_until = 0.0
+        self.stalled_until = 0.0
+
+    def stall(self, seconds: float, *, path_part: str = "", methods: frozenset[str] | None = None) -> None:
+        """Take the matching requests and answer none of them for `seconds` (then drop their connections)."""
+        self.stall_part, self.stall_methods = path_part, methods
+        self.stalled_until = time.monotonic() + seconds
+
+    def stalls(self, method: str, path: str) -> bool:
+        return (time.monotonic() < self.stalled_until and self.stall_part in path
+                and (self.stall_methods is None or method in self.stall_methods))
 
     def refuses(self, method: str, path: str) -> bool:
         return (time.monotonic() < self.failing_until and self.path_part in path
@@ -381,6 +402,56 @@ def test_an_object_store_answering_503_slowdown_is_retried_and_recovers(
     outcome = "the run failed retryably (exit 2), the next recovered" if short.returncode else "absorbed by retries"
     _report(f"S3 503 SlowDown on every request for 6 s ({slowdown_proxy.requests_refused - refused} refused)",
             outcome, detect, recover, totals[0], totals[1])
+
+
+def test_a_stalled_object_store_is_bounded_and_recovers(
+    mariadb, database, make_config, s3_bucket, s3_endpoint, slowdown_proxy, tmp_path
+) -> None:
+    """An object store that takes a table's writes and never answers (a half-open connection, a stuck gateway):
+    the run does not hang — each call is bounded by `source.network_timeout_seconds` — the table waits without a
+    re-snapshot, and once the store answers again the next run applies the batch exactly once."""
+    stalled, other = _tables(mariadb, database, "stalled", "other")
+    bound = 5
+    config: PipelineConfig = make_config(
+        [stalled, other], sink=s3_sink(slowdown_proxy.endpoint, s3_bucket),
+        offsets={"uri": f"s3://{s3_bucket}/offsets", "endpoint_url": s3_endpoint},
+        source__network_timeout_seconds=bound,
+    )
+    config_path = write_config_file(config, tmp_path / "binlake.yaml")
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    offsets = {name: table.position for name, table in pipeline.read_state().tables.items()}
+    _change(mariadb, stalled, 0)
+    _change(mariadb, other, 0)
+    env = {"AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+           "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"], "BINLAKE_LOG_DIR": str(tmp_path / "logs")}
+    slowdown_proxy.stall(3600, path_part=f"/{database}/stalled/", methods=frozenset({"PUT", "POST"}))
+    began = time.monotonic()
+    during = run_cli(config_path, "sync", env=env, timeout=600)  # without the bounds: still waiting at 600 s
+    detect = time.monotonic() - began
+    slowdown_proxy.stop()
+    freed = time.monotonic()
+    assert slowdown_proxy.requests_stalled > 0, during.stdout + during.stderr[-2000:]
+    assert during.returncode in (0, 2), during.stdout + during.stderr
+    _no_native_noise(during.stderr)
+    assert "snapshot --table" not in during.stdout + during.stderr, during.stdout + during.stderr
+    state = pipeline.read_state()
+    assert all(table.error is None for table in state.tables.values()), {n: t.error for n, t in state.tables.items()}
+    assert state.tables[stalled].position == offsets[stalled], "the stalled table's offset stays"
+    if state.tables[stalled].retrying is not None:
+        _wait_until_due(pipeline, stalled)
+    recovered = run_cli(config_path, "sync", "--until-caught-up", env=env)
+    recover = time.monotonic() - freed
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    totals = [0, 0]
+    for name in (stalled, other):
+        lost, doubled, equal = _compare(mariadb, pipeline, name, endpoint=s3_endpoint)
+        assert (lost, doubled, equal) == (0, 0, True), name
+        totals[0] += lost
+        totals[1] += doubled
+    outcome = "the run failed retryably (exit 2)" if during.returncode else "the table waited (retrying)"
+    _report(f"S3 stalled on one table's writes (bound {bound} s, {slowdown_proxy.requests_stalled} requests held)",
+            f"{outcome}, the next run applied it", detect, recover, totals[0], totals[1])
 
 
 # -- (c) a commit conflict with another Delta writer ----------------------------------------------------------

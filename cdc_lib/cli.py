@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll", type=float, metavar="SECONDS", default=DEFAULT_POLL_SECONDS,
         help="with --follow: pause between looks at the binlog end while caught up (default %(default)g)",
     )
-    status = commands.add_parser("status", help="per-table offsets, lag and consistency")
+    status = commands.add_parser("status", help="offsets, lag, retrying, last reconcile")
     status.add_argument("--json", action="store_true")
     status.add_argument(
         "--runway-warn-hours", type=float, default=DEFAULT_RUNWAY_WARN_HOURS,

@@ -83,25 +83,20 @@ def silence_detecting(connect: Callable[..., Any]) -> Callable[..., Any]:
         thread_id = int(server_thread[0]) if server_thread else None
         server = f"{settings.get('host')}:{settings.get('port')}"
 
-        def bounded_read(count: int) -> Any:
-            try:
-                return read_bytes(count)
-            except pymysql.MySQLError as exc:
-                if timed_out(exc):
-                    raise StreamSilent(settings.get("read_timeout"), thread_id, server=server) from None
-                raise
+        def bounded(call: Callable[[Any], Any], timeout_setting: str) -> Callable[[Any], Any]:
+            def wait(argument: Any) -> Any:
+                try:
+                    return call(argument)
+                except pymysql.MySQLError as exc:
+                    if timed_out(exc):
+                        raise StreamSilent(settings.get(timeout_setting), thread_id, server=server) from None
+                    raise
 
-        def bounded_write(data: bytes) -> Any:
-            try:
-                return write_bytes(data)
-            except pymysql.MySQLError as exc:
-                if timed_out(exc):
-                    raise StreamSilent(settings.get("write_timeout"), thread_id, server=server) from None
-                raise
+            return wait
 
         # Instance attributes: pymysql calls `self._read_bytes(...)`, so these take over for this connection only.
-        connection._read_bytes = bounded_read
-        connection._write_bytes = bounded_write
+        connection._read_bytes = bounded(read_bytes, "read_timeout")
+        connection._write_bytes = bounded(write_bytes, "write_timeout")
         return connection
 
     return connect_bounded

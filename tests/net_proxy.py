@@ -77,8 +77,8 @@ class SilenceableProxy:
         self._listener.close()
         with self._lock:
             for link in self.links:
-                _close(link.client)
-                _close(link.upstream)
+                close_socket(link.client)
+                close_socket(link.upstream)
             self.links.clear()
 
     def __enter__(self) -> SilenceableProxy:
@@ -96,7 +96,7 @@ class SilenceableProxy:
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
-                _close(client)
+                close_socket(client)
                 continue
             upstream.settimeout(None)
             link = Link(client, upstream)
@@ -127,11 +127,12 @@ class SilenceableProxy:
         # An ordinary close on one side is passed on, as a working network would.
         with self._lock:
             link.closed = True
-        _close(source)
-        _close(target)
+        close_socket(source)
+        close_socket(target)
 
 
-def _close(connection: socket.socket) -> None:
+def close_socket(connection: socket.socket) -> None:
+    """Shut a socket down both ways, then close it (a peer blocked in recv() wakes up)."""
     try:
         connection.shutdown(socket.SHUT_RDWR)
     except OSError:
@@ -139,4 +140,4 @@ def _close(connection: socket.socket) -> None:
     connection.close()
 
 
-__all__ = ["Link", "SilenceableProxy", "Which"]
+__all__ = ["Link", "SilenceableProxy", "Which", "close_socket"]

@@ -29,6 +29,7 @@ from cdc_lib.offsets import S3OffsetStore
 from cdc_lib.pipeline import Pipeline
 from cdc_lib.positions import BinlogPosition
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
+from tests.net_proxy import close_socket
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ class TcpProxy:
             listener.close()
         with self._lock:
             for connection in list(self._open):
-                _close(connection)
+                close_socket(connection)
             self._open.clear()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -125,13 +126,13 @@ class TcpProxy:
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
             except OSError:
-                _close(client)
+                close_socket(client)
                 continue
             upstream.settimeout(None)
             with self._lock:
                 if self._listener is not listener:
-                    _close(client)
-                    _close(upstream)
+                    close_socket(client)
+                    close_socket(upstream)
                     return
                 self._open.update((client, upstream))
             for source, target in ((client, upstream), (upstream, client)):
@@ -147,16 +148,10 @@ class TcpProxy:
             with self._lock:
                 self._open.discard(source)
                 self._open.discard(target)
-            _close(source)
-            _close(target)
+            close_socket(source)
+            close_socket(target)
 
 
-def _close(connection: socket.socket) -> None:
-    try:
-        connection.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    connection.close()
 
 
 # -- private moto servers ------------------------------------------------------------------------

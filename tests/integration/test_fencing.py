@@ -36,8 +36,21 @@ def _assert_equal_to_source(mariadb, pipeline: Pipeline, table: str) -> None:
     assert rows == source_rows(mariadb, table)
 
 
-@pytest.mark.parametrize("writer", ["delta-rs", "spark", "spark+feed"])
-@pytest.mark.parametrize("batch", ["merge", "insert-only"])
+def _sync_paused_before_commit(pipeline: Pipeline, flag: Path, monkeypatch: pytest.MonkeyPatch) -> Background:
+    """A batch of this process that read its changes and waits before its Delta commit until `flag` is removed."""
+    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE", "before_delta_commit")
+    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(flag))
+    run = Background(lambda: pipeline.sync())
+    run.start()
+    wait_for(flag.exists, timeout=120, what="the batch to reach its Delta commit")
+    monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
+    return run
+
+
+@pytest.mark.parametrize(("writer", "batch"), [
+    ("delta-rs", "merge"), ("spark", "merge"), ("spark+feed", "merge"), ("delta-rs", "insert-only"),
+    ("spark", "insert-only"),
+])
 def test_a_sync_batch_paused_before_its_commit_never_lands_on_a_resnapshot(
     mariadb, database, make_config, tmp_path, monkeypatch, writer, batch
 ) -> None:
@@ -57,12 +70,7 @@ def test_a_sync_batch_paused_before_its_commit_never_lands_on_a_resnapshot(
     else:
         sql(mariadb, f"INSERT INTO {table} VALUES (100, 7), (101, 8)")
     flag = tmp_path / "paused"
-    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE", "before_delta_commit")
-    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(flag))
-    run = Background(lambda: pipeline.sync())
-    run.start()
-    wait_for(flag.exists, timeout=120, what="the batch to reach its Delta commit")
-    monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
+    run = _sync_paused_before_commit(pipeline, flag, monkeypatch)
     # Meanwhile: the source moves on, and a re-snapshot of the table (a Dagster backfill, say) runs to completion.
     sql(mariadb, f"UPDATE {table} SET qty = 2 WHERE id = 5", f"DELETE FROM {table} WHERE id = 7")
     snapshot = run_cli(write_config_file(config, tmp_path / "binlake.yaml"), "snapshot", "--table", table)
@@ -136,44 +144,48 @@ STOP_POINTS = [("delta-rs", "snapshot_wave_read"), ("delta-rs", "snapshot_wave_c
                ("spark", "snapshot_wave_checked")]
 
 
-@pytest.mark.parametrize(("writer", "stop_at"), STOP_POINTS)
-def test_a_snapshot_stopped_past_its_lease_never_commits_its_wave(
-    mariadb, database, make_config, tmp_path, writer, stop_at
-) -> None:
+def _stopped_resnapshot(mariadb, database, make_config, tmp_path, writer: str, stop_at: str):
+    """A re-snapshot that passed its last lease check before its first wave's commit, its process stopped (a paused
+    VM) until its table lease expired."""
     table, config, pipeline, config_path = _big_table(mariadb, database, make_config, tmp_path, writer)
-    # A re-snapshot passes its last lease check before a wave's commit, and its process is stopped (a paused VM).
     flag = tmp_path / "paused"
     snapshot = _paused_cli(config_path, flag, stop_at, "snapshot")
     _stop_when_paused(snapshot, flag, "the re-snapshot to reach its first wave's commit")
     wait_for(lambda: _lease_expired(pipeline, config, table), timeout=60, interval=0.5,
              what="the stopped snapshot's table lease to expire")
+    return table, pipeline, config_path, snapshot
+
+
+def _assert_taken_over(snapshot: subprocess.Popen[str]) -> None:
+    code, stderr = _resume(snapshot)
+    assert code != 0, "the stopped snapshot must not finish"
+    assert "taken over" in stderr, stderr
+
+
+@pytest.mark.parametrize(("writer", "stop_at"), STOP_POINTS)
+def test_a_snapshot_stopped_past_its_lease_never_commits_its_wave(
+    mariadb, database, make_config, tmp_path, writer, stop_at
+) -> None:
+    table, pipeline, _, snapshot = _stopped_resnapshot(mariadb, database, make_config, tmp_path, writer, stop_at)
     # A sync finds the snapshot's runner gone, abandons the snapshot and goes on with the table.
     sql(mariadb, f"UPDATE {table} SET v = -1 WHERE id = 2999", f"INSERT INTO {table} VALUES (5000, 5)")
     results = pipeline.sync(until_caught_up=True)
     assert results[0].snapshots_in_flight == {}
-    code, stderr = _resume(snapshot)
-    assert code != 0, "the stopped snapshot must not finish"
-    assert "taken over" in stderr, stderr
+    _assert_taken_over(snapshot)
     pipeline.sync(until_caught_up=True)
     _assert_equal_to_source(mariadb, pipeline, table)
 
 
-@pytest.mark.parametrize(("writer", "stop_at"), STOP_POINTS)
+@pytest.mark.parametrize(("writer", "stop_at"), [STOP_POINTS[0], STOP_POINTS[2]])
 def test_a_restarted_snapshot_fences_the_one_it_replaces(
     mariadb, database, make_config, tmp_path, writer, stop_at
 ) -> None:
-    table, config, pipeline, config_path = _big_table(mariadb, database, make_config, tmp_path, writer)
-    flag = tmp_path / "paused"
-    first = _paused_cli(config_path, flag, stop_at, "snapshot")
-    _stop_when_paused(first, flag, "the first re-snapshot to reach its first wave's commit")
-    wait_for(lambda: _lease_expired(pipeline, config, table), timeout=60, interval=0.5,
-             what="the stopped snapshot's table lease to expire")
+    table, pipeline, config_path, first = _stopped_resnapshot(mariadb, database, make_config, tmp_path, writer,
+                                                              stop_at)
     sql(mariadb, f"DELETE FROM {table} WHERE id <= 10", f"INSERT INTO {table} VALUES (6000, 6)")
     second = run_cli(config_path, "snapshot", "--restart", "--table", table)
     assert second.returncode == 0, second.stderr
-    code, stderr = _resume(first)
-    assert code != 0, "the replaced snapshot must not finish"
-    assert "taken over" in stderr, stderr
+    _assert_taken_over(first)
     pipeline.sync(until_caught_up=True)
     _assert_equal_to_source(mariadb, pipeline, table)
 
@@ -206,12 +218,7 @@ def test_a_sync_paused_before_its_commit_while_a_snapshot_is_between_waves(
     table, config, pipeline, config_path = _big_table(mariadb, database, make_config, tmp_path, writer)
     sql(mariadb, f"UPDATE {table} SET v = 0 WHERE id = 1500", f"INSERT INTO {table} VALUES (8000, 8)")
     sync_flag = tmp_path / "sync-paused"
-    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE", "before_delta_commit")
-    monkeypatch.setenv("BINLAKE_FAILPOINT_PAUSE_FILE", str(sync_flag))
-    run = Background(lambda: pipeline.sync())
-    run.start()
-    wait_for(sync_flag.exists, timeout=120, what="the batch to reach its Delta commit")
-    monkeypatch.delenv("BINLAKE_FAILPOINT_PAUSE")
+    run = _sync_paused_before_commit(pipeline, sync_flag, monkeypatch)
     # A re-snapshot writes its first wave and pauses before its second.
     snapshot_flag = tmp_path / "snapshot-paused"
     snapshot = _paused_cli(config_path, snapshot_flag, "after_snapshot_wave_recorded", "snapshot", "--table", table)

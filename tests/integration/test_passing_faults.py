@@ -80,6 +80,18 @@ def _report(fault: str, outcome: str, detect: float, recover: float, lost: int, 
           f"rows lost {lost}; rows applied twice {doubled}")
 
 
+def _compare_all(server: LocalMariaDB, pipeline: Pipeline, tables: tuple[str, ...], *, endpoint: str
+                 ) -> tuple[int, int]:
+    """Each table equal to its source (nothing lost, nothing doubled); the rows lost and doubled in all."""
+    totals = [0, 0]
+    for name in tables:
+        lost, doubled, equal = _compare(server, pipeline, name, endpoint=endpoint)
+        assert (lost, doubled, equal) == (0, 0, True), name
+        totals[0] += lost
+        totals[1] += doubled
+    return totals[0], totals[1]
+
+
 def _wait_until_due(pipeline: Pipeline, table: str) -> None:
     """Sleep out the table's back-off (its next attempt time)."""
     retrying = pipeline.read_state().tables[table].retrying
@@ -393,12 +405,7 @@ def test_an_object_store_answering_503_slowdown_is_retried_and_recovers(
     again = run_cli(config_path, "sync", "--until-caught-up", env=env)
     recover = time.monotonic() - freed
     assert again.returncode == 0, again.stdout + again.stderr
-    totals = [0, 0]
-    for name in (throttled, other):
-        lost, doubled, equal = _compare(mariadb, pipeline, name, endpoint=s3_endpoint)
-        assert (lost, doubled, equal) == (0, 0, True), name
-        totals[0] += lost
-        totals[1] += doubled
+    totals = _compare_all(mariadb, pipeline, (throttled, other), endpoint=s3_endpoint)
     outcome = "the run failed retryably (exit 2), the next recovered" if short.returncode else "absorbed by retries"
     _report(f"S3 503 SlowDown on every request for 6 s ({slowdown_proxy.requests_refused - refused} refused)",
             outcome, detect, recover, totals[0], totals[1])
@@ -443,12 +450,7 @@ def test_a_stalled_object_store_is_bounded_and_recovers(
     recovered = run_cli(config_path, "sync", "--until-caught-up", env=env)
     recover = time.monotonic() - freed
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
-    totals = [0, 0]
-    for name in (stalled, other):
-        lost, doubled, equal = _compare(mariadb, pipeline, name, endpoint=s3_endpoint)
-        assert (lost, doubled, equal) == (0, 0, True), name
-        totals[0] += lost
-        totals[1] += doubled
+    totals = _compare_all(mariadb, pipeline, (stalled, other), endpoint=s3_endpoint)
     outcome = "the run failed retryably (exit 2)" if during.returncode else "the table waited (retrying)"
     _report(f"S3 stalled on one table's writes (bound {bound} s, {slowdown_proxy.requests_stalled} requests held)",
             f"{outcome}, the next run applied it", detect, recover, totals[0], totals[1])

@@ -108,19 +108,14 @@ def run_chunked_snapshot(
         resumed = 0
         if existing is not None:
             superseded.append(snapshot_application(context, name, existing.snapshot_id))
-    # After the document is written (a batch that has not yet committed the table reads it before it does).
-    fenced = _claim_table(context, name, superseded)
+    claim = _TableClaim(context, name, superseded)
     try:
         with Heartbeat(handle.renew, lease_seconds=context.config.offsets.lease_seconds,
                        what=f"the snapshot of {name}") as heartbeat:
             _report(progress, document, started, resumed)
             while document.status == "running" and document.chunks_done < len(document.plan):
-                _run_wave(context, connection, handle, heartbeat, document)
-                if not fenced and superseded:
-                    # The table did not exist when the snapshot began: its first wave created it. Only a snapshot
-                    # it replaces can have a commit in flight on it (no sync writes a table never installed).
-                    _fence_after_first_wave(context, document, superseded)
-                    fenced = True
+                _run_wave(context, connection, handle, heartbeat, document, claim)
+                claim.after_first_wave(document)
                 _report(progress, document, started, resumed)
             if document.status == "running":
                 # Every chunk is in Delta: a soft-delete or history table's step before `complete`.
@@ -146,6 +141,30 @@ def run_chunked_snapshot(
 def _before_commit(heartbeat: Heartbeat) -> None:
     heartbeat.beat()  # renew now, so a takeover since the last beat is seen before the commit
     heartbeat.check()
+
+
+class _TableClaim:
+    """The fences of this run (`_claim_table`), committed once, right before its first wave's commit: after the
+    snapshot's document was written (a batch that has not yet committed the table reads it before it does), and
+    after everything that may refuse the wave (nothing is written for a snapshot refused before its commit)."""
+
+    def __init__(self, context: PipelineContext, name: str, superseded: list[str]) -> None:
+        self.context, self.name, self.superseded = context, name, superseded
+        self.claimed = False
+        self.after_creation = False
+
+    def before_commit(self) -> None:
+        if self.claimed:
+            return
+        self.claimed = True
+        # The table does not exist yet: the first wave creates it, and only a snapshot it replaces can have a
+        # commit in flight on it (no sync writes a table never installed).
+        self.after_creation = not _claim_table(self.context, self.name, self.superseded) and bool(self.superseded)
+
+    def after_first_wave(self, document: SnapshotDocument) -> None:
+        if self.after_creation and document.waves:
+            self.after_creation = False
+            _fence_after_first_wave(self.context, document, self.superseded)
 
 
 def _claim_table(context: PipelineContext, name: str, superseded: list[str]) -> bool:
@@ -239,6 +258,7 @@ def _run_wave(
     handle: DocumentHandle,
     heartbeat: Heartbeat,
     document: SnapshotDocument,
+    claim: _TableClaim,
 ) -> None:
     """Read the next wave's chunks in one Spark job and write them in one idempotent Delta commit."""
     name = document.table
@@ -291,13 +311,16 @@ def _run_wave(
             version = snapshot_delta_rs.write_wave(
                 frame, path, application=application, txn_version=number, metadata=metadata,
                 overwrite=number == 1, storage=context.sink, sort_key=schema.primary_key,
+                before_commit=claim.before_commit,
             )
         elif number == 1:
+            claim.before_commit()  # Spark reads the wave inside its write
             version = delta_sink.write_snapshot(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
                 storage=context.sink, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed,
             )
         else:
+            claim.before_commit()
             version = delta_sink.append_snapshot_wave(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
                 storage=context.sink,

@@ -9,6 +9,8 @@ what "last verdict" means). A verdict that cannot be stored is logged and the re
 from __future__ import annotations
 
 import logging
+import random
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +22,7 @@ VERDICTS_DOCUMENT = "reconcile.json"
 #: no verdict rather than a misread one (the rule of cdc_lib/formats.py, without stopping anything: the verdicts
 #: are a convenience).
 VERDICTS_FORMAT = 1
-_ATTEMPTS = 5
+_ATTEMPTS = 30
 
 #: match: equal; drift: confirmed difference; unconfirmed: differences that may be changes still in flight.
 VerdictKind = Literal["match", "drift", "unconfirmed"]
@@ -87,7 +89,10 @@ def record_verdict(store: OffsetStore, pipeline: str, table: str, verdict: Verdi
             )
             return True
         except ConcurrentRunError:
-            continue  # another reconcile stored its verdict in between: read it again and add ours
+            # Another reconcile stored its verdict in between: read it again and add ours, after a pause of a
+            # random length so that racing writers do not meet again at once.
+            time.sleep(random.uniform(0.005, 0.05))
+            continue
         except BinlakeError as error:
             log.warning("the reconcile verdict of %s was not stored: %s", table, error)
             return False

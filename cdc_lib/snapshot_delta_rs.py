@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -137,6 +137,7 @@ def write_wave(
     overwrite: bool,
     storage: SinkStorage | None = None,
     sort_key: Sequence[str] = (),
+    before_commit: Callable[[], None] | None = None,
 ) -> int:
     """Write one snapshot wave with delta-rs in one idempotent commit; return its Delta version.
 
@@ -148,6 +149,8 @@ def write_wave(
         sort_key: the table's primary key: the wave is written sorted by it, in files of about the table's
             `file_layout.target_file_bytes` whose key ranges do not overlap, so a later MERGE rewrites only the
             files its keys fall in (docs/performance.md "Files a MERGE rewrites").
+        before_commit: called once the wave can no longer be refused, before the table is loaded for the commit
+            (the snapshot's fences, cdc_lib/chunked_snapshot.py).
     """
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
@@ -159,6 +162,10 @@ def write_wave(
     settings = delta_log.table_settings(path, storage=storage) if exists else None
     properties = settings.properties if settings is not None else {}
     target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
+    # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
+    file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
+    if before_commit is not None:
+        before_commit()
     if exists and overwrite and file_layout.TARGET_FILE_SIZE_PROPERTY not in properties:
         _set_target_file_size(path, storage, target_size)
     # The snapshot the commit goes onto, loaded before the (long) read: the exactly-once and fence check is made
@@ -175,8 +182,6 @@ def write_wave(
     failpoint("snapshot_wave_read")
     if sort_key and not _ascending(rows, sort_key):
         rows = rows.sort_by([(name, "ascending") for name in sort_key])
-    # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
-    file_bytes = file_layout.target_file_bytes(properties, table=metadata.get("table"))
     user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application, "format": COMMIT_FORMAT},
                                sort_keys=True)
     try:

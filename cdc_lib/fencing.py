@@ -13,10 +13,10 @@ Delta then refuses the stale commit in both of the ways a writer can meet the fe
   (Spark's ConcurrentTransactionException, delta-rs's CommitFailedError) fails the later one.
 
 Who fences what (docs/snapshots.md "Beside the sync"):
-- a snapshot, before its first wave: the table's own app id (the sync's) at the pipeline's batch sequence read
-  after the snapshot's document was written — every batch that may still commit took its sequence before that
-  read, and a batch that takes one after it reads the document before it commits and leaves the table alone; and
-  the app id of any earlier snapshot of the table it replaces, at SUPERSEDED;
+- a snapshot, right before its run's first wave commit: the table's own app id (the sync's) at the pipeline's
+  batch sequence read then, after the snapshot's document was written — every batch that may still commit took
+  its sequence before that read, and a batch that takes one after it reads the document before it commits and
+  leaves the table alone; and the app id of any earlier snapshot of the table it replaces, at SUPERSEDED;
 - the sync, before it abandons a snapshot whose runner is gone: that snapshot's app id, at SUPERSEDED; then it
   reads the log: a wave committed before the fence means the snapshot is not abandoned (it is adopted), and none
   can commit after it.

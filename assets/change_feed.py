@@ -3,7 +3,7 @@
     binlake/<p>/<db>/<table>  ──(Delta change data feed: only the versions since the last run)──►  <derived asset>
                                                                                                  <sink>/_derived/<name>
 
-The work is `cdc_lib.change_feed.consume`: the derived table's own Delta log records which source version it
+The work is `cdc_lib.sink.change_feed.consume`: the derived table's own Delta log records which source version it
 reflects, in the same commit as its data, so a retried run never counts a change twice. The source table
 needs `change_data_feed: true` (docs/change-feed.md).
 """
@@ -15,8 +15,8 @@ from pydantic import Field
 
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
-from cdc_lib.change_feed import ChangeConsumer, ConsumeResult, consume
-from cdc_lib.config import PipelineConfig
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.sink.change_feed import ChangeConsumer, ConsumeResult, consume
 
 
 class ChangeFeedRunConfig(dg.Config):

@@ -30,12 +30,12 @@ from assets.naming import (
     PipelineNames,
 )
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
+from cdc_lib.common.failures import is_transient
+from cdc_lib.display.report import catch_up_text
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
-from cdc_lib.failures import is_transient
-from cdc_lib.pipeline import Pipeline, TableStatus
-from cdc_lib.reconciliation import ReconciliationReport, reconcile_table
-from cdc_lib.report import catch_up_text
-from cdc_lib.runway import TableRunway, binlog_runway
+from cdc_lib.pipeline.pipeline import Pipeline, TableStatus
+from cdc_lib.reconcile.reconcile import ReconciliationReport, reconcile_table
+from cdc_lib.status.runway import TableRunway, binlog_runway
 
 ERROR = dg.AssetCheckSeverity.ERROR
 WARN = dg.AssetCheckSeverity.WARN

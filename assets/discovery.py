@@ -22,9 +22,9 @@ from typing import Any
 import dagster as dg
 
 from assets.naming import PipelineNames
-from cdc_lib.delta_sink import read_log_tail
-from cdc_lib.offsets import PipelineState
-from cdc_lib.pipeline import Pipeline, TableStatus
+from cdc_lib.pipeline.pipeline import Pipeline, TableStatus
+from cdc_lib.sink.spark.writer import read_log_tail
+from cdc_lib.state.offsets import PipelineState
 
 DISCOVERED_KIND = "discovered"
 

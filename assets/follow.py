@@ -1,8 +1,9 @@
-"""The follow job: one long run that keeps a pipeline's Delta tables in step (`cdc_lib.follow`) until a time budget.
+"""The follow job: one long run that keeps a pipeline's Delta tables in step (`cdc_lib.pipeline.follow`) until a time
+budget.
 
 Data flow of a run:
 
-    worker thread:  cdc_lib.follow.follow(pipeline)  ── one FollowBatch per micro-batch ──▶ queue
+    worker thread:  cdc_lib.pipeline.follow.follow(pipeline)  ── one FollowBatch per micro-batch ──▶ queue
     step thread:    queue ──▶ AssetMaterialization per table a batch wrote (as it goes)
                     every OBSERVE_EVERY_SECONDS and at the end ──▶ AssetObservation per table (lag, offset)
                         and the consistency, lag and binlog-runway checks' evaluations (assets/checks.py)
@@ -27,8 +28,8 @@ from assets.checks import health_evaluations, health_results
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, PipelineNames
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from assets.tables import BatchSummary, batch_records
-from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
+from cdc_lib.pipeline.pipeline import Pipeline
 
 #: A follow run's default length: just under an hour, so an hourly relaunch (or the per-minute follow
 #: schedule) starts the next one with a fresh process.
@@ -63,7 +64,7 @@ def build_follow_job(*, names: PipelineNames, tables: list[str]) -> dg.JobDefini
     @dg.op(
         name=names.follow_op,
         pool=names.pool,
-        # After the loop gave up on transient failures (`cdc_lib.follow.DEFAULT_GIVE_UP_AFTER`): a fresh start.
+        # After the loop gave up on transient failures (`cdc_lib.pipeline.follow.DEFAULT_GIVE_UP_AFTER`): a fresh start.
         retry_policy=TRANSIENT_RETRY,
         required_resource_keys={names.resource_key},
         tags={"binlake/pipeline": names.pipeline},

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from cdc_lib.deployment import name_slug
-from cdc_lib.source import TableRef
+from cdc_lib.config.deployment import name_slug
+from cdc_lib.model.tables import TableRef
 
 if TYPE_CHECKING:
     from assets.resources import BinlakeResource

@@ -8,7 +8,7 @@ credentials, purged binlog, schema change, bad config) become
 remedy in its metadata.
 
 A run step that starts Spark sends the JVM's own output (launcher and SLF4J notices, log4j lines) to a file
-under `cdc_lib.logs.log_dir()` ($BINLAKE_LOG_DIR, else ~/.cache/binlake/logs), as the CLI does: the step's
+under `cdc_lib.common.logs.log_dir()` ($BINLAKE_LOG_DIR, else ~/.cache/binlake/logs), as the CLI does: the step's
 captured stdout/stderr (Dagster's compute logs) keep binlake's and Dagster's lines only, and the run's log
 names the file.
 
@@ -27,14 +27,14 @@ import dagster as dg
 import yaml
 from pydantic import Field, PrivateAttr
 
-from cdc_lib import spark
-from cdc_lib.config import PipelineConfig, config_from_document, load_config
+from cdc_lib.common.failures import is_transient
+from cdc_lib.common.logs import log_dir, spark_log_path
+from cdc_lib.config.model import PipelineConfig, config_from_document, load_config
 from cdc_lib.errors import BinlakeError, ConfigError
-from cdc_lib.failures import is_transient
-from cdc_lib.logs import log_dir, spark_log_path
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS
-from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import DEFAULT_CHUNK_ROWS
+from cdc_lib.sink.spark import session as spark
+from cdc_lib.status.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 #: The lag check warns when a table's copy trails its source by more than this (the resource's default).
 DEFAULT_LAG_WARN_SECONDS = 300.0

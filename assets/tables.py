@@ -37,15 +37,15 @@ from assets.discovery import (
 )
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
-from cdc_lib.config import PipelineConfig
-from cdc_lib.offsets import PipelineState
-from cdc_lib.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
-from cdc_lib.progress import SnapshotProgress
-from cdc_lib.progress_display import ProgressLines
-from cdc_lib.snapshot import SnapshotResult
-from cdc_lib.source import TableRef
-from cdc_lib.source import TableSchema as SourceSchema
-from cdc_lib.types import spark_type_ddl
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.display.progress import ProgressLines
+from cdc_lib.model.tables import TableRef
+from cdc_lib.model.tables import TableSchema as SourceSchema
+from cdc_lib.model.types import spark_type_ddl
+from cdc_lib.pipeline.pipeline import Pipeline, SyncResult, TableBatchResult, TableStatus
+from cdc_lib.snapshot.jdbc_read import SnapshotResult
+from cdc_lib.snapshot.progress import SnapshotProgress
+from cdc_lib.state.offsets import PipelineState
 
 KINDS = {"mysql", "spark", "delta"}
 #: The snapshot's progress in the run log: a line per table at most this often (and at its start and end).

@@ -31,9 +31,9 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness, snapshot_resume  # noqa: E402
-from cdc_lib.config import load_config  # noqa: E402
+from cdc_lib.config.model import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
-from cdc_lib.pipeline import Pipeline  # noqa: E402
+from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-pw"
 ORDERS = (
@@ -121,9 +121,10 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
 
 def read_path(config_path: Path, start: dict[str, Any]) -> tuple[int, float]:
     """binlake's reader alone over the sync range, in the sync's batch size: decode and fold, no Spark."""
-    from cdc_lib.binlog import TableCursor, read_batch
-    from cdc_lib.positions import BinlogPosition
-    from cdc_lib.source import TableRef, describe_table, source_connection
+    from cdc_lib.binlog.stream import TableCursor, read_batch
+    from cdc_lib.model.positions import BinlogPosition
+    from cdc_lib.model.tables import TableRef
+    from cdc_lib.source.server import describe_table, source_connection
 
     config = load_config(config_path)
     with source_connection(config.source) as connection:

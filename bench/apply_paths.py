@@ -25,9 +25,9 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from cdc_lib.config import load_config  # noqa: E402
+from cdc_lib.config.model import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
-from cdc_lib.pipeline import Pipeline  # noqa: E402
+from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-pw"
 TABLES = 100

@@ -27,8 +27,8 @@ def merge_seconds(
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from cdc_lib.config import SparkConfig
-    from cdc_lib.spark import spark_session
+    from cdc_lib.config.model import SparkConfig
+    from cdc_lib.sink.spark.session import spark_session
 
     spark = spark_session(SparkConfig(master="local[2]"))
     path = str(folder / f"dv-{str(deletion_vectors).lower()}")

@@ -82,9 +82,9 @@ FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl
 LONG_FAMILIES = ("race",)
 #: The second actors of a `race` step.
 RACE_ACTORS = ("resnapshot", "resnapshot", "optimize")
-#: Failpoints a CLI sync may be killed at (cdc_lib/faults.py); a snapshot crash uses after_snapshot_commit.
+#: Failpoints a CLI sync may be killed at (cdc_lib/common/faults.py); a snapshot crash uses after_snapshot_commit.
 SYNC_FAILPOINTS = ("binlog_mid_read", "after_delta_commit", "before_offset_write")
-#: Failpoints between the waves of a chunked snapshot (cdc_lib/chunked_snapshot.py), each taken at its n-th arrival.
+#: Failpoints between the waves of a chunked snapshot (cdc_lib/snapshot/chunked.py), each taken at its n-th arrival.
 WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded@1", "before_snapshot_wave_commit@2",
                    "after_snapshot_wave_commit@2")
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
@@ -150,9 +150,10 @@ class RoundSettings:
     apply_threads: int | None = None
     #: The append path for keys a batch inserts into a consistent table.
     append_inserts: bool = True
-    #: Tiny (100, the least allowed): a table with more changes in a batch spills them to Parquet (cdc_lib/spill.py).
+    #: Tiny (100, the least allowed): a table with more changes in a batch spills them to Parquet
+    #: (cdc_lib/changes/spill.py).
     max_buffered_changes: int | None = None
-    #: Tiny: the snapshot of a preloaded table runs in several waves of chunks (cdc_lib/chunked_snapshot.py).
+    #: Tiny: the snapshot of a preloaded table runs in several waves of chunks (cdc_lib/snapshot/chunked.py).
     rows_per_chunk: int | None = None
     chunks_per_wave: int | None = None
     #: `batch.writer` at the round's start: which engine writes mirror batches (a `writer` step may switch it).
@@ -754,7 +755,7 @@ class SyncFailed(Exception):
     """A binlake sync raised or exited non-zero (not at a planted failpoint)."""
 
 
-#: What binlake logs when a batch spills a table's changes (cdc_lib/binlog.py): counted as the spill path.
+#: What binlake logs when a batch spills a table's changes (cdc_lib/binlog/stream.py): counted as the spill path.
 SPILL_MESSAGE = "spilled to"
 
 
@@ -795,7 +796,7 @@ def _count_delta_paths(outcome: Outcome, plan: RoundPlan, paths: list[str]) -> N
     threads, snapshots written in more than one wave, and the engine of each batch commit (`engineInfo`)."""
     from deltalake import DeltaTable
 
-    from cdc_lib.delta_log import engine_of
+    from cdc_lib.sink.delta_log import engine_of
 
     tables_of_batch: dict[int, int] = {}
     for path in paths:
@@ -836,8 +837,8 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
 
 
 def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Outcome:
-    from cdc_lib.config import parse_config
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.config.model import parse_config
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     started = time.monotonic()
     database = _database_of(plan)
@@ -872,12 +873,12 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                 errors.append(f"snapshot CLI exited {crashed.returncode}: {_last_line(crashed.stderr)}")
             if crashed.returncode == -9 and "@" in plan.snapshot_crash:
                 outcome.took("crash_chunked")
-        from cdc_lib import delta_sink
+        from cdc_lib.sink.spark import writer as spark_writer
 
         # A table with waves in Delta but no installed snapshot waits for the workload's `snapshot` step (a
         # completed one is installed by the next sync); a table with nothing in Delta is snapshotted now.
         missing = [f"{database}.{t.name}" for t in plan.tables
-                   if not delta_sink.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
+                   if not spark_writer.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
         if missing:
             try:
                 pipeline.snapshot(missing)
@@ -904,7 +905,7 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                         else:
                             errors.append(f"in-process sync raised {_describe(error)}")
                 elif action.kind == "follow":
-                    from cdc_lib.follow import follow
+                    from cdc_lib.pipeline.follow import follow
 
                     try:
                         summary = follow(pipeline, budget_seconds=float(action.text), poll_seconds=0.2)
@@ -930,7 +931,7 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     # Later batches (in-process and CLI) take the other engine; tables and offsets are unchanged.
                     config, pipeline = _switch_writer(document, config_file, action.text)
                 elif action.kind == "snapshot":
-                    from cdc_lib.snapshot_documents import read_document
+                    from cdc_lib.state.snapshot_documents import read_document
 
                     pending = _unsnapshotted(pipeline, database, plan)
                     documents = [read_document(pipeline.store, config.pipeline, name)[0] for name in pending]
@@ -1088,7 +1089,7 @@ def _race(race: _RacingSync | None, action: Action, config_file: Path, path: str
 def _writer_refused(document: dict[str, Any], text: str, kind: str = "") -> bool:
     """Whether binlake refused a forced `batch.writer: delta-rs` (a table delta-rs cannot write exactly): the
     loud refusal the config calls for. The round then applies its remedy (`auto`) and goes on."""
-    # In process the error's class names it; the CLI prints only its message (cdc_lib/delta_rs_sink.py).
+    # In process the error's class names it; the CLI prints only its message (cdc_lib/sink/delta_rs/writer.py).
     said = f"{kind} {text}"
     return document["batch"].get("writer") == "delta-rs" and (
         "DeltaRsWriterError" in said or "delta-rs cannot write" in said)
@@ -1098,8 +1099,8 @@ def _switch_writer(document: dict[str, Any], config_file: Path, writer: str) -> 
     """`batch.writer` = `writer` from now on: the config file (CLI runs) rewritten, the in-process pipeline rebuilt."""
     import yaml
 
-    from cdc_lib.config import parse_config
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.config.model import parse_config
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     document["batch"]["writer"] = writer
     config_file.write_text(yaml.safe_dump(document))

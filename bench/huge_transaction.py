@@ -59,8 +59,8 @@ def measure(config_paths: list[str]) -> list[dict[str, Any]]:
     Spark is started and every table read once before the first measure, so the imports and py4j's first
     calls are not counted; the peak is reset before each sync.
     """
-    from cdc_lib.config import load_config
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.config.model import load_config
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     pipelines = [Pipeline(load_config(path)) for path in config_paths]
     for pipeline in pipelines:
@@ -107,10 +107,10 @@ def _warm_up() -> None:
     import pyarrow.compute  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import cdc_lib.sync  # noqa: F401
-    from cdc_lib.source import TableRef, TableSchema
-    from cdc_lib.spill import INSERT, ChangeLog
-    from cdc_lib.types import ColumnInfo
+    import cdc_lib.pipeline.sync  # noqa: F401
+    from cdc_lib.changes.spill import INSERT, ChangeLog
+    from cdc_lib.model.tables import TableRef, TableSchema
+    from cdc_lib.model.types import ColumnInfo
 
     schema = TableSchema(TableRef.parse("warm.up"), (ColumnInfo("id", "int", "int(11)", False),), ("id",))
     folder = Path(tempfile.mkdtemp(prefix="binlake-warm-up-"))
@@ -158,8 +158,8 @@ def _config_text(name: str, port: int, lake: Path, table: str, bound: int, spill
 
 
 def _run_size(server: Any, work: Path, rows: int, *, today: bool, bound: int) -> list[dict[str, Any]]:
-    from cdc_lib.config import load_config
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.config.model import load_config
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     server.execute("DROP DATABASE IF EXISTS huge", "CREATE DATABASE huge",
                    "CREATE TABLE huge.t (id BIGINT PRIMARY KEY, amount DECIMAL(12,3) NOT NULL, "

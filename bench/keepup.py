@@ -4,7 +4,7 @@ apply rate        the load writer (`bench.keepup_load`, its own process) writes 
                   can for a few seconds: rows/s this MariaDB applies from one client.
 drain rate        that backlog synced with `sync(until_caught_up=True)`: rows/s with full batches.
 sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows` rows) for a window while
-                  this process follows as `binlake sync --follow` does (`cdc_lib.follow`: one lease, the next
+                  this process follows as `binlake sync --follow` does (`cdc_lib.pipeline.follow`: one lease, the next
                   batch read while one is written; `follow_trial(mode="sync")` calls `Pipeline.sync()`
                   back to back instead, as a scheduler of separate runs would); after each batch the lag is
                   the age of the oldest source commit not applied yet; the follower runs on past the window
@@ -36,10 +36,10 @@ from bench.keepup_search import (
     judge,
     lag_series,
 )
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.follow import follow
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.follow import follow
+from cdc_lib.pipeline.pipeline import Pipeline
 
 USER, PASSWORD = "bench", "bench-pw"
 BASE_ROWS = 100_000

@@ -26,10 +26,10 @@ from typing import Any
 
 from bench.keepup import pipeline_config
 from bench.keepup_load import create_table
-from cdc_lib import delta_sink
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import writer as spark_writer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,8 +144,8 @@ def small_snapshot(server: LocalMariaDB, work: Path, *, rows: int, repeat: int) 
 # A process that only gets ready to MERGE: imports, config, SparkSession with the Delta jars, one tiny job.
 _SPARK_READY = """
 import sys, time
-from cdc_lib.config import load_config
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.config.model import load_config
+from cdc_lib.pipeline.pipeline import Pipeline
 imported = time.time()
 spark = Pipeline(load_config(sys.argv[1])).spark()
 spark.range(1).count()
@@ -274,7 +274,7 @@ def _log_case(server: LocalMariaDB, work: Path, *, label: str, count: int, serve
     application = pipeline.application(name)
     calls = max(repeat, 5)
     figures["read_log_tail_s"], _ = median_seconds(
-        calls, lambda: timed(lambda: delta_sink.read_log_tail(path, application=application))
+        calls, lambda: timed(lambda: spark_writer.read_log_tail(path, application=application))
     )
     figures["idle_sync_s"], _ = median_seconds(calls, lambda: timed(pipeline.sync))
     figures["status_s"], _ = median_seconds(calls, lambda: timed(pipeline.status))

@@ -11,7 +11,7 @@ reaped child) and of this process over each trial say how much of the 2 cores is
     python -m bench.keepup_profile --kept-table-growth 1000     (no MariaDB: delta-rs appends only)
 
 Variants (alternated in one process):
-  follow   `cdc_lib.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
+  follow   `cdc_lib.pipeline.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
            that follows one which reached the binlog end begins a poll after it), table maps parsed once per
            reader connection, the fold staged to Arrow a column at a time
   nofloor  `follow` without the cycle floor: the next read begins as soon as the last one ended (batches back
@@ -38,12 +38,16 @@ from typing import Any
 
 from bench import keepup
 from bench.keepup_load import create_table
-from cdc_lib import binlog, delta_rs_sink, delta_sink, offsets, sync
-from cdc_lib import follow as follow_module
-from cdc_lib.config import load_config
+from cdc_lib.binlog import stream as binlog
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.events import TableChanges
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline import follow as follow_module
+from cdc_lib.pipeline import sync
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.state import offsets
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -93,7 +97,7 @@ def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def timed_write(function: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(path: str, schema: Any, batch: delta_rs_sink.BatchWrite, **kwargs: Any) -> Any:
+    def wrapper(path: str, schema: Any, batch: delta_rs_writer.BatchWrite, **kwargs: Any) -> Any:
         started = time.perf_counter()
         with ACCOUNTS.step("delta-rs write (load, MERGE/append, commit)"):
             version = function(path, schema, batch, **kwargs)
@@ -126,12 +130,12 @@ def step_trend(each: dict[str, list[float]]) -> dict[str, list[float]]:
 def instrument() -> None:
     """Wrap the steps of a batch where their callers look them up (module attributes)."""
     sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
-    delta_sink._mirror_records = timed("fold → records (before)", delta_sink._mirror_records)
-    delta_rs_sink.arrow_records = timed("records → Arrow (before)", delta_rs_sink.arrow_records)
-    delta_rs_sink.arrow_fold = timed("fold → Arrow", delta_rs_sink.arrow_fold)
-    delta_rs_sink.write_batch = timed_write(delta_rs_sink.write_batch)
-    delta_rs_sink._merge = timed("  of which MERGE execute", delta_rs_sink._merge)
-    delta_sink.existing_tail = timed("log-tail read", delta_sink.existing_tail)
+    spark_writer._mirror_records = timed("fold → records (before)", spark_writer._mirror_records)
+    delta_rs_writer.arrow_records = timed("records → Arrow (before)", delta_rs_writer.arrow_records)
+    delta_rs_writer.arrow_fold = timed("fold → Arrow", delta_rs_writer.arrow_fold)
+    delta_rs_writer.write_batch = timed_write(delta_rs_writer.write_batch)
+    delta_rs_writer._merge = timed("  of which MERGE execute", delta_rs_writer._merge)
+    spark_writer.existing_tail = timed("log-tail read", spark_writer.existing_tail)
     offsets.StateHandle.save = timed("offsets save", offsets.StateHandle.save)  # type: ignore[method-assign]
     sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
     sync.run_batch = timed("run_batch (whole)", sync.run_batch)
@@ -173,7 +177,7 @@ def java_children() -> list[int]:
 
 def _without_floor(config: Any, target: Any, *, open_ended: bool = False, min_interval: float = 0.0
                    ) -> sync.ReadAhead:
-    """`sync.ReadAhead` as `cdc_lib.follow` builds it, less the cycle floor (the `nofloor` variant)."""
+    """`sync.ReadAhead` as `cdc_lib.pipeline.follow` builds it, less the cycle floor (the `nofloor` variant)."""
     return sync.ReadAhead(config, target, open_ended=open_ended, min_interval=0.0)
 
 
@@ -191,19 +195,19 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     ACCOUNTS.clear()
     started = time.perf_counter()
     mode: keepup.FollowMode = "follow" if variant in ("follow", "nofloor") else "sync"
-    staging = delta_rs_sink.arrow_fold
+    staging = delta_rs_writer.arrow_fold
     if variant == "nofloor":
         follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
         binlog._TABLE_MAPS_KEPT = 0
-        delta_rs_sink.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_sink.arrow_records(
-            schema, delta_sink._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
+        delta_rs_writer.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_writer.arrow_records(
+            schema, spark_writer._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
     try:
         result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
                                      mode=mode)
     finally:
         binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
-        delta_rs_sink.arrow_fold = staging
+        delta_rs_writer.arrow_fold = staging
         follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -238,7 +242,7 @@ def kept_table_growth(commits: int, *, rows: int = 2000, every: int = 200) -> di
     import pyarrow as pa
     from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
-    from cdc_lib.delta_rs_tables import KnownLog, LoadedTables
+    from cdc_lib.sink.loaded_tables import KnownLog, LoadedTables
 
     def rows_from(start: int) -> pa.Table:
         return pa.table({"id": pa.array(range(start, start + rows), pa.int64()),

@@ -26,10 +26,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cdc_lib.delta_log import read_log_tail
+from cdc_lib.common.s3 import S3Settings
 from cdc_lib.dev.local_mariadb import free_port
-from cdc_lib.s3 import S3Settings
-from cdc_lib.sink_storage import LocalSinkStorage, S3SinkStorage, SinkStorage
+from cdc_lib.sink.delta_log import read_log_tail
+from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage, SinkStorage
 
 APP = "binlake:bench:db.t"
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "integer", "nullable": True, "metadata": {}}]}

@@ -28,9 +28,9 @@ from typing import Any
 
 from bench.keepup import PASSWORD, USER, pipeline_config
 from bench.keepup_costs import _write_changes, create_tables
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 
 
 class StepClock:
@@ -73,27 +73,32 @@ def instrument(clock: StepClock) -> None:
     """Wrap the steps of a table's apply; names say what each covers."""
     from delta.tables import DeltaMergeBuilder, DeltaTable
 
-    from cdc_lib import delta_log, delta_rs_sink, delta_sink, parallel_apply, sync
+    from cdc_lib.pipeline import sync
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+    from cdc_lib.sink.spark import parallel_apply
+    from cdc_lib.sink.spark import writer as spark_writer
 
     clock.wrap(sync, "_write_table", "table apply, whole (incl. waits)")
     clock.wrap(sync, "snapshot_begun", "snapshot document read")
-    clock.wrap(delta_sink, "read_log_tail", "log tail read (Python)")
+    clock.wrap(spark_writer, "read_log_tail", "log tail read (Python)")
     clock.wrap(delta_log, "version_of", "version after commit (Python)")
-    clock.wrap(delta_sink.StagedChanges, "add", "staging: records → Arrow → Parquet")
-    clock.wrap(delta_sink.StagedChanges, "frame", "staging: Parquet → DataFrame")
-    clock.wrap(delta_sink, "_mirror_records", "staging: fold → records")
+    clock.wrap(spark_writer.StagedChanges, "add", "staging: records → Arrow → Parquet")
+    clock.wrap(spark_writer.StagedChanges, "frame", "staging: Parquet → DataFrame")
+    clock.wrap(spark_writer, "_mirror_records", "staging: fold → records")
     clock.wrap(DeltaTable, "forPath", "DeltaTable.forPath (snapshot load)")
     clock.wrap(DeltaMergeBuilder, "execute", "MERGE execute (jobs + commit)")
-    clock.wrap(delta_sink, "_append", "append (jobs + commit)")
+    clock.wrap(spark_writer, "_append", "append (jobs + commit)")
     clock.wrap(parallel_apply, "isolated_session", "session clone")
-    clock.wrap(delta_rs_sink, "write_batch", "delta-rs write (merge or append + commit)")
+    clock.wrap(delta_rs_writer, "write_batch", "delta-rs write (merge or append + commit)")
     instrument_delta_rs(clock)
     instrument_batch(clock)
 
 
 def instrument_batch(clock: StepClock) -> None:
     """The batch's steps around the tables' writes (main thread): what a changed table costs outside its write."""
-    from cdc_lib import offsets, sync
+    from cdc_lib.pipeline import sync
+    from cdc_lib.state import offsets
 
     clock.wrap(sync, "run_batch", "batch: run_batch, whole")
     clock.wrap(sync, "reconcile_with_delta", "sync: reconcile_with_delta (before the batches)")
@@ -109,20 +114,21 @@ def instrument_batch(clock: StepClock) -> None:
 
 
 def instrument_delta_rs(clock: StepClock) -> None:
-    """The steps inside a delta-rs table's write (`delta_rs_sink.write_batch`) and its engine choice."""
+    """The steps inside a delta-rs table's write (`delta_rs_writer.write_batch`) and its engine choice."""
     import deltalake
     from deltalake.table import TableMerger
 
-    from cdc_lib import delta_log, delta_rs_sink
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 
-    clock.wrap(delta_rs_sink, "writer_for", "delta-rs: writer choice (writer_for, whole)")
+    clock.wrap(delta_rs_writer, "writer_for", "delta-rs: writer choice (writer_for, whole)")
     clock.wrap(delta_log, "table_settings", "delta-rs: table settings read (Python)")
-    clock.wrap(delta_rs_sink, "arrow_records", "delta-rs: records → Arrow")
+    clock.wrap(delta_rs_writer, "arrow_records", "delta-rs: records → Arrow")
     clock.wrap(deltalake.DeltaTable, "__init__", "delta-rs: DeltaTable load")
     clock.wrap(deltalake.DeltaTable, "transaction_version", "delta-rs: transaction_version")
     clock.wrap(deltalake.DeltaTable, "update_incremental", "delta-rs: update_incremental")
     clock.wrap(deltalake.DeltaTable, "delete", "delta-rs: DELETE (+ commit)")
-    clock.wrap(delta_rs_sink.LOADED_TABLES, "take", "delta-rs: kept table or load (LOADED_TABLES.take)")
+    clock.wrap(delta_rs_writer.LOADED_TABLES, "take", "delta-rs: kept table or load (LOADED_TABLES.take)")
     clock.wrap(deltalake.DeltaTable, "create_checkpoint", "delta-rs: create_checkpoint")
     clock.wrap(deltalake.DeltaTable, "metadata", "delta-rs: metadata")
     clock.wrap(TableMerger, "execute", "delta-rs: MERGE execute (+ commit)")
@@ -133,18 +139,20 @@ def delta_rs_write_before(
     path: str, schema: Any, batch: Any, *, application: str, txn_version: int, metadata: dict[str, Any],
     storage: Any, known_log: Any = None,
 ) -> int:
-    """`delta_rs_sink._write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
+    """`delta_rs_writer._write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
     a fresh `DeltaTable` load per write, and every batch a MERGE with the operation-testing clauses (no DELETE
     for a delete-only batch, no plain clauses for one without deletes)."""
     import json as json_module
 
     from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
-    from cdc_lib import delta_log, delta_rs_sink, file_layout
-    from cdc_lib.delta_rs_sink import OPERATION_COLUMN, quote
-    from cdc_lib.types import spark_type_ddl
+    from cdc_lib.model.types import spark_type_ddl
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs import file_layout
+    from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+    from cdc_lib.sink.delta_rs.writer import OPERATION_COLUMN, quote
 
-    table = DeltaTable(delta_rs_sink.table_uri(path), storage_options=delta_rs_sink.storage_options(path, storage))
+    table = DeltaTable(delta_rs_writer.table_uri(path), storage_options=delta_rs_writer.storage_options(path, storage))
     committed = table.transaction_version(application)
     if committed is not None and committed >= txn_version:
         return delta_log.version_of(path, application, txn_version, storage)
@@ -154,7 +162,7 @@ def delta_rs_write_before(
                               app_transactions=[Transaction(app_id=application, version=txn_version)])
     hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
     if batch.append:
-        rows = batch.records.filter(delta_rs_sink._is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
+        rows = batch.records.filter(delta_rs_writer._is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
         write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
     else:
         condition = " AND ".join(f"t.{quote(key)} = s.{quote(key)}" for key in schema.primary_key)
@@ -176,7 +184,7 @@ def delta_rs_write_before(
     version = table.version()
     assert version > loaded, "a MERGE that changed nothing (the bench's batches always change rows)"
     interval = int(table.metadata().configuration.get("delta.checkpointInterval")
-                   or delta_rs_sink.SPARK_CHECKPOINT_INTERVAL)
+                   or delta_rs_writer.SPARK_CHECKPOINT_INTERVAL)
     if version % interval == 0:
         table.create_checkpoint()
     return version
@@ -258,9 +266,10 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
 def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterator[None]:
     """Spark confs set on the pipeline's session for one batch; five keys are not confs: `threads`
     (batch.apply_threads), `writer` (batch.writer: spark, delta-rs, auto), `engine=before` (the MERGE without
-    `delta_sink.merge_settings`), `delta_rs=before` (delta-rs's write as first merged, `delta_rs_write_before`)
-    and `rewrite=off` (delta-rs's MERGE instead of binlake's key rewrite, `delta_rs_sink.KEY_REWRITE`)."""
-    from cdc_lib import delta_rs_sink, delta_sink
+    `spark_writer.merge_settings`), `delta_rs=before` (delta-rs's write as first merged, `delta_rs_write_before`)
+    and `rewrite=off` (delta-rs's MERGE instead of binlake's key rewrite, `delta_rs_writer.KEY_REWRITE`)."""
+    from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+    from cdc_lib.sink.spark import writer as spark_writer
 
     settings = dict(settings)
     threads = settings.pop("threads", None)
@@ -269,7 +278,7 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     delta_rs = settings.pop("delta_rs", None)
     rewrite = settings.pop("rewrite", None)
     previous = {key: spark.conf.get(key, None) for key in settings}
-    config, merge_settings = pipeline.context.config, delta_sink.merge_settings
+    config, merge_settings = pipeline.context.config, spark_writer.merge_settings
     for key, value in settings.items():
         spark.conf.set(key, value)
     batch = config.batch
@@ -279,16 +288,16 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
         batch = replace(batch, writer=writer)  # type: ignore[arg-type]
     object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
-        delta_sink.merge_settings = lambda rows: {}  # type: ignore[assignment]
-    write_batch, key_rewrite = delta_rs_sink._write_batch, delta_rs_sink.KEY_REWRITE
-    delta_rs_sink.KEY_REWRITE = rewrite != "off"
+        spark_writer.merge_settings = lambda rows: {}  # type: ignore[assignment]
+    write_batch, key_rewrite = delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE
+    delta_rs_writer.KEY_REWRITE = rewrite != "off"
     if delta_rs == "before":
-        delta_rs_sink._write_batch = delta_rs_write_before
+        delta_rs_writer._write_batch = delta_rs_write_before
     try:
         yield
     finally:
-        delta_sink.merge_settings = merge_settings
-        delta_rs_sink._write_batch, delta_rs_sink.KEY_REWRITE = write_batch, key_rewrite
+        spark_writer.merge_settings = merge_settings
+        delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE = write_batch, key_rewrite
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:

@@ -8,7 +8,7 @@ One table per variant, `--base-rows` rows after its "snapshot"; then `--batches`
 keys, 33 updates of base keys at a cursor striding over the base, 17 deletes of the oldest keys the workload
 inserted) or, `--workload insert`, of its insert-only one (appended; the new layout merges the small files the
 appends leave), applied to every variant in turn (same process, same batch) through binlake's delta-rs writer
-(`delta_rs_sink.write_batch`, the batch planned as `delta_sink.merge_changes` plans it).
+(`delta_rs_writer.write_batch`, the batch planned as `delta_sink.merge_changes` plans it).
 
 Variants:
   old        the snapshot as one file (delta-rs's default 100 MiB target), the MERGE pruned by one
@@ -41,12 +41,14 @@ from typing import Any
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from cdc_lib import delta_log, delta_rs_sink, file_layout
-from cdc_lib.delta_sink import KeyBounds
-from cdc_lib.events import TableChanges
-from cdc_lib.sink_storage import storage_for
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.types import ColumnInfo
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.delta_rs import file_layout
+from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+from cdc_lib.sink.spark.writer import KeyBounds
+from cdc_lib.sink.storage import storage_for
 
 #: bench/keepup_load.py's table: (name, MySQL data type, column type).
 COLUMNS = (("id", "bigint", "bigint(20)"), ("customer_id", "int", "int(11)"), ("amount", "decimal", "decimal(12,2)"),
@@ -76,7 +78,7 @@ def base_rows(schema: TableSchema, count: int) -> pa.Table:
     """keepup_load's base rows (keys 1..count), typed as binlake stages them."""
     rows = [row(key, "new", chr(97 + key % 26) * (20 + key % 150), Decimal(key % 100_000) / 100)
             for key in range(1, count + 1)]
-    return delta_rs_sink.arrow_fold(schema, rows, []).drop_columns([delta_rs_sink.OPERATION_COLUMN])
+    return delta_rs_writer.arrow_fold(schema, rows, []).drop_columns([delta_rs_writer.OPERATION_COLUMN])
 
 
 @dataclass
@@ -148,28 +150,28 @@ class MixedWorkload:
         return changes
 
 
-def batch_write(schema: TableSchema, changes: TableChanges) -> delta_rs_sink.BatchWrite:
+def batch_write(schema: TableSchema, changes: TableChanges) -> delta_rs_writer.BatchWrite:
     """The batch as `delta_sink._write_with_delta_rs` plans it for a table consistent at its offset."""
     _, rest = changes.split_new()
     bounds = KeyBounds(schema)
     bounds.add(rest.rows)
-    return delta_rs_sink.BatchWrite(
-        records=delta_rs_sink.arrow_fold(schema, changes.upserts(), changes.deleted_keys()),
+    return delta_rs_writer.BatchWrite(
+        records=delta_rs_writer.arrow_fold(schema, changes.upserts(), changes.deleted_keys()),
         append=not rest.rows, key_range=bounds.range(), truncated=False,
     )
 
 
-def apply(variant: Variant, schema: TableSchema, batch: delta_rs_sink.BatchWrite, number: int) -> None:
+def apply(variant: Variant, schema: TableSchema, batch: delta_rs_writer.BatchWrite, number: int) -> None:
     storage = storage_for(variant.path)
-    delta_rs_sink.KEY_RANGES_LIMIT = variant.key_ranges
-    delta_rs_sink.KEY_REWRITE = variant.rewrite
+    delta_rs_writer.KEY_RANGES_LIMIT = variant.key_ranges
+    delta_rs_writer.KEY_REWRITE = variant.rewrite
     started = time.perf_counter()
-    version = delta_rs_sink.write_batch(variant.path, schema, batch, application="bench:merge-layout",
-                                        txn_version=number, metadata={"kind": "merge", "bench": True},
-                                        storage=storage)
+    version = delta_rs_writer.write_batch(variant.path, schema, batch, application="bench:merge-layout",
+                                          txn_version=number, metadata={"kind": "merge", "bench": True},
+                                          storage=storage)
     variant.seconds.append(time.perf_counter() - started)
     variant.metrics.append(delta_log.commit_metrics(variant.path, version, storage=storage))
-    table = delta_rs_sink.LOADED_TABLES.held(delta_rs_sink.table_uri(variant.path))
+    table = delta_rs_writer.LOADED_TABLES.held(delta_rs_writer.table_uri(variant.path))
     variant.files.append(len(table.file_uris()) if table is not None else -1)
 
 

@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 
 
 def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: int) -> dict[str, Any]:
     """Seconds to MERGE `changes` random-key changes into Delta tables of each size (orders schema)."""
     from pyspark.sql import functions as F
 
-    from cdc_lib import delta_sink
-    from cdc_lib.events import TableChanges
-    from cdc_lib.source import TableRef, TableSchema
-    from cdc_lib.spark import spark_session
+    from cdc_lib.changes.events import TableChanges
+    from cdc_lib.model.tables import TableRef, TableSchema
+    from cdc_lib.sink.spark import writer as spark_writer
+    from cdc_lib.sink.spark.session import spark_session
 
     spark = spark_session(pipeline.config.spark)
     schema = TableSchema.from_json(TableRef("bench", "orders"), pipeline.read_state().tables["bench.orders"].schema)
@@ -57,7 +57,7 @@ def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: in
             for _ in range(changes // 4):
                 batch.delete((chooser.randint(1, size), 0, Decimal("0"), "", "", stamp, stamp_utc))
             started = time.perf_counter()
-            delta_sink.merge_changes(
+            spark_writer.merge_changes(
                 spark, path, schema, batch, application=f"bench:{size}", txn_version=attempt + 1,
                 metadata={"end": {"file": "x", "pos": 4}},
             )
@@ -70,7 +70,7 @@ def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: in
 
 def freshness(server: LocalMariaDB, config_path: Path, *, rows_per_second: int, seconds: float) -> dict[str, Any]:
     """p50/p95 seconds from a row's commit to its visibility in Delta, syncing back to back."""
-    from cdc_lib.config import load_config
+    from cdc_lib.config.model import load_config
 
     server.execute("CREATE TABLE IF NOT EXISTS bench.fresh (id BIGINT PRIMARY KEY, created DATETIME(6) NOT NULL)")
     pipeline = Pipeline(load_config(config_path))
@@ -119,9 +119,9 @@ def freshness(server: LocalMariaDB, config_path: Path, *, rows_per_second: int, 
 
 MEMORY_PROBE = """
 import json, resource, sys
-from cdc_lib.config import load_config
-from cdc_lib.pipeline import Pipeline
-from cdc_lib import spark
+from cdc_lib.config.model import load_config
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import session as spark
 pipeline = Pipeline(load_config(sys.argv[1]))
 batches = pipeline.sync(until_caught_up=True)
 jvm_peak_kb = 0
@@ -158,9 +158,10 @@ def snapshot_stages(pipeline: Pipeline, table: str, repeat: int) -> dict[str, An
     """
     import shutil
 
-    from cdc_lib.snapshot import partition_predicates, read_table
-    from cdc_lib.source import TableRef, describe_table, query, source_connection
-    from cdc_lib.spark import spark_session
+    from cdc_lib.model.tables import TableRef
+    from cdc_lib.sink.spark.session import spark_session
+    from cdc_lib.snapshot.jdbc_read import partition_predicates, read_table
+    from cdc_lib.source.server import describe_table, query, source_connection
 
     config = pipeline.config
     spark = spark_session(config.spark)

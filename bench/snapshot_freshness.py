@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConcurrentRunError
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 
 USER, PASSWORD = "bench", "bench-pw"
 DATABASE = "bench_fresh"

@@ -9,7 +9,7 @@ running on the main thread, so the steps add up to the wall time ("other" is wha
 With `--write-stages`, each run also ends the same chunk plan's read in different sinks: a no-op sink
 (JDBC read + type casts), plain Parquet with each codec, Delta with no column statistics, statistics on the
 key columns only, statistics on every column (Delta's default, the first 32 columns), and
-`delta_sink.write_snapshot` itself. The differences between those medians split the write into read, Parquet
+`spark_writer.write_snapshot` itself. The differences between those medians split the write into read, Parquet
 encoding, Delta's statistics and commit, and what binlake's own commit adds. The last run's Spark jobs are
 listed with their start, duration and tasks: the write's seconds outside them are the driver's.
 
@@ -45,9 +45,9 @@ from typing import Any
 
 from bench.keepup import pipeline_config
 from bench.keepup_load import create_table
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 
 USER, PASSWORD = "bench", "bench-pw"
 
@@ -100,17 +100,14 @@ class StepClock:
 
 def _engine_steps() -> list[tuple[Any, str, str]]:
     """The engine's steps of a mirror table's snapshot (names as the calling modules bind them)."""
-    from cdc_lib import (
-        chunked_snapshot,
-        delta_log,
-        delta_sink,
-        offsets,
-        pipeline_context,
-        snapshot_delta_rs,
-        snapshot_documents,
-    )
-    from cdc_lib import snapshot_tables as tables
-    from cdc_lib import source as mysql
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs import snapshot_wave
+    from cdc_lib.sink.spark import writer as spark_writer
+    from cdc_lib.snapshot import chunked as chunked_snapshot
+    from cdc_lib.snapshot import tables
+    from cdc_lib.source import server as mysql
+    from cdc_lib.state import context as pipeline_context
+    from cdc_lib.state import offsets, snapshot_documents
 
     return [
         (mysql, "check_server_settings", "server settings check"),
@@ -126,16 +123,16 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
         (snapshot_documents.DocumentHandle, "release", "document and lease writes"),
         (chunked_snapshot, "read_table", "Spark plan of the read"),
         (pipeline_context.PipelineContext, "spark", "SparkSession (warm)"),
-        (delta_sink, "write_snapshot", "write: JDBC read + Parquet + stats + commit"),
-        (delta_sink, "append_snapshot_wave", "write: JDBC read + Parquet + stats + commit"),
-        (snapshot_delta_rs, "write_wave", "write (delta-rs): JDBC read + Arrow + Parquet + stats + commit"),
-        (snapshot_delta_rs, "delta_rs_refusal", "writer choice (table settings)"),
-        (delta_sink, "_properties", "write: table properties (DESCRIBE DETAIL)"),
-        (delta_sink, "table_features", "write: protocol features (DESCRIBE DETAIL)"),
-        (delta_sink, "_drop_deletion_vectors", "write: protocol features (DESCRIBE DETAIL)"),
-        (delta_sink, "table_exists", "Delta log reads"),
-        (delta_sink, "_version_of", "Delta log reads"),
-        (delta_sink, "written_rows", "Delta log reads"),
+        (spark_writer, "write_snapshot", "write: JDBC read + Parquet + stats + commit"),
+        (spark_writer, "append_snapshot_wave", "write: JDBC read + Parquet + stats + commit"),
+        (snapshot_wave, "write_wave", "write (delta-rs): JDBC read + Arrow + Parquet + stats + commit"),
+        (snapshot_wave, "delta_rs_refusal", "writer choice (table settings)"),
+        (spark_writer, "_properties", "write: table properties (DESCRIBE DETAIL)"),
+        (spark_writer, "table_features", "write: protocol features (DESCRIBE DETAIL)"),
+        (spark_writer, "_drop_deletion_vectors", "write: protocol features (DESCRIBE DETAIL)"),
+        (spark_writer, "table_exists", "Delta log reads"),
+        (spark_writer, "_version_of", "Delta log reads"),
+        (spark_writer, "written_rows", "Delta log reads"),
         (delta_log, "read_log_tail", "Delta log reads"),
         (tables, "try_install", "install"),
         (tables, "register_after_snapshot", "catalog registration"),
@@ -337,11 +334,12 @@ def _jobs_since(spark: Any, after: int, origin_ms: int) -> list[SparkJob]:
 def _write_stages(pipeline: Pipeline, name: str, *, codecs: list[str], cleanup: ExitStack
                   ) -> dict[str, Callable[[], object]]:
     """The snapshot's read (its chunk plan, all chunks in one Spark job) ended in each sink, one callable each.
-    The last is `delta_sink.write_snapshot` itself (SetTransaction, user metadata, overwriteSchema) on a table
+    The last is `spark_writer.write_snapshot` itself (SetTransaction, user metadata, overwriteSchema) on a table
     of its own: the snapshot's write without the chunked engine around it."""
-    from cdc_lib import delta_sink
-    from cdc_lib.snapshot import plan_snapshot_chunks, read_table
-    from cdc_lib.source import TableRef, describe_table, source_connection
+    from cdc_lib.model.tables import TableRef
+    from cdc_lib.sink.spark import writer as spark_writer
+    from cdc_lib.snapshot.jdbc_read import plan_snapshot_chunks, read_table
+    from cdc_lib.source.server import describe_table, source_connection
 
     config = pipeline.config
     spark = pipeline.context.spark()
@@ -373,7 +371,7 @@ def _write_stages(pipeline: Pipeline, name: str, *, codecs: list[str], cleanup: 
             lambda options, target: frame().write.format("delta").mode("overwrite").options(**options).save(
                 str(target)), options, target)
     commits = iter(range(1, 1_000_000))
-    stages["+ write_snapshot (txn, metadata)"] = lambda: delta_sink.write_snapshot(
+    stages["+ write_snapshot (txn, metadata)"] = lambda: spark_writer.write_snapshot(
         spark, frame(), str(scratch / "write_snapshot"), application="snapshot-profile",
         txn_version=next(commits), metadata={"table": name})
     # The second engine: the same read handed to Python as Arrow (Spark's own Arrow collect), then written by

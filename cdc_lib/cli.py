@@ -1,4 +1,4 @@
-"""The `binlake` command line: a thin caller of cdc_lib.pipeline."""
+"""The `binlake` command line: a thin caller of cdc_lib.pipeline.pipeline."""
 
 from __future__ import annotations
 
@@ -17,11 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from cdc_lib import spark
-from cdc_lib.config import PipelineConfig, load_config
-from cdc_lib.errors import BinlakeError
-from cdc_lib.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
-from cdc_lib.logs import (
+from cdc_lib.common.logs import (
     LOG_FORMATS,
     Verbosity,
     configure_logging,
@@ -31,13 +27,17 @@ from cdc_lib.logs import (
     run_log_path,
     spark_log_path,
 )
-from cdc_lib.progress_display import DEFAULT_INTERVAL_SECONDS, terminal_or_lines
-from cdc_lib.reconciliation import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
-from cdc_lib.report import format_reconciliation, format_status
-from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
+from cdc_lib.config.model import PipelineConfig, load_config
+from cdc_lib.display.progress import DEFAULT_INTERVAL_SECONDS, terminal_or_lines
+from cdc_lib.display.report import format_reconciliation, format_status
+from cdc_lib.errors import BinlakeError
+from cdc_lib.pipeline.follow import DEFAULT_POLL_SECONDS, FollowBatch, FollowSummary, follow
+from cdc_lib.reconcile.reconcile import DEFAULT_CHUNK_ROWS as RECONCILE_CHUNK_ROWS
+from cdc_lib.sink.spark import session as spark
+from cdc_lib.status.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 if TYPE_CHECKING:
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.pipeline.pipeline import Pipeline
 
 log = logging.getLogger("binlake")
 
@@ -195,7 +195,7 @@ def _write_traceback(path: Path, error: BaseException, secrets: list[str]) -> bo
 
 
 def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     pipeline = Pipeline(config)
     if arguments.command == "validate":
@@ -267,7 +267,7 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                       f"there (was: {resumed.cleared})")
         return 0
     if arguments.command == "register":
-        from cdc_lib.catalog_registration import register_tables
+        from cdc_lib.sink.catalog import register_tables
 
         outcomes = register_tables(pipeline.context, arguments.table)
         for outcome in outcomes:
@@ -278,7 +278,7 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print(f"{outcome.table}: NOT REGISTERED — {outcome.error}")
         return 1 if any(outcome.error for outcome in outcomes) else 0
     if arguments.command == "reconcile":
-        from cdc_lib.reconciliation import reconcile
+        from cdc_lib.reconcile.reconcile import reconcile
 
         reports = reconcile(pipeline, arguments.table, chunk_rows=arguments.chunk_rows)
         if arguments.json:

@@ -207,7 +207,7 @@ class WatermarkRaceError(TableError):
 
 
 class FencedCommitError(BinlakeError):
-    """The Delta log holds a claim newer than the commit being made (cdc_lib/fencing.py): a re-snapshot began on
+    """The Delta log holds a claim newer than the commit being made (cdc_lib/sink/fencing.py): a re-snapshot began on
     the table, or the snapshot this commit belongs to was taken over. Nothing was written; the actor that holds
     the newer claim owns the table now."""
 

@@ -26,10 +26,10 @@ import yaml
 from assets.checks import build_freshness_checks, build_reconciliation_checks
 from assets.resources import BinlakeResource
 from assets.tables import build_table_assets
-from cdc_lib.catalog import table_names, table_patterns
-from cdc_lib.config import PipelineConfig, load_configs
-from cdc_lib.deployment import check_disjoint
+from cdc_lib.config.deployment import check_disjoint
+from cdc_lib.config.model import PipelineConfig, load_configs
 from cdc_lib.errors import ConfigError
+from cdc_lib.source.discovery import table_names, table_patterns
 from orchestration.jobs import build_jobs
 from orchestration.schedules import build_follow_schedule, build_reconcile_schedule, build_sync_schedule
 from orchestration.sensors import build_freshness_sensor, build_missing_snapshot_sensor, build_table_error_sensor
@@ -58,7 +58,7 @@ def build_definitions(
     Args:
         config: the validated config: loaded from a file (its path is handed to the resource), or from `inline`.
         settings: schedules and thresholds; defaults when None.
-        tables: the tables to build assets for; default `cdc_lib.catalog.table_names(config)`.
+        tables: the tables to build assets for; default `cdc_lib.source.discovery.table_names(config)`.
         inline: the keys `config` was parsed from when it has no file; the resource carries them to each run.
     """
     if config.config_path is None and inline is None:
@@ -116,10 +116,10 @@ def build_deployment(
     settings: Callable[[PipelineConfig], OrchestrationSettings] | None = None,
 ) -> dg.Definitions:
     """One `Definitions` serving several pipelines (several MySQL servers), each with its own config file,
-    offsets, schedules, sensors, pool and resource; `cdc_lib.deployment.check_disjoint` vets them first.
+    offsets, schedules, sensors, pool and resource; `cdc_lib.config.deployment.check_disjoint` vets them first.
 
     Args:
-        configs: configs loaded from files, e.g. by `cdc_lib.config.load_configs`.
+        configs: configs loaded from files, e.g. by `cdc_lib.config.model.load_configs`.
         settings: each pipeline's schedules and thresholds; defaults when None.
 
     Raises:

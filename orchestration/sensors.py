@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.naming import PipelineNames
-from cdc_lib.catalog import expand_patterns
 from cdc_lib.errors import BinlakeError
+from cdc_lib.source.discovery import expand_patterns
 from orchestration.schedules import snapshots_in_flight
 
 if TYPE_CHECKING:

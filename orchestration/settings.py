@@ -1,7 +1,7 @@
 """What the code location reads from the environment, once, when its definitions load.
 
     BINLAKE_CONFIG                 pipeline YAML(s) (required): one file, a folder of *.yaml, or several of
-                                   either joined by ':' — one pipeline each (`cdc_lib.config.load_configs`)
+                                   either joined by ':' — one pipeline each (`cdc_lib.config.model.load_configs`)
     BINLAKE_SYNC_CRON              micro-batch schedule, default every minute ("* * * * *")
     BINLAKE_RECONCILE_CRON         reconciliation schedule, default daily at 03:00 ("0 3 * * *")
     BINLAKE_SCHEDULE_TIMEZONE      time zone of both crons, default UTC
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from assets.resources import DEFAULT_LAG_WARN_SECONDS
 from cdc_lib.errors import ConfigError
-from cdc_lib.runway import DEFAULT_RUNWAY_WARN_HOURS
+from cdc_lib.status.runway import DEFAULT_RUNWAY_WARN_HOURS
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

@@ -30,7 +30,7 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from cdc_lib.config import PipelineConfig, load_config, parse_config  # noqa: E402
+from cdc_lib.config.model import PipelineConfig, load_config, parse_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port  # noqa: E402
 
 CDC_USER = "binlake_test"
@@ -204,7 +204,7 @@ def run_cli(config_path: Path, *arguments: str, env: dict[str, str] | None = Non
 
 
 def delta_rows(config: PipelineConfig, table: str) -> list[tuple[Any, ...]]:
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     pipeline = Pipeline(config)
     frame = pipeline.spark().read.format("delta").load(pipeline.table_path(table))

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from cdc_lib.config import load_config
+from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.report import format_reconciliation, format_status
+from cdc_lib.display.report import format_reconciliation, format_status
 
 DEMO_USER = "binlake"
 DEMO_PASSWORD_ENV = "BINLAKE_DEMO_PASSWORD"
@@ -78,8 +78,8 @@ def start_demo_database(workdir: Path) -> LocalMariaDB:
 
 
 def run_demo(workdir: str, *, keep_running: bool = False) -> int:
-    from cdc_lib.pipeline import Pipeline
-    from cdc_lib.reconciliation import reconcile
+    from cdc_lib.pipeline.pipeline import Pipeline
+    from cdc_lib.reconcile.reconcile import reconcile
 
     root = Path(workdir).resolve()
     root.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,8 @@ import dagster as dg
 import pytest
 
 from assets.tables import build_table_assets
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.spark import spark_session
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import delta_rows, source_rows
 from tests.dagster.conftest import Shop, freshness_checks_job
 
@@ -196,7 +196,7 @@ def test_a_held_lease_is_transient_and_retried(shop: Shop, instance: dg.DagsterI
 
     (A snapshot no longer waits for the pipeline lease: it takes its table's own, docs/snapshots.md.)
     """
-    from cdc_lib.offsets import StateHandle
+    from cdc_lib.state.offsets import StateHandle
 
     pipeline = Pipeline(shop.config)
     pipeline.snapshot([shop.tables[0]])

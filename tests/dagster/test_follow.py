@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import scan_rows, source_rows
 from tests.dagster.conftest import Shop
 

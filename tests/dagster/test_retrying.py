@@ -9,9 +9,9 @@ from dataclasses import replace
 import dagster as dg
 
 from assets.checks import consistency_result, lag_result
-from cdc_lib.failures import Retrying
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.status import TableStatus
+from cdc_lib.common.failures import Retrying
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.status.table_status import TableStatus
 from tests.dagster.conftest import Shop
 from tests.dagster.test_sensors import tick
 

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD
 from tests.dagster.conftest import Shop
 from tests.integration.test_cli_logs import JVM_NOISE

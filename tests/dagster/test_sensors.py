@@ -6,7 +6,7 @@ import datetime as dt
 
 import dagster as dg
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from orchestration.sensors import SnapshotCursor
 from tests.dagster.conftest import Shop
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from assets.tables import BatchSummary, column_schema, observation_metadata
-from cdc_lib.pipeline import SyncResult, TableBatchResult, TableStatus
+from cdc_lib.pipeline.pipeline import SyncResult, TableBatchResult, TableStatus
 
 
 def _batch(table: str, inserted: int, seq: int | None, version: int | None) -> SyncResult:

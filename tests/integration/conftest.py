@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import PipelineConfig
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
-from cdc_lib.offsets import S3OffsetStore
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.state.offsets import S3OffsetStore
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
 from tests.net_proxy import close_socket
 
@@ -349,7 +349,7 @@ def binlake_commits(config: PipelineConfig, table: str) -> list[LoggedCommit]:
                 txn_version = int(action["txn"]["version"])
             if "commitInfo" in action and action["commitInfo"].get("userMetadata"):
                 metadata = json.loads(action["commitInfo"]["userMetadata"])
-        # A fence (cdc_lib/fencing.py) carries a SetTransaction but applies no binlog: it has no range to check.
+        # A fence (cdc_lib/sink/fencing.py) carries a SetTransaction but applies no binlog: it has no range to check.
         if txn_version is not None and metadata is not None and metadata.get("kind") != "fence":
             commits.append(LoggedCommit(
                 delta_version=int(file.stem), kind=str(metadata.get("kind")), txn_version=txn_version,

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cdc_lib import delta_sink
-from cdc_lib.events import TableChanges
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.source import TableRef, TableSchema
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import writer as spark_writer
 from tests.conftest import run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once
 
@@ -104,11 +104,11 @@ def test_inserted_keys_are_appended_once_the_table_is_consistent(mariadb, databa
     operations = [commit["operation"] for commit in commits[1:]]
     # The first batch may start inside the snapshot's catch-up window (MERGE, or WRITE if it is past it); the
     # second is past it: its inserts are appended, the mixed batch after it is MERGEd (delta-rs: rewritten by key,
-    # cdc_lib.key_rewrite, a WRITE of the files its keys are in).
+    # cdc_lib.sink.delta_rs.key_rewrite, a WRITE of the files its keys are in).
     assert len(operations) == 3 and operations[1:] == ["WRITE", "MERGE" if writer == "spark" else "WRITE"], operations
     assert commits[2]["metadata"]["path"] == "append" and "path" not in commits[3]["metadata"]
     assert [commit["metadata"]["writer"] for commit in commits[2:]] == [writer, writer]
-    assert all(delta_sink.APPLIED_THROUGH in commit["metadata"] for commit in commits[1:])
+    assert all(spark_writer.APPLIED_THROUGH in commit["metadata"] for commit in commits[1:])
     assert_equal_to_source(mariadb, pipeline, table)
     assert_each_change_applied_once(pipeline.config, table)
 
@@ -132,12 +132,13 @@ def test_append_is_refused_while_the_delta_log_shows_rows_past_the_offset(mariad
         first = TableChanges(key_positions=(0,))
         first.update((3, 9, Decimal("0.375"), "start"), (3, 9, Decimal("0.375"), "drei"))
         application, path = pipeline.application(table), pipeline.table_path(table)
-        delta_sink.merge_changes(spark, path, schema, first, txn_version=state.batch_seq + 1, application=application,
-                                 metadata={"end": offset.to_json()}, applied_through=through)
+        spark_writer.merge_changes(spark, path, schema, first, txn_version=state.batch_seq + 1, application=application,
+                                   metadata={"end": offset.to_json()}, applied_through=through)
         replay = TableChanges(key_positions=(0,))
         replay.insert((11, 33, Decimal("1.375"), "again") if ahead else (517, 1, Decimal("2.5"), "fresh"))
-        delta_sink.merge_changes(spark, path, schema, replay, txn_version=state.batch_seq + 2, application=application,
-                                 metadata={"end": through.to_json()}, applied_through=through, append_from=offset)
+        spark_writer.merge_changes(spark, path, schema, replay, txn_version=state.batch_seq + 2,
+                                   application=application, metadata={"end": through.to_json()},
+                                   applied_through=through, append_from=offset)
         rows = sorted(scan_rows(pipeline.table_path(table)))
         outcomes[table] = (len(rows), [row for row in rows if row[0] in (3, 11, 517)],
                            [commit["operation"] for commit in delta_log(pipeline, table)][-2:])
@@ -149,7 +150,7 @@ def test_append_is_refused_while_the_delta_log_shows_rows_past_the_offset(mariad
 
 def test_tables_written_in_parallel_keep_their_own_transactions(mariadb, database, make_config) -> None:
     tables = make_tables(mariadb, database, 5)
-    # Spark: each writer thread needs a session of its own (cdc_lib.parallel_apply); delta-rs's are in
+    # Spark: each writer thread needs a session of its own (cdc_lib.sink.spark.parallel_apply); delta-rs's are in
     # tests/integration/test_delta_rs_writes.py.
     pipeline = Pipeline(make_config(tables, batch__apply_threads=3, batch__writer="spark"))
     pipeline.snapshot()
@@ -250,7 +251,7 @@ def test_a_small_merge_runs_fewer_jobs_and_leaves_the_session_as_it_was(
     pipeline = Pipeline(make_config([table], batch__writer="spark"))
     pipeline.snapshot()
     if not small:
-        monkeypatch.setattr(delta_sink, "SMALL_MERGE_ROWS", 7)  # the mixed round stages ~60 rows
+        monkeypatch.setattr(spark_writer, "SMALL_MERGE_ROWS", 7)  # the mixed round stages ~60 rows
     spark = pipeline.spark()
     spark.conf.set("spark.databricks.delta.merge.materializeSource", "all")
     settings = ("spark.databricks.delta.merge.materializeSource", "spark.sql.adaptive.enabled")

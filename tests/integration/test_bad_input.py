@@ -22,8 +22,8 @@ from cdc_lib.errors import (
     SourceConnectionError,
     TableError,
 )
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import (
     Background,
@@ -243,7 +243,7 @@ def test_duplicate_server_id_stops_the_older_reader_clearly(mariadb, database, m
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.event import XidEvent
 
-    from cdc_lib.source import connection_settings
+    from cdc_lib.source.server import connection_settings
 
     table = make_items(mariadb, database, rows=2000)
     config = make_config([table])

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cdc_lib.config import PipelineConfig, SparkConfig, load_config
+from cdc_lib.config.model import PipelineConfig, SparkConfig, load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.spark import spark_session, spark_started
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark.session import spark_session, spark_started
 from tests.conftest import CDC_PASSWORD, ConfigFactory, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import cli_in_process, s3_sink
 
@@ -198,8 +198,8 @@ def test_a_session_without_the_configured_metastore_is_refused(
 
 READER = """
 import json, sys
-from cdc_lib.config import load_config
-from cdc_lib.spark import spark_session
+from cdc_lib.config.model import load_config
+from cdc_lib.sink.spark.session import spark_session
 
 config = load_config(sys.argv[1])
 frame = spark_session(config.spark).sql(sys.argv[2])

@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.change_feed import (
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.change_feed import (
     ChangeFeedDisabledError,
     ChangesExpiredError,
     TableRewrittenError,
@@ -22,10 +25,7 @@ from cdc_lib.change_feed import (
     latest_version,
     read_changes,
 )
-from cdc_lib.config import PipelineConfig
-from cdc_lib.delta_sink import table_features
-from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.sink.spark.writer import table_features
 from tests.conftest import create_shop, sql
 
 ROW = "id, amount"

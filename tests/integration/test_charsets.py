@@ -15,13 +15,15 @@ import pytest
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from bench.charset_tables import server_views
-from cdc_lib import charsets, delta_sink
-from cdc_lib.binlog import TableCursor, TableDecoder, open_stream, read_batch
-from cdc_lib.config import BatchConfig
+from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_batch
+from cdc_lib.config.model import BatchConfig
 from cdc_lib.errors import SurrogateTextError, TableError
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.source import TableRef, connect, current_position, describe_table
-from cdc_lib.types import ColumnInfo, spark_type_ddl
+from cdc_lib.model import charsets
+from cdc_lib.model.tables import TableRef
+from cdc_lib.model.types import ColumnInfo, spark_type_ddl
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.source.server import connect, current_position, describe_table
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
 
 ROWS = 64
@@ -307,7 +309,7 @@ def test_a_surrogate_code_point_stops_the_snapshot_by_name_and_neighbouring_text
             pipeline.snapshot()
         assert (raised.value.table, raised.value.column) == (table, column)
         assert f"binlake snapshot --table {table}" in raised.value.remedy
-        assert delta_sink.read_log_tail(pipeline.table_path(table), application="-") is None, "nothing written"
+        assert spark_writer.read_log_tail(pipeline.table_path(table), application="-") is None, "nothing written"
         sql(mariadb, f"UPDATE {table} SET {column} = NULL WHERE id = 3")
 
     pipeline.snapshot()

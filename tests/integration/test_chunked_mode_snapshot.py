@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.snapshot_documents import read_document
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.state.snapshot_documents import read_document
 from tests.conftest import scan_rows, sql, write_config_file
 from tests.integration.conftest import wait_for
 from tests.integration.test_chunked_snapshot import popen_cli

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from cdc_lib import binlog
-from cdc_lib.binlog import TableDecoder
-from cdc_lib.ddl import table_effects
+from cdc_lib.binlog import stream as binlog
+from cdc_lib.binlog.ddl import table_effects
+from cdc_lib.binlog.stream import TableDecoder
+from cdc_lib.changes.events import TableChanges
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.events import TableChanges
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import s3_sink
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, scan_rows, source_rows, sql
 
 

@@ -1,4 +1,4 @@
-"""The delta-rs writer (`batch.writer`, cdc_lib.delta_rs_sink): every kind of change, engines alternating on one
+"""The delta-rs writer (`batch.writer`, cdc_lib.sink.delta_rs.writer): every kind of change, engines alternating on one
 table, checkpoints at Spark's cadence, a kill right after its commit, the tables it refuses, an S3 sink, and a
 batch that never starts Spark.
 
@@ -20,11 +20,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from cdc_lib import delta_log
-from cdc_lib.config import PipelineConfig
-from cdc_lib.delta_rs_sink import DeltaRsWriterError, storage_options, table_uri
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.spark import spark_session
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.delta_rs.writer import DeltaRsWriterError, storage_options, table_uri
+from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once, s3_sink
 from tests.integration.test_apply_paths import config_file_with, make_tables, mixed
@@ -193,9 +193,9 @@ def test_an_s3_sink_round_trip_on_delta_rs(mariadb, database, make_config, s3_en
 
 PROBE = """
 import json, sys, time
-from cdc_lib.config import load_config
-from cdc_lib.pipeline import Pipeline
-from cdc_lib import spark
+from cdc_lib.config.model import load_config
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import session as spark
 started = time.monotonic()
 results = Pipeline(load_config(sys.argv[1])).sync(until_caught_up=True)
 print(json.dumps({
@@ -264,7 +264,7 @@ def test_wide_decimal_statistics_keep_a_table_on_spark_for_its_snapshot_and_its_
 
 
 def test_a_kept_delta_rs_table_sees_a_spark_commit_made_between_two_batches(mariadb, database, make_config) -> None:
-    from cdc_lib.delta_rs_sink import LOADED_TABLES, table_uri
+    from cdc_lib.sink.delta_rs.writer import LOADED_TABLES, table_uri
 
     (table,) = make_tables(mariadb, database, 1)
     pipeline = Pipeline(make_config([table], batch__writer="delta-rs"))

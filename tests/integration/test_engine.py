@@ -6,8 +6,8 @@ import random
 import threading
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import delta_rows, source_rows, sql
 
 

@@ -1,7 +1,7 @@
 """Two Delta writers on one table: delta-spark and delta-rs (`deltalake` 1.6.6) taking turns.
 
 A mirror table is created by a Spark snapshot and then written batch after batch by either engine
-(`batch.writer`). binlake reads the Delta log itself (cdc_lib/delta_log.py) to reconcile offsets, so each
+(`batch.writer`). binlake reads the Delta log itself (cdc_lib/sink/delta_log.py) to reconcile offsets, so each
 engine's commits and checkpoints must read back the same: the newest binlake commit and its SetTransaction,
 the table's settings, the commit's row counts. And each engine must read the other's rows, and respect the
 other's SetTransactions where Delta promises it.
@@ -21,15 +21,16 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Transaction, write_deltalake
 
-from cdc_lib import delta_log, delta_sink
-from cdc_lib.config import SparkConfig
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.sink_storage import storage_for
-from cdc_lib.spark import spark_session
+from cdc_lib.config.model import SparkConfig
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.spark.session import spark_session
+from cdc_lib.sink.storage import storage_for
 from tests.conftest import sql
 from tests.integration.test_type_parity import COLUMNS, ROWS
 
-OP = delta_sink.OPERATION_COLUMN
+OP = spark_writer.OPERATION_COLUMN
 
 
 # -- the two writers, as binlake's batches use them ------------------------------------------------
@@ -71,7 +72,7 @@ def _commit_properties(application: str, txn_version: int) -> CommitProperties:
 
 
 def spark_merge(spark: Any, path: str, staged: str, *, application: str, txn_version: int, key: str = "id") -> None:
-    """One Spark MERGE of the same staged Parquet, as delta_sink commits it (session txnAppId/txnVersion)."""
+    """One Spark MERGE of the same staged Parquet, as spark_writer commits it (session txnAppId/txnVersion)."""
     from delta.tables import DeltaTable as SparkTable
     from pyspark.sql import Column
     from pyspark.sql.types import StringType, StructField, StructType
@@ -85,8 +86,8 @@ def spark_merge(spark: Any, path: str, staged: str, *, application: str, txn_ver
         .whenMatchedUpdate(set=columns)
         .whenNotMatchedInsert(condition=f"s.{OP} = 'u'", values=columns)
     )
-    with delta_sink._IdempotentCommit(spark, application, txn_version,
-                                      _metadata(application, txn_version, "spark")):
+    with spark_writer._IdempotentCommit(spark, application, txn_version,
+                                        _metadata(application, txn_version, "spark")):
         builder.execute()
 
 
@@ -264,8 +265,8 @@ def test_delta_rs_does_not_skip_a_replayed_set_transaction(tmp_path: Path) -> No
     spark = spark_session(SparkConfig(master="local[2]"))
     path = str(tmp_path / "replay")
     application = "binlake:interplay:replay"
-    delta_sink.write_snapshot(spark, spark.createDataFrame([(1, "a")], "id int, v string"), path,
-                              application=application, txn_version=1, metadata={"end": {}})
+    spark_writer.write_snapshot(spark, spark.createDataFrame([(1, "a")], "id int, v string"), path,
+                                application=application, txn_version=1, metadata={"end": {}})
     source = pa.table({"id": pa.array([7], pa.int32()), "v": ["seven"], OP: ["u"]})
     rs_append(path, source, application=application, txn_version=2)
     rs_append(path, source, application=application, txn_version=2)  # a replay delta-rs does not refuse
@@ -289,9 +290,9 @@ def _spark_table(spark: Any, path: str, *, deletion_vectors: bool = False, chang
     if column_mapping:
         frame.write.format("delta").option("delta.columnMapping.mode", "name").save(path)
         return
-    delta_sink.write_snapshot(spark, frame, path, application="binlake:interplay:features", txn_version=1,
-                              metadata={"end": {}}, deletion_vectors=deletion_vectors,
-                              change_data_feed=change_data_feed)
+    spark_writer.write_snapshot(spark, frame, path, application="binlake:interplay:features", txn_version=1,
+                                metadata={"end": {}}, deletion_vectors=deletion_vectors,
+                                change_data_feed=change_data_feed)
 
 
 CASES = ["plain", "deletion_vectors", "change_data_feed", "after_dropping_deletion_vectors", "column_mapping",
@@ -310,8 +311,8 @@ def test_delta_rs_write_blocker_matches_what_delta_rs_does(case: str, tmp_path: 
         assert any('"deletionVector":{' in line for line in Path(path, "_delta_log", f"{1:020d}.json").open())
     if case == "after_dropping_deletion_vectors":
         frame = spark.read.format("delta").load(path)
-        delta_sink.write_snapshot(spark, frame.localCheckpoint(), path, application="binlake:interplay:features",
-                                  txn_version=2, metadata={"end": {}}, deletion_vectors=False)
+        spark_writer.write_snapshot(spark, frame.localCheckpoint(), path, application="binlake:interplay:features",
+                                    txn_version=2, metadata={"end": {}}, deletion_vectors=False)
     settings = delta_log.table_settings(path)
     assert settings is not None
     blocker = delta_log.delta_rs_write_blocker(settings)

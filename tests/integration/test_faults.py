@@ -19,7 +19,7 @@ import pytest
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError, SourceConnectionError
-from cdc_lib.pipeline import Pipeline, SyncResult
+from cdc_lib.pipeline.pipeline import Pipeline, SyncResult
 from tests.conftest import CDC_PASSWORD, delta_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import (
     Background,

@@ -1,5 +1,5 @@
 """Two actors on one table, interleaved with pause points and SIGSTOP: every commit prepared under an older claim
-is refused by the Delta log itself (cdc_lib/fencing.py), and after catch-up the table equals the source, read
+is refused by the Delta log itself (cdc_lib/sink/fencing.py), and after catch-up the table equals the source, read
 by delta-rs's scan (not binlake's reader), with no primary key twice.
 
 - a sync batch paused before its Delta commit × a re-snapshot of the table run to completion meanwhile (issue 24
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.offsets import utc_now
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.snapshot_documents import read_document
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.state.offsets import utc_now
+from cdc_lib.state.snapshot_documents import read_document
 from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import Background, assert_each_change_applied_once, wait_for
 
@@ -236,7 +236,7 @@ def test_a_sync_paused_before_its_commit_while_a_snapshot_is_between_waves(
 
 def test_follow_beside_a_backfill_of_one_of_its_tables(mariadb, database, make_config, tmp_path) -> None:
     """The Dagster backfill of a table is `snapshot --table` (the same `snapshot_tables`), beside follow mode."""
-    from cdc_lib.follow import follow
+    from cdc_lib.pipeline.follow import follow
 
     table, other = f"{database}.big", f"{database}.other"
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, v INT NOT NULL)",

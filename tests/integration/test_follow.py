@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, scan_rows, source_rows, sql, write_config_file
 
 
@@ -240,8 +240,8 @@ def test_a_busy_source_is_followed_with_each_batch_read_while_the_last_is_writte
 ) -> None:
     """While the source keeps writing, the next batch is read during the write of the current one (the open-ended
     read-ahead) and the follower goes on past the end it first saw; the table ends equal to the source."""
-    from cdc_lib import sync
-    from cdc_lib.follow import follow
+    from cdc_lib.pipeline import sync
+    from cdc_lib.pipeline.follow import follow
 
     pipeline, _, table = followed
     taken: list[bool] = []
@@ -282,7 +282,7 @@ def test_a_busy_sources_batches_are_a_poll_apart_and_the_follower_then_writes_no
     """The cycle floor: a source committing every ~40 ms is followed in batches that begin a poll apart (not back
     to back, each as small as one write's time lets through), every change lands, and once the source stops the
     follower goes quiet: no batch, no offsets save."""
-    from cdc_lib.follow import FollowBatch, follow
+    from cdc_lib.pipeline.follow import FollowBatch, follow
 
     pipeline, _, table = followed
     poll = 0.85

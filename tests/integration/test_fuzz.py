@@ -75,7 +75,7 @@ def test_fuzz_rounds_match_source(fuzz_server: Server, tmp_path: Path) -> None:
 def test_oracle_sees_a_change_binlake_never_saw(mariadb: LocalMariaDB, database: str, make_config,  # noqa: ANN001
                                                 tmp_path: Path) -> None:
     """The comparison is not vacuous: a row changed with the binlog off shows as a difference."""
-    from cdc_lib.pipeline import Pipeline
+    from cdc_lib.pipeline.pipeline import Pipeline
 
     sql(mariadb, f"CREATE TABLE {database}.t (id INT PRIMARY KEY, t TIME(6), s VARCHAR(10) CHARACTER SET latin1)",
         f"INSERT INTO {database}.t VALUES (1, '-00:00:01.250000', 'a'), (2, '10:00:00', 'b')")

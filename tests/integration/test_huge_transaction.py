@@ -1,5 +1,5 @@
 """Huge transactions with bounded memory: a transaction larger than `batch.max_buffered_changes` is spilled to
-Parquet (cdc_lib.spill) and applied exactly, by a mirror and a history table, across a SIGKILL mid-apply, with
+Parquet (cdc_lib.changes.spill) and applied exactly, by a mirror and a history table, across a SIGKILL mid-apply, with
 the Python process's peak memory held down where the in-memory path's grows with the transaction.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from bench.huge_transaction import measure_in_subprocess
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, scan_rows, source_rows, sql, write_config_file
 
 BOUND = 1_000

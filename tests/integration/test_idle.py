@@ -7,14 +7,14 @@ import os
 import subprocess
 import sys
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, sql, write_config_file
 
 PROBE = """
 import json, sys
-from cdc_lib.config import load_config
-from cdc_lib.pipeline import Pipeline
-from cdc_lib import spark
+from cdc_lib.config.model import load_config
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.spark import session as spark
 results = Pipeline(load_config(sys.argv[1])).sync()
 print(json.dumps({
     "spark_started": [r.spark_started for r in results],

@@ -1,7 +1,7 @@
 """Keys stay keys in Delta (issue 24, cases 3 and 4): one row per primary key, whatever the source did off the log.
 
 Case 4: a key deleted with `sql_log_bin=0` and inserted again is not appended beside its old row; the append path
-keeps only keys the table's file statistics prove absent (cdc_lib.key_absence), on both writers.
+keeps only keys the table's file statistics prove absent (cdc_lib.sink.key_absence), on both writers.
 Case 3: a key the type mapping would turn into NULL (a zero or partial date) stops its table with a refusal that
 names the column, while the other tables of the pipeline go on.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.delta_log import read_log_tail
 from cdc_lib.errors import KeyMappingError, ZeroDateKeyError
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.delta_log import read_log_tail
 from tests.conftest import scan_rows, source_rows, sql
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError
-from cdc_lib.follow import follow
-from cdc_lib.heartbeat import LeaseLostError
-from cdc_lib.offsets import StateHandle
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.follow import follow
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.state.heartbeat import LeaseLostError
+from cdc_lib.state.offsets import StateHandle
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import Background, assert_each_change_applied_once, binlake_commits, wait_for
 

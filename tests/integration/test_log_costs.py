@@ -13,14 +13,14 @@ import boto3
 import pytest
 from deltalake import DeltaTable
 
-from cdc_lib import delta_log
-from cdc_lib.config import SparkConfig
-from cdc_lib.delta_sink import _IdempotentCommit
-from cdc_lib.offsets import LocalOffsetStore, PipelineState
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.s3 import S3Settings
-from cdc_lib.sink_storage import LocalSinkStorage, S3SinkStorage
-from cdc_lib.spark import spark_session
+from cdc_lib.common.s3 import S3Settings
+from cdc_lib.config.model import SparkConfig
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.spark.session import spark_session
+from cdc_lib.sink.spark.writer import _IdempotentCommit
+from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
+from cdc_lib.state.offsets import LocalOffsetStore, PipelineState
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
 

@@ -1,4 +1,5 @@
-"""The files a delta-rs batch rewrites (cdc_lib.file_layout, cdc_lib.key_rewrite): a snapshot in bounded files
+"""The files a delta-rs batch rewrites (cdc_lib.sink.delta_rs.file_layout, cdc_lib.sink.delta_rs.key_rewrite): a
+snapshot in bounded files
 sorted by key, a batch that replaces only the files its keys are in (the others stay, by path), new keys in files
 of their own, the key types and batches that go to delta-rs's MERGE instead, and a scratch log left by a crash.
 
@@ -19,9 +20,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from cdc_lib import delta_log, file_layout, key_rewrite
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.spark import spark_session
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.delta_rs import file_layout, key_rewrite
+from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import run_cli, scan_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
 from tests.integration.test_apply_paths import config_file_with

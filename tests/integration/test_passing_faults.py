@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import PipelineConfig
-from cdc_lib.delta_rs_sink import storage_options, table_uri
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.delta_rs.writer import storage_options, table_uri
 from tests.conftest import run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import s3_sink
 
@@ -593,7 +593,7 @@ def test_native_stderr_goes_to_the_log_file_and_python_messages_stay(tmp_path) -
     script = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from cdc_lib.logs import native_stderr_to\n"
+        "from cdc_lib.common.logs import native_stderr_to\n"
         f"with native_stderr_to(Path({str(log_file)!r})) as captured:\n"
         "    os.write(2, b\"thread 'tokio-rt-worker' panicked at object_store/src/buffered.rs:369:41:\\n"
         "Already shut down\\nstack backtrace:\\n\")\n"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import PipelineConfig
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import scan_rows, sql
 
 Rows = list[tuple[Any, ...]]

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from cdc_lib.config import PipelineConfig
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile_table
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile_table
 from tests.conftest import Shop, scan_rows, sql
 
 COLUMNS = (

@@ -1,4 +1,5 @@
-"""Chunked reconciliation (cdc_lib.reconciliation) and binlog runway (cdc_lib.runway), real MariaDB, Spark, Delta."""
+"""Chunked reconciliation (cdc_lib.reconcile.reconcile) and binlog runway (cdc_lib.status.runway), real MariaDB,
+Spark, Delta."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile_table
-from cdc_lib.runway import binlog_runway, file_created_at
-from cdc_lib.spark import spark_session
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile_table
+from cdc_lib.sink.spark.session import spark_session
+from cdc_lib.status.runway import binlog_runway, file_created_at
 from tests.conftest import Shop
 
 
@@ -135,11 +136,12 @@ def test_cli_reconcile_names_the_keys_of_the_drifting_chunks(
 
 
 def test_snapshot_partitions_and_reconciliation_chunks_cut_an_integer_key_alike(shop: Shop) -> None:
-    """One splitter (cdc_lib.key_ranges): the same cut points, and the same idea of an integer key, for both."""
-    from cdc_lib.config import SnapshotConfig
-    from cdc_lib.reconciliation import plan_chunks
-    from cdc_lib.snapshot import partition_predicates
-    from cdc_lib.source import TableRef, describe_table, source_connection
+    """One splitter (cdc_lib.source.key_ranges): the same cut points, and the same idea of an integer key, for both."""
+    from cdc_lib.config.model import SnapshotConfig
+    from cdc_lib.model.tables import TableRef
+    from cdc_lib.reconcile.reconcile import plan_chunks
+    from cdc_lib.snapshot.jdbc_read import partition_predicates
+    from cdc_lib.source.server import describe_table, source_connection
 
     shop.sql(
         "CREATE TABLE sparse (id MEDIUMINT UNSIGNED PRIMARY KEY, v INT)",

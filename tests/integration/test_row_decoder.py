@@ -7,10 +7,11 @@ from typing import Any
 
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog import TableCursor, TableDecoder, open_stream, read_batch
-from cdc_lib.config import BatchConfig, PipelineConfig
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.source import TableRef, connect, current_position, describe_table
+from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_batch
+from cdc_lib.config.model import BatchConfig, PipelineConfig
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.tables import TableRef
+from cdc_lib.source.server import connect, current_position, describe_table
 from tests.conftest import sql
 from tests.integration.test_type_parity import (
     COLUMNS,
@@ -253,7 +254,7 @@ def test_temporal_edges_decode_as_the_server_shows_them_on_both_paths(mariadb, d
 def test_a_table_map_is_parsed_once_per_reader_and_an_altered_one_anew(mariadb, database, make_config,
                                                                           monkeypatch) -> None:
     """Equal table-map bytes reuse the first parse (the same `Table`); an ALTER's new map is parsed, not reused."""
-    from cdc_lib import binlog
+    from cdc_lib.binlog import stream as binlog
 
     db = database
     sql(mariadb, f"CREATE TABLE {db}.m (id INT PRIMARY KEY, amount DECIMAL(7,2) NOT NULL, note VARCHAR(9))")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import run_cli, sql, write_config_file
 
 TWO_DAYS = 2 * 86_400

@@ -9,8 +9,8 @@ import pytest
 
 from cdc_lib.dev.local_mariadb import free_port
 from cdc_lib.errors import SinkError
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import ReadOnlyS3, s3_sink
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
 
 
@@ -28,7 +28,7 @@ def test_added_columns_evolve_the_delta_table(mariadb, database, make_config) ->
     assert not [table.error for result in results for table in result.tables if table.error]
     columns = ["id", "a", "m", "b", "c"]
     expected = sorted(sql(mariadb, f"SELECT {', '.join(columns)} FROM {db}.t"))
-    from cdc_lib.spark import spark_session
+    from cdc_lib.sink.spark.session import spark_session
 
     frame = spark_session(config.spark).read.format("delta").load(pipeline.table_path(f"{db}.t"))
     assert sorted(tuple(row) for row in frame.select(*columns).collect()) == expected

@@ -14,8 +14,8 @@ import pytest
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConfigError, SourceConnectionError
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.source import source_connection
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.source.server import source_connection
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import Background, assert_nothing_written
 

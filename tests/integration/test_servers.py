@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cdc_lib import source as mysql
 from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.source import server as mysql
 from tests.conftest import sql
 
 

@@ -25,7 +25,7 @@ import yaml
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConcurrentRunError
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, scan_rows, source_rows, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once, backlog, make_items, wait_for
 from tests.net_proxy import SilenceableProxy

@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from cdc_lib.config import SnapshotConfig
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.snapshot import keyed_table_sql, partition_predicates
-from cdc_lib.source import TableRef, describe_table, source_connection
+from cdc_lib.config.model import SnapshotConfig
+from cdc_lib.model.tables import TableRef
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.snapshot.jdbc_read import keyed_table_sql, partition_predicates
+from cdc_lib.source.server import describe_table, source_connection
 from tests.conftest import scan_rows, source_rows, sql
 
 TABLES = {

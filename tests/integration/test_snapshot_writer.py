@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from cdc_lib import snapshot_delta_rs
-from cdc_lib.config import parse_config
+from cdc_lib.config.model import parse_config
 from cdc_lib.errors import ConfigError, DeltaStateError
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.sink_storage import storage_for
-from cdc_lib.snapshot import read_table
-from cdc_lib.snapshot_delta_rs import SnapshotWriterError, write_wave
-from cdc_lib.source import TableRef, describe_table, source_connection
+from cdc_lib.model.tables import TableRef
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.delta_rs import snapshot_wave
+from cdc_lib.sink.delta_rs.snapshot_wave import SnapshotWriterError, write_wave
+from cdc_lib.sink.storage import storage_for
+from cdc_lib.snapshot.jdbc_read import read_table
+from cdc_lib.source.server import describe_table, source_connection
 from tests.conftest import delta_rows, run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import s3_sink
 from tests.integration.test_chunked_snapshot import finished_record, make_items, wave_commits
@@ -194,7 +195,7 @@ def test_a_snapshot_into_s3_is_written_by_delta_rs(mariadb, database, make_confi
     on the bucket, read back by delta-rs and by Spark, and the sync's Spark MERGEs continue on the table."""
     from deltalake import DeltaTable
 
-    from cdc_lib.delta_rs_sink import storage_options, table_uri
+    from cdc_lib.sink.delta_rs.writer import storage_options, table_uri
 
     table = make_items(mariadb, database, rows=300)
     config = make_config([table], sink=s3_sink(s3_endpoint, s3_bucket), offsets={},
@@ -249,7 +250,7 @@ def test_a_wave_too_large_for_the_driver_stays_on_spark(mariadb, database, make_
                                                         monkeypatch) -> None:
     """The Arrow budget is 512 MiB; lowered here below this table's wave (InnoDB's average row length × rows)."""
     table = make_items(mariadb, database, rows=120)
-    monkeypatch.setattr(snapshot_delta_rs, "ARROW_WAVE_BYTES", 1000)
+    monkeypatch.setattr(snapshot_wave, "ARROW_WAVE_BYTES", 1000)
     auto = make_config([table], sink={"path": str(tmp_path / "lake")})
     (result,) = Pipeline(auto).snapshot()
     assert result.rows == 120
@@ -265,12 +266,12 @@ def test_a_delta_log_store_set_for_spark_keeps_the_snapshot_on_spark(tmp_path) -
     common: dict[str, Any] = {"table": "db.t", "mode": "mirror", "deletion_vectors": False, "change_data_feed": False,
                               "local_master": True, "wave_bytes": 4_096, "storage": storage_for(path)}
     log_store = {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"}
-    assert snapshot_delta_rs.choose_writer("auto", path, **common) == "delta-rs"
-    assert snapshot_delta_rs.choose_writer("auto", path, **common, spark_conf={"spark.sql.shuffle.partitions": "3"}) \
+    assert snapshot_wave.choose_writer("auto", path, **common) == "delta-rs"
+    assert snapshot_wave.choose_writer("auto", path, **common, spark_conf={"spark.sql.shuffle.partitions": "3"}) \
         == "delta-rs"
-    assert snapshot_delta_rs.choose_writer("auto", path, **common, spark_conf=log_store) == "spark"
+    assert snapshot_wave.choose_writer("auto", path, **common, spark_conf=log_store) == "spark"
     with pytest.raises(SnapshotWriterError, match="log store"):
-        snapshot_delta_rs.choose_writer("delta-rs", path, **common, spark_conf=log_store)
+        snapshot_wave.choose_writer("delta-rs", path, **common, spark_conf=log_store)
 
 
 def test_snapshot_writer_setting_is_validated() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import Pipeline
+from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import delta_rows, source_rows, sql
 
 

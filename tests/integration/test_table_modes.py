@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from deltalake import DeltaTable
 
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.reconciliation import reconcile
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import run_cli, scan_rows, sql, write_config_file
 
 BASE = int(time.time()) + 3 * 3600

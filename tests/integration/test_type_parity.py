@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from pyspark.sql.types import StructType
 
-from cdc_lib import delta_log
-from cdc_lib.config import PipelineConfig
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.spark import spark_session
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import sql
 
 COLUMNS = """

@@ -17,17 +17,17 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc_lib import source as mysql
-from cdc_lib.binlog import columns_after_ddl, open_stream
-from cdc_lib.config import PipelineConfig
+from cdc_lib.binlog.stream import columns_after_ddl, open_stream
+from cdc_lib.common.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import MissingGrantError, ServerMismatchError
-from cdc_lib.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.runway import table_runways
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.watermarks import consistent_low_watermark, racing_ddl
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.snapshot.watermarks import consistent_low_watermark, racing_ddl
+from cdc_lib.source import server as mysql
+from cdc_lib.status.runway import table_runways
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
 from tests.integration.conftest import TcpProxy, backlog, make_items
 

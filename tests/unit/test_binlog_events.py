@@ -5,7 +5,7 @@ from __future__ import annotations
 from pymysqlreplication.constants import BINLOG
 from pymysqlreplication.packet import BinLogPacketWrapper
 
-from cdc_lib.binlog_events import EVENT_TYPES, LOG_EVENT_IGNORABLE_F, handling_of
+from cdc_lib.binlog.event_types import EVENT_TYPES, LOG_EVENT_IGNORABLE_F, handling_of
 
 #: Log_event_type codes from MySQL 8.4/9.x (libbinlogevents/include/binlog_event.h, 0..42) and MariaDB 10.x/11.x
 #: (sql/log_event.h: 160..171), written down from the servers' sources and documentation.

@@ -2,8 +2,8 @@
 
 import pytest
 
-from cdc_lib.catalog_registration import CatalogRegistrationError, catalog_name, same_location
-from cdc_lib.config import CatalogConfig
+from cdc_lib.config.model import CatalogConfig
+from cdc_lib.sink.catalog import CatalogRegistrationError, catalog_name, same_location
 
 
 def test_catalog_name_fills_the_database_template() -> None:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from cdc_lib.catch_up import apply_rate, bytes_between, catch_up, source_rate
-from cdc_lib.offsets import RECENT_BATCHES, BatchRecord, PipelineState
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.report import catch_up_text
+from cdc_lib.display.report import catch_up_text
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.state.offsets import RECENT_BATCHES, BatchRecord, PipelineState
+from cdc_lib.status.catch_up import apply_rate, bytes_between, catch_up, source_rate
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 LOGS = [("bin.000007", 1_000_000), ("bin.000008", 2_500_000), ("bin.000009", 731_250)]
@@ -98,7 +98,7 @@ def test_the_lag_check_warns_when_not_catching_up_even_under_its_threshold() -> 
     import dagster as dg
 
     from assets.checks import lag_result
-    from cdc_lib.status import TableStatus
+    from cdc_lib.status.table_status import TableStatus
 
     def status(apply: float) -> TableStatus:
         estimate = catch_up(1_225_000, apply_rate=apply, source_rate=12_250.0)

@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from cdc_lib.cli import summarize
-from cdc_lib.logs import RedactSecrets, redact
-from cdc_lib.report import format_status
+from cdc_lib.common.logs import RedactSecrets, redact
+from cdc_lib.display.report import format_status
 
 
 def test_redaction_covers_messages_and_tracebacks() -> None:
@@ -38,7 +38,7 @@ def test_summary_is_one_line_and_prefers_the_java_exception() -> None:
 
 
 def test_status_table_shows_the_runway_and_its_warning() -> None:
-    from cdc_lib.pipeline import TableStatus
+    from cdc_lib.pipeline.pipeline import TableStatus
 
     runway = {"purged": False, "needed_file": "bin.000002", "runway_seconds": 7200.0,
               "oldest_on_server": "bin.000001", "oldest_on_server_age_seconds": 36000.0}

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import expand_env, load_config, parse_config
+from cdc_lib.config.model import expand_env, load_config, parse_config
 from cdc_lib.errors import ConfigError
 
 VALID: dict[str, Any] = {

@@ -1,12 +1,12 @@
-"""Every DDL / DML statement form a binlog QUERY event can carry, read by `cdc_lib.ddl.table_effects`."""
+"""Every DDL / DML statement form a binlog QUERY event can carry, read by `cdc_lib.binlog.ddl.table_effects`."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdc_lib.ddl import table_effects, tokenize
-from cdc_lib.schema import default_literal, widening_problem
-from cdc_lib.types import ColumnInfo
+from cdc_lib.binlog.ddl import table_effects, tokenize
+from cdc_lib.model.types import ColumnInfo
+from cdc_lib.pipeline.schema_diff import default_literal, widening_problem
 
 FOLLOWED = {"d.t", "d.u", "d.a", "d.b", "d.x", "e.t", "d.Mixed"}
 

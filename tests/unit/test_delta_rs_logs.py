@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.delta_log import TableSettings, commit_engine, commit_metrics, delta_rs_write_blocker, written_rows
+from cdc_lib.sink.delta_log import TableSettings, commit_engine, commit_metrics, delta_rs_write_blocker, written_rows
 
 NTZ_TABLE = frozenset({"appendOnly", "invariants", "timestampNtz"})
 COLUMNS = (("id", "integer"), ("at", "timestamp_ntz"), ("price", "decimal(12,2)"))

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import BatchWriter
-from cdc_lib.delta_log import TableSettings
-from cdc_lib.delta_rs_sink import (
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.common.s3 import S3Credentials, S3Settings
+from cdc_lib.config.model import BatchWriter
+from cdc_lib.sink.delta_log import TableSettings
+from cdc_lib.sink.delta_rs.writer import (
     DeltaRsWriterError,
     quote,
     spark_only_reasons,
@@ -18,9 +20,7 @@ from cdc_lib.delta_rs_sink import (
     table_uri,
     writer_for,
 )
-from cdc_lib.events import TableChanges
-from cdc_lib.s3 import S3Credentials, S3Settings
-from cdc_lib.sink_storage import LocalSinkStorage, S3SinkStorage
+from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
 
 
 def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
@@ -108,10 +108,10 @@ def test_storage_options_carry_the_sink_settings_and_the_single_writer_premise()
 def test_an_unreachable_sink_fails_the_run_retryably_not_the_table() -> None:
     import pyarrow as pa
 
-    from cdc_lib.delta_rs_sink import BatchWrite, write_batch
     from cdc_lib.errors import SinkError
-    from cdc_lib.source import TableRef, TableSchema
-    from cdc_lib.types import ColumnInfo
+    from cdc_lib.model.tables import TableRef, TableSchema
+    from cdc_lib.model.types import ColumnInfo
+    from cdc_lib.sink.delta_rs.writer import BatchWrite, write_batch
 
     schema = TableSchema(table=TableRef("shop", "orders"), columns=(ColumnInfo("id", "int", "int(11)", False),),
                          primary_key=("id",))
@@ -130,10 +130,10 @@ def test_the_version_write_batch_returns_is_its_commit_in_the_log(tmp_path: Path
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from cdc_lib import delta_log
-    from cdc_lib.delta_rs_sink import BatchWrite, arrow_records, write_batch
-    from cdc_lib.source import TableRef, TableSchema
-    from cdc_lib.types import ColumnInfo
+    from cdc_lib.model.tables import TableRef, TableSchema
+    from cdc_lib.model.types import ColumnInfo
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs.writer import BatchWrite, arrow_records, write_batch
 
     schema = TableSchema(table=TableRef("shop", "orders"),
                          columns=(ColumnInfo("id", "bigint", "bigint(20)", False),
@@ -169,8 +169,8 @@ def _orders(tmp_path: Path) -> tuple[Any, str]:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from cdc_lib.source import TableRef, TableSchema
-    from cdc_lib.types import ColumnInfo
+    from cdc_lib.model.tables import TableRef, TableSchema
+    from cdc_lib.model.types import ColumnInfo
 
     schema = TableSchema(table=TableRef("shop", "orders"),
                          columns=(ColumnInfo("id", "bigint", "bigint(20)", False),
@@ -182,8 +182,8 @@ def _orders(tmp_path: Path) -> tuple[Any, str]:
 
 
 def _write(path: str, schema: Any, records: list[tuple[Any, ...]], txn: int, *, known: bool = True) -> int:
-    from cdc_lib import delta_log
-    from cdc_lib.delta_rs_sink import BatchWrite, KnownLog, arrow_records, write_batch
+    from cdc_lib.sink import delta_log
+    from cdc_lib.sink.delta_rs.writer import BatchWrite, KnownLog, arrow_records, write_batch
 
     application = "binlake:p:shop.orders"
     tail = delta_log.read_log_tail(path, application=application)
@@ -204,7 +204,7 @@ def _commit_info(path: str, version: int) -> dict[str, Any]:
 def test_a_batch_of_only_deletes_is_a_delete_and_one_that_deletes_nothing_still_commits(tmp_path: Path) -> None:
     from deltalake import DeltaTable
 
-    from cdc_lib import delta_log
+    from cdc_lib.sink import delta_log
 
     schema, path = _orders(tmp_path)
     assert _write(path, schema, [(11, None, "d"), (29, None, "d"), (404, None, "d")], 5) == 1
@@ -229,7 +229,7 @@ def test_a_kept_table_sees_what_another_writer_committed_between_two_batches(tmp
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    from cdc_lib.delta_rs_sink import LOADED_TABLES, table_uri
+    from cdc_lib.sink.delta_rs.writer import LOADED_TABLES, table_uri
 
     schema, path = _orders(tmp_path)
     LOADED_TABLES.clear()

@@ -5,9 +5,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config import PipelineConfig, SparkConfig, load_configs, parse_config, resolve_config_path
+from cdc_lib.config.model import PipelineConfig, SparkConfig, load_configs, parse_config, resolve_config_path
 from cdc_lib.errors import ConfigError
-from cdc_lib.spark import is_local_master, mode_defaults
+from cdc_lib.sink.spark.session import is_local_master, mode_defaults
 
 VALID: dict[str, Any] = {
     "pipeline": "shop",
@@ -60,7 +60,7 @@ def test_a_folder_loads_every_yaml_in_name_order(tmp_path: Path) -> None:
 
 
 def test_one_bucket_name_behind_two_s3_stores_is_refused() -> None:
-    from cdc_lib.deployment import check_disjoint
+    from cdc_lib.config.deployment import check_disjoint
 
     def pipeline(name: str, server_id: int, endpoint: str) -> PipelineConfig:
         return parse_config({**VALID, "pipeline": name,

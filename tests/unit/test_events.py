@@ -1,4 +1,4 @@
-from cdc_lib.events import TableChanges
+from cdc_lib.changes.events import TableChanges
 
 
 def test_last_change_per_key_wins() -> None:

@@ -1,4 +1,5 @@
-"""`cdc_lib.failures` and `cdc_lib.table_failures`: which errors a retry can cure (a run's, a table's write), and
+"""`cdc_lib.common.failures` and `cdc_lib.pipeline.table_failures`: which errors a retry can cure (a run's, a table's
+write), and
 what a table's write failure makes of the table (retrying, stopped, or the run fails)."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import errno
 
 import pytest
 
+from cdc_lib.common.failures import MAX_BACKOFF_SECONDS, Retrying, backoff_seconds, classify, is_conflict, passing_fault
 from cdc_lib.errors import (
     BinlogPurgedError,
     ConcurrentRunError,
@@ -19,9 +21,8 @@ from cdc_lib.errors import (
     SinkError,
     SourceConnectionError,
 )
-from cdc_lib.failures import MAX_BACKOFF_SECONDS, Retrying, backoff_seconds, classify, is_conflict, passing_fault
-from cdc_lib.heartbeat import LeaseLostError
-from cdc_lib.table_failures import CONFLICT_ATTEMPTS, table_write_failure, write_failure, write_with_retries
+from cdc_lib.pipeline.table_failures import CONFLICT_ATTEMPTS, table_write_failure, write_failure, write_with_retries
+from cdc_lib.state.heartbeat import LeaseLostError
 
 
 @pytest.mark.parametrize(

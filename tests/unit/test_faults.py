@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.faults import failpoint
+from cdc_lib.common.faults import failpoint
 
 
 def test_failpoints_do_nothing_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:

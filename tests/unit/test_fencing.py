@@ -1,4 +1,4 @@
-"""cdc_lib/fencing.py on a real delta-rs table: a fence is read back, refuses an older commit found in the log,
+"""cdc_lib/sink/fencing.py on a real delta-rs table: a fence is read back, refuses an older commit found in the log,
 and fails a commit prepared on a snapshot from before it (Delta's conflict check on the app id)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from cdc_lib import delta_log, fencing
 from cdc_lib.errors import FencedCommitError
-from cdc_lib.sink_storage import storage_for
+from cdc_lib.sink import delta_log, fencing
+from cdc_lib.sink.storage import storage_for
 
 APP = "binlake:p:db.t"
 SNAPSHOT_APP = "binlake:p:db.t:snapshot:abc"

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from cdc_lib.file_layout import (
+from cdc_lib.sink.delta_rs.file_layout import (
     TARGET_FILE_BYTES,
     TARGET_FILE_SIZE_PROPERTY,
     FileSizeError,
@@ -76,7 +76,7 @@ def test_the_file_size_is_the_tables_own_else_binlakes_and_a_bad_one_is_refused_
 def test_a_wave_already_in_key_order_is_not_sorted_again_and_any_other_is() -> None:
     import pyarrow as pa
 
-    from cdc_lib.snapshot_delta_rs import _ascending
+    from cdc_lib.sink.delta_rs.snapshot_wave import _ascending
 
     def rows(*keys: int) -> pa.Table:
         return pa.table({"id": pa.chunked_array([list(keys[:2]), list(keys[2:])], type=pa.int64()),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.cli import main
-from cdc_lib.offsets import LocalOffsetStore, StateHandle, utc_now
+from cdc_lib.state.offsets import LocalOffsetStore, StateHandle, utc_now
 
 
 @pytest.mark.parametrize(
@@ -49,8 +49,8 @@ def test_the_lease_is_renewed_once_half_of_it_is_spent(tmp_path: Path) -> None:
 def test_an_idle_follower_stays_idle_while_the_binlog_end_is_not_past_what_it_covered() -> None:
     """A catch-up may cover more than the end it first saw (the source wrote meanwhile): the follower then idles
     while the server's end is at or before that point, on the same server only."""
-    from cdc_lib.follow import _covered
-    from cdc_lib.positions import BinlogPosition, ServerIdentity
+    from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+    from cdc_lib.pipeline.follow import _covered
 
     primary, other = ServerIdentity(server_id=11), ServerIdentity(server_id=23)
     covered = BinlogPosition("mariadb-bin.000004", 9_125, server=primary)

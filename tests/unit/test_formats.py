@@ -1,4 +1,5 @@
-"""Format numbers of stored documents (cdc_lib/formats.py): what the previous binlake wrote reads as it did, and a
+"""Format numbers of stored documents (cdc_lib/common/formats.py): what the previous binlake wrote reads as it did,
+and a
 document from a newer binlake is refused with the remedy before anything acts on it.
 
 The documents are the fixtures main at ee8b113 wrote (tests/fixtures/state-v1; the integration test
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib import delta_log
-from cdc_lib.formats import COMMIT_FORMAT, SNAPSHOT_DOCUMENT_FORMAT, STATE_FORMAT, NewerFormatError, check_format
-from cdc_lib.offsets import LocalOffsetStore
-from cdc_lib.snapshot_documents import read_document
+from cdc_lib.common.formats import COMMIT_FORMAT, SNAPSHOT_DOCUMENT_FORMAT, STATE_FORMAT, NewerFormatError, check_format
+from cdc_lib.sink import delta_log
+from cdc_lib.state.offsets import LocalOffsetStore
+from cdc_lib.state.snapshot_documents import read_document
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state-v1"
 PIPELINE = "upgrade"

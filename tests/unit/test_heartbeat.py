@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
-from cdc_lib.heartbeat import Heartbeat, LeaseLostError
-from cdc_lib.offsets import LocalOffsetStore, PipelineState, StateHandle, TableState
-from cdc_lib.positions import BinlogPosition
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.state.heartbeat import Heartbeat, LeaseLostError
+from cdc_lib.state.offsets import LocalOffsetStore, PipelineState, StateHandle, TableState
 
 
 class FakeClock:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdc_lib.errors import ServerHistoryError
-from cdc_lib.history import plan_resume
-from cdc_lib.positions import (
+from cdc_lib.model.positions import (
     BinlogPosition,
     ServerIdentity,
     advance_state,
@@ -14,6 +13,7 @@ from cdc_lib.positions import (
     is_mariadb_state,
     state_contains,
 )
+from cdc_lib.source.history import plan_resume
 
 PRIMARY, REPLICA = ServerIdentity(1), ServerIdentity(2)
 LOGS = [("bin.000001", 5000), ("bin.000002", 800)]

@@ -1,4 +1,5 @@
-"""cdc_lib.key_absence: a key is appended only when no live file's key statistics may hold it (issue 24, case 4)."""
+"""cdc_lib.sink.key_absence: a key is appended only when no live file's key statistics may hold it (issue 24, case
+4)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.events import TableChanges
-from cdc_lib.key_absence import KeySpans, file_spans, provable, spans_of, split_absent
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.types import ColumnInfo
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
+from cdc_lib.sink.key_absence import KeySpans, file_spans, provable, spans_of, split_absent
 
 
 def test_spans_merge_overlapping_files_and_leave_the_gaps() -> None:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from pymysqlreplication.constants import NONE_SOURCE
 
-from cdc_lib import charsets
-from cdc_lib.binlog import TableDecoder
+from cdc_lib.binlog.stream import TableDecoder
 from cdc_lib.errors import KeyMappingError, ZeroDateError, ZeroDateKeyError
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.types import ColumnInfo, binlog_converter, check_key_columns, key_refusal
+from cdc_lib.model import charsets
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo, binlog_converter, check_key_columns, key_refusal
 
 
 def _float32(value: float) -> float:
@@ -175,9 +175,9 @@ def test_a_zero_date_outside_the_key_keeps_its_policy() -> None:
 
 
 def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset_on_the_next_read() -> None:
-    from cdc_lib.binlog import TableCursor, _Read
-    from cdc_lib.config import SourceConfig
-    from cdc_lib.positions import BinlogPosition
+    from cdc_lib.binlog.stream import TableCursor, _Read
+    from cdc_lib.config.model import SourceConfig
+    from cdc_lib.model.positions import BinlogPosition
 
     refused = TableSchema(TableRef("db", "e"), (_column("enum", "enum('','a')", character_set="utf8mb4"),), ("k",))
     plain = TableSchema(TableRef("db", "p"), (_column("int", "int(11)"),), ("k",))

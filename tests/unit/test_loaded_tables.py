@@ -1,4 +1,4 @@
-"""Kept delta-rs tables (`cdc_lib.delta_rs_tables.LoadedTables`) are loaded afresh from a checkpoint far enough past
+"""Kept delta-rs tables (`cdc_lib.sink.loaded_tables.LoadedTables`) are loaded afresh from a checkpoint far enough past
 their load: a kept table's state holds every commit read since it was loaded, and each write costs more with each."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from cdc_lib.delta_rs_tables import KnownLog, LoadedTables
+from cdc_lib.sink.loaded_tables import KnownLog, LoadedTables
 
 
 def rows(first: int) -> pa.Table:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib import spark
 from cdc_lib.cli import build_parser, main
-from cdc_lib.logs import (
+from cdc_lib.common.logs import (
     KEEP_SPARK_LOGS,
     JsonFormatter,
     RedactSecrets,
@@ -19,6 +18,7 @@ from cdc_lib.logs import (
     log_dir,
     spark_log_path,
 )
+from cdc_lib.sink.spark import session as spark
 
 SECRET = 'pw"with\\quotes'
 

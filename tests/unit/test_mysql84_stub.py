@@ -14,12 +14,12 @@ from typing import Any
 import pymysql
 import pytest
 
-from cdc_lib import runway
-from cdc_lib import source as mysql
-from cdc_lib.config import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig, parse_config
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
-from cdc_lib.pipeline import Pipeline
-from cdc_lib.positions import BinlogPosition, ServerIdentity
+from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.source import server as mysql
+from cdc_lib.status import runway
 from tests.mysql_stub import MySQLStub
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

@@ -7,9 +7,10 @@ from typing import Any
 import pymysql
 import pytest
 
-from cdc_lib.config import SourceConfig
+from cdc_lib.config.model import SourceConfig
 from cdc_lib.errors import BinlakeError, BinlogPurgedError, ServerHistoryError, SourceConnectionError
-from cdc_lib.mysql_errors import (
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.source.mysql_errors import (
     CONNECTION_LOST_CODES,
     Connecting,
     Doing,
@@ -22,7 +23,6 @@ from cdc_lib.mysql_errors import (
     error_text,
     mysql_error,
 )
-from cdc_lib.positions import BinlogPosition
 
 
 def source(**overrides: Any) -> SourceConfig:

@@ -6,14 +6,14 @@ import io
 
 import pytest
 
-from cdc_lib.progress import SnapshotProgress
-from cdc_lib.progress_display import (
+from cdc_lib.display.progress import (
     LiveProgressLine,
     ProgressLines,
     format_duration,
     format_progress,
     terminal_or_lines,
 )
+from cdc_lib.snapshot.progress import SnapshotProgress
 
 
 def progress(done: int, *, total: int = 8, rows: int = 0, elapsed: float = 0.0, table: str = "shop.orders",

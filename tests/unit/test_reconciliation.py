@@ -1,4 +1,4 @@
-"""`cdc_lib.reconciliation` without a server: the row comparison, the verdict and how a person reads it."""
+"""`cdc_lib.reconcile.reconcile` without a server: the row comparison, the verdict and how a person reads it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.cli import unexpected_remedy
-from cdc_lib.offsets import LocalOffsetStore
-from cdc_lib.reconcile_verdicts import VERDICTS_DOCUMENT, Verdict, read_verdicts, record_verdict
-from cdc_lib.reconciliation import ChunkMismatch, ReconciliationReport, compare_rows
-from cdc_lib.report import STATUS_LEGEND, format_reconciliation, format_status, verdict_text
+from cdc_lib.display.report import STATUS_LEGEND, format_reconciliation, format_status, verdict_text
+from cdc_lib.reconcile.reconcile import ChunkMismatch, ReconciliationReport, compare_rows
+from cdc_lib.state.offsets import LocalOffsetStore
+from cdc_lib.state.reconcile_verdicts import VERDICTS_DOCUMENT, Verdict, read_verdicts, record_verdict
 
 
 def test_a_key_delta_holds_twice_is_named_with_its_count_and_not_also_called_differing() -> None:
@@ -122,7 +122,7 @@ def test_the_cli_prints_the_remedy_of_the_command_that_failed(
 
 
 def test_the_status_table_says_past_snapshot_and_shows_the_verdict() -> None:
-    from cdc_lib.status import TableStatus
+    from cdc_lib.status.table_status import TableStatus
 
     status = TableStatus(
         table="shop.t", snapshotted=True, consistent=True, position="bin.000002:4", high_watermark="-",

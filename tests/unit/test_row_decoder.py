@@ -10,9 +10,9 @@ import pytest
 from pymysqlreplication.column import Column
 from pymysqlreplication.constants import FIELD_TYPE
 
-from cdc_lib.row_decoder import FastRows, RowImageReader, Unsupported, build_reader, time2_text
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.types import ColumnInfo
+from cdc_lib.binlog.row_decoder import FastRows, RowImageReader, Unsupported, build_reader, time2_text
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
 
 ID = ColumnInfo("id", "int", "int(11)", False)
 

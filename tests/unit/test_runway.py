@@ -1,4 +1,4 @@
-"""`cdc_lib.runway` without a server: the time left before the needed binlog expires, the probe's server id."""
+"""`cdc_lib.status.runway` without a server: the time left before the needed binlog expires, the probe's server id."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from cdc_lib.runway import ExpirySettings, probe_server_id, runway_seconds
+from cdc_lib.status.runway import ExpirySettings, probe_server_id, runway_seconds
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 

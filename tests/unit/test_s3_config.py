@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.config import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig, parse_config
 from cdc_lib.errors import ConfigError
-from cdc_lib.jars import aws_sdk_version, pyspark_hadoop_version, s3a_artifacts
-from cdc_lib.spark import s3a_conf, sink_conf
+from cdc_lib.sink.spark.jars import aws_sdk_version, pyspark_hadoop_version, s3a_artifacts
+from cdc_lib.sink.spark.session import s3a_conf, sink_conf
 
 SOURCE = {"host": "127.0.0.1", "user": "cdc", "password": "pw", "server_id": 5701, "tables": ["shop.orders"]}
 
@@ -109,11 +109,11 @@ def test_s3a_jars_match_the_hadoop_inside_pyspark() -> None:
 
 def test_one_network_bound_reaches_every_client() -> None:
     """`source.network_timeout_seconds` bounds MySQL (pymysql, JDBC), boto3, delta-rs and S3A waits alike."""
-    from cdc_lib.delta_rs_sink import storage_options
-    from cdc_lib.s3 import S3Settings, s3_client
-    from cdc_lib.sink_storage import S3SinkStorage
-    from cdc_lib.snapshot import jdbc_url
-    from cdc_lib.source import connection_settings
+    from cdc_lib.common.s3 import S3Settings, s3_client
+    from cdc_lib.sink.delta_rs.writer import storage_options
+    from cdc_lib.sink.storage import S3SinkStorage
+    from cdc_lib.snapshot.jdbc_read import jdbc_url
+    from cdc_lib.source.server import connection_settings
 
     default = config({"path": "/lake"})
     assert default.source.network_timeout_seconds == 60, "the documented default"

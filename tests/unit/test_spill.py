@@ -1,4 +1,4 @@
-"""A spilled fold (cdc_lib.spill) equals the in-memory one: same script of transactions, both ways, every mode.
+"""A spilled fold (cdc_lib.changes.spill) equals the in-memory one: same script of transactions, both ways, every mode.
 
 The script is random but seeded: inserts, same-key and key-changing updates, deletes, TRUNCATEs, savepoints
 with ROLLBACK TO and RELEASE, whole rollbacks, XA branches committed after later transactions or rolled back,
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.events import CommitStamp, HistoryChanges, SoftDeleteChanges, TableChanges, batch_changes
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.spill import ChangeLog, SpilledChanges, SpillSegment, remove_orphans, spill_folder
-from cdc_lib.transaction import OpenTransaction, PreparedXas, XaId
-from cdc_lib.types import ColumnInfo
+from cdc_lib.binlog.transaction import OpenTransaction, PreparedXas, XaId
+from cdc_lib.changes.events import CommitStamp, HistoryChanges, SoftDeleteChanges, TableChanges, batch_changes
+from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, remove_orphans, spill_folder
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
 
 TABLE = "db.t"
 COLUMNS = (

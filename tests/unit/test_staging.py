@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from cdc_lib.delta_rs_sink import arrow_fold, arrow_records
-from cdc_lib.delta_sink import _mirror_records
-from cdc_lib.events import TableChanges
-from cdc_lib.source import TableRef, TableSchema
-from cdc_lib.types import ColumnInfo
+from cdc_lib.changes.events import TableChanges
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
+from cdc_lib.sink.delta_rs.writer import arrow_fold, arrow_records
+from cdc_lib.sink.spark.writer import _mirror_records
 
 SCHEMA = TableSchema(
     TableRef.parse("shop.lines"),

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from cdc_lib.events import (
+from cdc_lib.changes.events import (
     CommitStamp,
     HistoryChanges,
     RowImages,
@@ -17,8 +17,8 @@ from cdc_lib.events import (
     batch_changes,
     transaction_changes,
 )
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.table_modes import CurrentVersion, resolve_versions, sequence_of, timestamp_micros
+from cdc_lib.changes.modes import CurrentVersion, resolve_versions, sequence_of, timestamp_micros
+from cdc_lib.model.positions import BinlogPosition
 
 T0 = dt.datetime(2026, 3, 14, 9, 26, 53, tzinfo=dt.UTC)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cdc_lib.binlog import transaction_control
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.transaction import OpenTransaction, PreparedXas, Transactional, XaId, engine_kind, parse_xid
+from cdc_lib.binlog.stream import transaction_control
+from cdc_lib.binlog.transaction import OpenTransaction, PreparedXas, Transactional, XaId, engine_kind, parse_xid
+from cdc_lib.model.positions import BinlogPosition
 
 ENGINES: dict[str, Transactional] = {"db.inno": "yes", "db.mis": "no", "db.odd": "unknown"}
 

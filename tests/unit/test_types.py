@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.positions import BinlogPosition
-from cdc_lib.types import ColumnInfo, binlog_converter, format_time, spark_type_ddl
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.types import ColumnInfo, binlog_converter, format_time, spark_type_ddl
 
 
 def column(data_type: str, column_type: str | None = None, **extra: Any) -> ColumnInfo:

@@ -1,4 +1,4 @@
-"""Pure parts of cdc_lib/watermarks.py, the identity fingerprint, and the MySQL path against the protocol stub.
+"""Pure parts of cdc_lib/snapshot/watermarks.py, the identity fingerprint, and the MySQL path against the protocol stub.
 
 The MySQL 8 path (performance_schema.log_status) cannot run against a real MySQL here; the stub
 (tests/mysql_stub.py) answers what the MySQL manual documents, so these tests prove the statements
@@ -13,12 +13,18 @@ from typing import Any
 
 import pytest
 
-from cdc_lib import source as mysql
-from cdc_lib.config import parse_config
+from cdc_lib.config.model import parse_config
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, WatermarkRaceError
-from cdc_lib.positions import BinlogPosition, ServerIdentity
-from cdc_lib.source import TableRef
-from cdc_lib.watermarks import MAX_ATTEMPTS, _race_in, consistent_low_watermark, parse_log_status, split_use_prefix
+from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.model.tables import TableRef
+from cdc_lib.snapshot.watermarks import (
+    MAX_ATTEMPTS,
+    _race_in,
+    consistent_low_watermark,
+    parse_log_status,
+    split_use_prefix,
+)
+from cdc_lib.source import server as mysql
 from tests.mysql_stub import MySQLStub, StubError
 from tests.unit.test_mysql84_stub import SHOP_ORDERS, UUID
 

@@ -1,0 +1,4 @@
+"""Between read and write: a batch's row changes folded per key, the table modes' pure rules, spilling big
+batches to local Parquet.
+
+May import: `common`, `model`, `config` (and `cdc_lib.errors`)."""

@@ -1,0 +1,3 @@
+"""What the CLI shows: reports and snapshot progress.
+
+May import: `reconcile` and everything below it."""

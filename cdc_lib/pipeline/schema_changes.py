@@ -1,0 +1,201 @@
+"""Taking a table past an ALTER the binlog reader paused it at: evolve its Delta table, or stop it with the remedy.
+
+Added columns evolve the Delta schema (back-filled from the source when the server filled
+them in without row events), widened columns are retyped; drops, renames and narrowing stop
+the table (invariant 9). Either way the DDL goes into the table's `ddl_log`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pymysql
+
+from cdc_lib.binlog.stream import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl
+from cdc_lib.changes.modes import live_rows
+from cdc_lib.common.logs import about_table
+from cdc_lib.errors import BinlakeError, SchemaChangeError
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo, quote_identifier
+from cdc_lib.pipeline.schema_diff import compare_schemas, evolve_delta_table, needs_backfill, schema_with_columns
+from cdc_lib.pipeline.table_failures import table_write_failure
+from cdc_lib.sink.catalog import check_after_schema_change
+from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.snapshot.jdbc_read import partition_predicates, read_refusal_in, read_table
+from cdc_lib.source import server as mysql
+from cdc_lib.state.context import PipelineContext
+from cdc_lib.state.offsets import TableState, utc_now
+
+log = logging.getLogger("binlake")
+
+#: A table's DDL log keeps this many of its latest entries.
+DDL_LOG_ENTRIES = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchemaChangeOutcome:
+    """The table's state after the DDL, the failure that stops it (if any), and whether Spark was needed."""
+
+    state: TableState
+    failure: TableFailure | None
+    spark_used: bool
+
+
+def apply_schema_change(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    cursor: TableCursor,
+    table_state: TableState,
+    change: SchemaChange,
+) -> SchemaChangeOutcome:
+    """Evolve the table past an ALTER, or stop it with the remedy; record the DDL either way.
+
+    `table_state` is left as it is: the outcome carries the new state.
+    """
+    name = cursor.name
+    entry = {"statement": change.statement, "position": change.before.to_json(), "at": utc_now().isoformat()}
+    high: BinlogPosition | None = None
+    try:
+        names_after = columns_after_ddl(context.config.source, cursor.schema, change.after)
+        if names_after == SUPERSEDED:
+            # Another DDL on the table follows before any row: that one decides the shape.
+            return SchemaChangeOutcome(
+                state=replace(
+                    table_state,
+                    position=change.after,
+                    ddl_log=_logged(table_state, entry, "superseded by a later DDL"),
+                ),
+                failure=None,
+                spark_used=False,
+            )
+        current = mysql.describe_table(connection, cursor.schema.table)
+        if isinstance(names_after, list):
+            current = schema_with_columns(current, names_after, table=name)
+        diff = compare_schemas(cursor.schema, current)
+        if diff.compatible and diff.tightened:
+            _check_no_nulls(context, table_state, name, diff.tightened)
+        if not diff.compatible:
+            raise SchemaChangeError(
+                f"incompatible schema change ({'; '.join(diff.problems)})",
+                remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+                table=name,
+            )
+        generated = _generated_columns(connection, cursor.schema.table, [column.name for column in diff.added])
+        backfill = needs_backfill(diff, generated)
+        if diff.added or diff.retyped:
+            evolve_delta_table(context.spark(), context.table_path(name), diff, table=name, generated=generated)
+            check_after_schema_change(context, name)
+        if backfill:
+            high = _backfill(context, connection, current, backfill)
+    except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
+        error = exc if isinstance(exc, BinlakeError) else table_write_failure(
+            exc, name, doing="evolving the Delta table past the schema change"
+        )
+        if isinstance(exc, BinlakeError):  # table_write_failure logs the others
+            log.error("%s: the table stops at a schema change: %s", name, error, extra=about_table(name))
+        return SchemaChangeOutcome(
+            state=replace(table_state, ddl_log=_logged(table_state, entry, f"stopped: {error.cause}")),
+            failure=TableFailure(error=error, position=change.before),
+            spark_used=False,
+        )
+    added = [column.name for column in diff.added]
+    actions = []
+    if added:
+        actions.append(f"added columns {added}")
+    if backfill:
+        actions.append(f"back-filled {[column.name for column in backfill]} from the source up to {high}")
+    if diff.widened:
+        actions.append(
+            "widened " + ", ".join(f"{after.name} {before.column_type} -> {after.column_type}"
+                                   for before, after in diff.widened)
+        )
+    evolved = replace(
+        table_state,
+        schema=current.to_json(),
+        position=change.after,
+        ddl_log=_logged(table_state, entry, "; ".join(actions) or "no column change"),
+    )
+    if high is not None:
+        # The back-filled values are the source's as of the read; rows changed since arrive as full row
+        # images from the binlog. Until the offset passes the read's high watermark, the table may show
+        # a mix of both — the same argument, and the same flag, as a snapshot's watermarks.
+        evolved = replace(evolved, snapshot_high=high, consistent=False)
+    log.info("%s: schema change applied (%s)", name, change.statement[:120], extra=about_table(name))
+    return SchemaChangeOutcome(
+        state=evolved, failure=None, spark_used=bool(diff.added or diff.retyped or diff.tightened)
+    )
+
+
+def _logged(table_state: TableState, entry: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [*table_state.ddl_log, {**entry, "action": action}][-DDL_LOG_ENTRIES:]
+
+
+def _check_no_nulls(context: PipelineContext, table_state: TableState, name: str, columns: list[str]) -> None:
+    """A column became NOT NULL: the server turned its NULLs into zero values without row events.
+
+    The paused Delta table is the source just before the DDL (when it is consistent): without NULLs there,
+    no value changed.
+    """
+    if table_state.consistent:
+        # Only the live rows stand for the source now (earlier versions and deleted rows keep their NULLs).
+        frame = live_rows(context.spark().read.format("delta").load(context.table_path(name)))
+        condition = " OR ".join(f"{quote_identifier(column)} IS NULL" for column in columns)
+        if not frame.where(condition).limit(1).collect():
+            return
+    raise SchemaChangeError(
+        f"columns {columns} became NOT NULL, and the server may have replaced NULLs in them without row events",
+        remedy=f"re-snapshot the table: binlake snapshot --table {name}",
+        table=name,
+    )
+
+
+def _backfill(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    current: TableSchema,
+    columns: list[ColumnInfo],
+) -> BinlogPosition:
+    """Read (key, columns) from the source and set them on the rows Delta has; return the read's high watermark."""
+    name = current.table.name
+    by_name = {column.name: column for column in current.columns}
+    schema = TableSchema(
+        table=current.table,
+        columns=tuple(by_name[key] for key in current.primary_key) + tuple(columns),
+        primary_key=current.primary_key,
+    )
+    predicates, _ = partition_predicates(
+        connection, schema, context.config.snapshot,
+        default_parallelism=context.spark().sparkContext.defaultParallelism,
+    )
+    frame = read_table(context.spark(), context.config.source, schema, predicates)
+    try:
+        spark_writer.backfill_columns(
+            context.spark(), context.table_path(name), frame, key=current.primary_key,
+            columns=[column.name for column in columns],
+        )
+    except Exception as exc:
+        refusal = read_refusal_in(exc, name)
+        if refusal is None:
+            raise
+        raise refusal from None
+    return mysql.current_position(connection)
+
+
+def _generated_columns(connection: pymysql.connections.Connection, table: TableRef, names: list[str]) -> set[str]:
+    """Which of `names` are generated columns (VIRTUAL or STORED): their value comes from the server."""
+    if not names:
+        return set()
+    marks = ", ".join(["%s"] * len(names))
+    rows = mysql.query(
+        connection,
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        f"AND COLUMN_NAME IN ({marks}) AND (IS_GENERATED = 'ALWAYS' OR EXTRA LIKE '%%GENERATED%%')",
+        (table.database, table.table, *names),
+    )
+    return {str(row[0]) for row in rows}
+
+
+__all__ = ["DDL_LOG_ENTRIES", "SchemaChangeOutcome", "apply_schema_change"]

@@ -1,0 +1,615 @@
+"""Sync: read the binlog in micro-batches and MERGE each table's share into its Delta table.
+
+Data flow of one batch: judge every table's offset against this server (carried over by GTID,
+or stopped when purged) → read the binlog once from the smallest table offset → take the next
+batch sequence (saved before any Delta commit carries it) → per table, in order: MERGE its
+changes in one idempotent Delta commit (as its mode keeps them: mirror, soft delete, history),
+move its offset to the batch end, take it past any ALTER it paused at → save every offset at
+once (compare-and-swap). Spark starts only if some changed table takes the Spark writer
+(`batch.writer`; mirror tables go to delta-rs where it writes them exactly).
+
+The per-table steps compute the table's next `TableState` as a value; `run_batch` alone puts
+states into the pipeline state and saves it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pymysql
+
+from cdc_lib.binlog.stream import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
+from cdc_lib.changes.events import HistoryChanges, TableChanges
+from cdc_lib.changes.spill import SpilledChanges
+from cdc_lib.common.failures import Retrying
+from cdc_lib.common.faults import failpoint
+from cdc_lib.common.logs import about_table
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.errors import BinlogPurgedError, FencedCommitError
+from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.pipeline.schema_changes import apply_schema_change
+from cdc_lib.pipeline.table_failures import write_failure, write_with_retries
+from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+from cdc_lib.sink.delta_rs.writer import Engine
+from cdc_lib.sink.spark import modes as spark_modes
+from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.spark.parallel_apply import apply_all, run_all
+from cdc_lib.source import server as mysql
+from cdc_lib.source.history import Resume, plan_resume
+from cdc_lib.state.context import PipelineContext
+from cdc_lib.state.heartbeat import stall_bound
+from cdc_lib.state.offsets import PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.state.snapshot_documents import settle_snapshots, snapshot_begun
+from cdc_lib.state.table_offsets import moves_forward, reached, reconcile_with_delta
+from cdc_lib.status.catch_up import record_of_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("binlake")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableBatchResult:
+    table: str
+    inserted: int
+    updated: int
+    deleted: int
+    rows_written: int
+    delta_version: int | None
+    position: str
+    error: str | None = None
+    #: `Retrying.describe()` when the write met a passing fault: nothing applied, retried by a later batch.
+    retrying: str | None = None
+
+
+@dataclass(kw_only=True)
+class SyncResult:
+    """One micro-batch."""
+
+    batch_seq: int | None
+    start: str
+    end: str
+    events_read: int
+    row_changes: int
+    transactions: int
+    seconds: float
+    reached_end: bool
+    spark_started: bool
+    tables: list[TableBatchResult] = field(default_factory=list)
+    skipped_tables: dict[str, str] = field(default_factory=dict)
+    #: Tables left alone this batch because a snapshot of theirs is in flight (not an error; docs/snapshots.md).
+    snapshots_in_flight: dict[str, str] = field(default_factory=dict)
+    #: Tables whose write met a passing fault, this batch or earlier (`Retrying.describe()`): retried later.
+    retrying_tables: dict[str, str] = field(default_factory=dict)
+    end_position: BinlogPosition | None = None
+    schema_changes: list[str] = field(default_factory=list)
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.row_changes / self.seconds if self.seconds else 0.0
+
+
+def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[SyncResult]:
+    """Run one micro-batch (or batches until the binlog end seen at start is reached), under the pipeline's lease."""
+    handle = context.handle()
+    results: list[SyncResult] = []
+    with mysql.source_connection(context.config.source) as connection:
+        mysql.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
+        # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
+        # ... while the work moves: a runner stuck on a wait lets the lease run out (docs/production.md).
+        state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
+        read_ahead: ReadAhead | None = None
+        try:
+            with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
+                reconcile_with_delta(context, state, connection)
+            target = mysql.current_position(connection)
+            handle.progress()
+            read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
+            while True:
+                result = run_batch(context, handle, connection, read_ahead)
+                results.append(result)
+                if not until_caught_up:
+                    break
+                if result.schema_changes:
+                    continue  # a table paused at an ALTER resumes in the next batch
+                if result.reached_end or result.transactions == 0:
+                    break
+                if result.end_position is not None and result.end_position >= target:
+                    break
+        finally:
+            if read_ahead is not None:
+                read_ahead.close()
+            handle.release()
+    return results
+
+
+def run_batch(
+    context: PipelineContext,
+    handle: StateHandle,
+    connection: pymysql.connections.Connection,
+    read_ahead: ReadAhead | None = None,
+) -> SyncResult:
+    """One micro-batch; `handle` holds the lease. The only place a batch changes the pipeline state.
+
+    A table's new state goes into `handle.state` as soon as it is known, so that a run that fails
+    later in the batch still releases (with the lease) what Delta committed; offsets are saved once,
+    after every table's Delta commit.
+    """
+    state = handle.state
+    started, clock = utc_now(), time.monotonic()
+    logs = mysql.binary_logs(connection)
+    # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
+    server_end = mysql.current_position(connection)
+    # Complete snapshots are installed first; a table whose snapshot is in flight waits (its Delta table is
+    # being rewritten under another app id): one listing of the offset store when none is.
+    with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
+        in_flight = settle_snapshots(context, handle, connection)
+    plans = _resume_plans(state, server_end, logs)
+    skipped: dict[str, str] = {}
+    backing_off: dict[str, str] = {}
+    cursors = []
+    for name, table_state in sorted(state.tables.items()):
+        if name in in_flight:
+            continue
+        if table_state.retrying is not None and not table_state.error and not table_state.retrying.due(started):
+            # A passing fault's back-off: the table waits at its offset, the others go on (invariant 14).
+            backing_off[name] = table_state.retrying.describe()
+            continue
+        if not table_state.error:
+            table_state = _resumed(connection, name, table_state, plans[name], logs)
+            state.tables[name] = table_state
+        if table_state.error:
+            skipped[name] = table_state.error
+            continue
+        cursors.append(
+            TableCursor(
+                name=name,
+                position=table_state.position,
+                schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
+                mode=context.config.sink.mode_for(name),
+            )
+        )
+    if not cursors:
+        handle.save()
+        return SyncResult(
+            batch_seq=None, start="-", end="-", events_read=0, row_changes=0, transactions=0, seconds=0.0,
+            reached_end=True, spark_started=False, tables=[], skipped_tables=skipped,
+            snapshots_in_flight=in_flight, retrying_tables=backing_off,
+        )
+    read = _read(context, cursors, server_end, read_ahead, handle.progress)
+    relevant = read.relevant_changes()
+    seq: int | None = None
+    if relevant:
+        state.batch_seq += 1
+        seq = state.batch_seq
+        # On record before a Delta commit carries it, so no later batch reuses it.
+        handle.save()
+    now = utc_now().isoformat()
+    with handle.working():  # Spark and delta-rs bound their own waits (JDBC, S3 timeouts); a big MERGE may run long
+        outcomes, spark_used = _write_tables(
+            context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
+            check_lease=handle.check_lease,
+        )
+    table_results = []
+    first_error: BaseException | None = None
+    for cursor in cursors:
+        written = outcomes[cursor.name]
+        if isinstance(written, BaseException):
+            first_error = first_error or written
+            continue
+        state.tables[cursor.name] = written.state
+        if cursor.name in read.schema_changes:
+            handle.check_lease()  # taking a table past an ALTER may commit to Delta
+        with handle.working():  # a schema change may back-fill a column with Spark
+            settled = _settle_table(context, connection, cursor, written, read.schema_changes.get(cursor.name))
+        state.tables[cursor.name] = settled.state
+        spark_used = spark_used or settled.spark_used
+        table_results.append(settled.result)
+        if settled.state.retrying is not None:
+            backing_off[cursor.name] = settled.state.retrying.describe()
+    if first_error is not None:
+        # What the other tables committed is in `state`, released with the lease; this batch ends here.
+        raise first_error
+    state.record_batch(record_of_batch(  # what the batch cost, for the catch-up estimate; saved with the offsets
+        connection, start=read.start, end=read.end, reached_end=read.reached_end, started_at=started,
+        seconds=time.monotonic() - clock, server_end=server_end, logs=logs,
+    ))
+    failpoint("before_offset_write")
+    handle.save()
+    return SyncResult(
+        batch_seq=seq,
+        start=str(read.start),
+        end=str(read.end),
+        events_read=read.events_read,
+        row_changes=read.row_changes,
+        transactions=read.transactions,
+        seconds=read.seconds,
+        reached_end=read.reached_end,
+        spark_started=spark_used,
+        tables=table_results,
+        skipped_tables=skipped,
+        snapshots_in_flight=in_flight,
+        retrying_tables=backing_off,
+        end_position=read.end,
+        schema_changes=sorted(read.schema_changes),
+    )
+
+
+def _resume_plans(
+    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]]
+) -> dict[str, Resume]:
+    # Every table is judged before any offset moves: a server without our history stops the whole sync.
+    return {
+        name: plan_resume(name, table_state.position, server_end, logs)
+        for name, table_state in sorted(state.tables.items())
+        if not table_state.error
+    }
+
+
+def _resumed(
+    connection: pymysql.connections.Connection,
+    name: str,
+    table_state: TableState,
+    plan: Resume,
+    logs: list[tuple[str, int]],
+) -> TableState:
+    """The table at the start of the batch: its offset carried over to this server, or stopped when purged."""
+    position = table_state.position
+    if plan.translated is not None:
+        log.warning("%s: offset %s carried over to %s (same GTID state)", name, position, plan.translated,
+                    extra=about_table(name))
+        position = plan.translated
+    try:
+        if plan.mode == "position" or plan.translated is not None:
+            mysql.check_position_available(connection, position, table=name, logs=logs)
+    except BinlogPurgedError as exc:
+        log.error("%s: the table stops: %s", name, exc, extra=about_table(name))
+        return replace(table_state, position=position, error=str(exc))
+    return replace(table_state, position=position)
+
+
+def _read(
+    context: PipelineContext,
+    cursors: list[TableCursor],
+    server_end: BinlogPosition,
+    read_ahead: ReadAhead | None,
+    progress: Callable[[], None] | None = None,
+) -> BatchRead:
+    read = read_ahead.take(cursors) if read_ahead is not None else None
+    began = read_ahead.began if read is not None and read_ahead is not None else None
+    if read is None:
+        began = time.monotonic()
+        read = read_batch(context.config.source, cursors, context.config.batch, server=server_end.server,
+                          progress=progress)
+    more_known = (
+        read_ahead is not None and not read.by_gtid and read.end < read_ahead.target and not read.reached_end
+    )
+    # Following a busy source (`open_ended`), the binlog grows while this batch is written: read on from here.
+    busy = read_ahead is not None and read_ahead.open_ended and not read.by_gtid and read.transactions > 0
+    if read_ahead is not None and (more_known or busy) and not (read.table_errors or read.schema_changes or read.held):
+        # Decode the next batch while this one is MERGEd: Spark works in the JVM, the reader in Python. A read that
+        # stopped short of the binlog end goes on at once; one that reached it, no earlier than the cycle floor.
+        read_ahead.start(
+            [
+                TableCursor(
+                    name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode
+                )
+                for c in cursors
+            ],
+            not_before=began + read_ahead.min_interval if read.reached_end and began is not None else None,
+        )
+    return read
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Written:
+    """A table after its share of the batch went into Delta (or failed to) and its offset moved to the batch end."""
+
+    state: TableState
+    #: What went into Delta; None when nothing did.
+    changes: TableChanges | None
+    failure: TableFailure | None
+
+
+def _write_tables(
+    context: PipelineContext,
+    cursors: list[TableCursor],
+    state: PipelineState,
+    read: BatchRead,
+    relevant: dict[str, TableChanges],
+    *,
+    seq: int | None,
+    server_end: BinlogPosition,
+    now: str,
+    check_lease: Callable[[], None],
+) -> tuple[dict[str, _Written | BaseException], bool]:
+    """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
+    (each its own idempotent commit), the others only moving their offsets; and whether Spark wrote any.
+
+    Each changed table's engine is chosen first (`delta_rs_writer.writer_for`, `batch.writer`): the SparkSession is
+    built only when some table takes Spark, whose tables each get a Spark session of their own
+    (`parallel_apply`); delta-rs tables run on plain threads (delta-rs releases the GIL while it merges).
+    """
+    changed = [cursor for cursor in cursors if seq is not None and relevant.get(cursor.name) is not None]
+    engines = {
+        cursor.name: delta_rs_writer.writer_for(
+            context.config.batch.writer, mode=cursor.mode, changes=relevant[cursor.name],
+            path=context.table_path(cursor.name), storage=context.sink, table=cursor.name,
+            spark_conf=context.config.spark.conf,
+        ).engine
+        for cursor in changed
+    }
+
+    def write(spark: SparkSession | None, cursor: TableCursor) -> _Written:
+        return _write_table(
+            context, spark, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
+            seq=seq, server_end=server_end, now=now, check_lease=check_lease, engine=engines.get(cursor.name),
+        )
+
+    outcomes: dict[str, _Written | BaseException] = {}
+    on_spark = [cursor for cursor in changed if engines[cursor.name] == "spark"]
+    on_delta_rs = [cursor for cursor in changed if engines[cursor.name] == "delta-rs"]
+    if on_spark:
+        spark = context.spark()  # started here, not by the first of several threads
+        threads = context.config.batch.threads_for(len(on_spark))
+        for cursor, outcome in zip(on_spark, apply_all(spark, on_spark, write, threads=threads), strict=True):
+            outcomes[cursor.name] = outcome
+    if on_delta_rs:
+        threads = context.config.batch.threads_for(len(on_delta_rs), delta_rs=True)
+        for cursor, outcome in zip(on_delta_rs, run_all(on_delta_rs, write, threads=threads), strict=True):
+            outcomes[cursor.name] = outcome
+    for cursor in cursors:
+        if cursor.name not in outcomes:
+            outcomes[cursor.name] = write(None, cursor)
+    return outcomes, bool(on_spark)
+
+
+def _write_table(
+    context: PipelineContext,
+    spark: SparkSession | None,
+    cursor: TableCursor,
+    table_state: TableState,
+    read: BatchRead,
+    changes: TableChanges | None,
+    *,
+    seq: int | None,
+    server_end: BinlogPosition,
+    now: str,
+    check_lease: Callable[[], None],
+    engine: Engine | None = None,
+) -> _Written:
+    """`engine` is None for a table that has nothing to write (its offset only moves)."""
+    name = cursor.name
+    failure = read.table_errors.get(name)
+    end = read.end_for(name)
+    written = table_state
+    held = read.held.get(name)
+    if held is not None and (isinstance(changes, HistoryChanges) or (
+        isinstance(changes, SpilledChanges) and cursor.mode == "history"
+    )):
+        # The offset stays at the held PREPARE and the next batch reads what follows again: no version twice.
+        changes.drop_after(held)
+    writing = changes is not None and seq is not None and engine is not None
+    if writing and snapshot_begun(context, name):
+        # A snapshot of the table began after this batch listed the snapshots: its first wave may already have
+        # replaced the table. Nothing is written and the offset stays; the snapshot's install replaces the state.
+        log.warning("%s: a snapshot began during the batch; the table waits for it", name, extra=about_table(name))
+        return _Written(state=table_state, changes=None, failure=None)
+    if changes is not None and seq is not None and engine is not None:
+        failpoint("before_delta_commit")
+        # A runner that lost its lease stops here (LeaseLostError): the new holder reconciles from the Delta log.
+        check_lease()
+        metadata = {
+            "pipeline": context.config.pipeline, "table": name, "batch_seq": seq,
+            # The table's own offset: the read starts at the smallest of all tables' offsets, and a table
+            # takes only the events past its own (a resumed table whose commit landed before a crash).
+            "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
+        }
+        batch_changes: TableChanges = changes
+        try:
+            # A commit conflict with another writer is tried again on a fresh snapshot of the table.
+            version = write_with_retries(
+                lambda: _merge(context, spark, cursor, batch_changes, table_state, read, seq=seq, engine=engine,
+                               metadata=metadata),
+                name, check_lease=check_lease,
+            )
+        except FencedCommitError as exc:
+            # A re-snapshot claimed the table after the check above (cdc_lib/sink/fencing.py): the Delta log refused
+            # the commit. As when the check sees it: nothing written, the offset stays, the install replaces it.
+            log.warning("%s: %s; the table waits for the snapshot", name, exc.cause, extra=about_table(name))
+            return _Written(state=table_state, changes=None, failure=None)
+        except Exception as exc:  # noqa: BLE001 - sorted by `write_failure`; the run's own re-raised
+            # Nothing of this batch reached the table: it waits (a passing fault) or stops where it stood.
+            outcome = write_failure(exc, name, previous=table_state.retrying)
+            if isinstance(outcome, Retrying):
+                return _Written(state=replace(table_state, retrying=outcome), changes=None, failure=None)
+            failure = TableFailure(error=outcome, position=table_state.position)
+            end = table_state.position
+            changes = None
+        else:
+            failpoint("after_delta_commit")
+            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now, retrying=None)
+    if moves_forward(written.position, end, server_end):
+        written = replace(written, position=end, retrying=None if failure is None else written.retrying)
+    return _Written(state=written, changes=changes, failure=failure)
+
+
+def _merge(
+    context: PipelineContext,
+    spark: SparkSession | None,
+    cursor: TableCursor,
+    changes: TableChanges,
+    table_state: TableState,
+    read: BatchRead,
+    *,
+    seq: int,
+    engine: Engine,
+    metadata: dict[str, Any],
+) -> int:
+    """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
+    name = cursor.name
+    if cursor.mode == "mirror":
+        # Past the snapshot's high watermark the table is the source at its offset (given the Delta log shows
+        # nothing applied past it, which merge_changes checks): inserted keys can be appended.
+        consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
+        append_from = table_state.position if consistent and context.config.batch.append_inserts else None
+        return spark_writer.merge_changes(
+            spark, context.table_path(name), cursor.schema, changes,
+            application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+            applied_through=read.end, append_from=append_from, writer=engine,
+        )
+    assert spark is not None, "soft-delete and history tables are written by Spark"
+    return spark_modes.merge_mode_changes(
+        spark, context.table_path(name), cursor.schema, changes, mode=cursor.mode,
+        application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settled:
+    """A table at the end of the batch."""
+
+    state: TableState
+    result: TableBatchResult
+    spark_used: bool
+
+
+def _settle_table(
+    context: PipelineContext,
+    connection: pymysql.connections.Connection,
+    cursor: TableCursor,
+    written: _Written,
+    schema_change: SchemaChange | None,
+) -> _Settled:
+    """Take the table past the ALTER it paused at (if any), then mark it consistent or stopped."""
+    table_state, failure, spark_used = written.state, written.failure, False
+    if schema_change is not None and failure is None and table_state.retrying is None:
+        outcome = apply_schema_change(context, connection, cursor, table_state, schema_change)
+        table_state, failure, spark_used = outcome.state, outcome.failure, outcome.spark_used
+    table_state = replace(
+        table_state, consistent=table_state.consistent or reached(table_state.position, table_state.snapshot_high)
+    )
+    if failure:
+        table_state = replace(table_state, error=str(failure.error))
+    changes = written.changes
+    result = TableBatchResult(
+        table=cursor.name,
+        inserted=changes.inserted if changes else 0,
+        updated=changes.updated if changes else 0,
+        deleted=changes.deleted if changes else 0,
+        rows_written=changes.written_rows() if changes else 0,
+        delta_version=table_state.delta_version,
+        position=str(table_state.position),
+        error=str(failure.error) if failure else None,
+        retrying=table_state.retrying.describe() if table_state.retrying is not None and not failure else None,
+    )
+    return _Settled(state=table_state, result=result, spark_used=spark_used)
+
+
+def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
+    return position.sort_key
+
+
+class ReadAhead:
+    """Reads the next batch on a worker thread while the current one is written.
+
+    Only one binlog connection is open at a time: the next read starts after the current
+    read finished. A prefetched batch is used only if the table cursors it assumed are
+    exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
+    Open-ended (follow mode), it reads on after every batch that carried transactions, past
+    `target` too, so a busy source's next batch is read while this one is written.
+
+    The cycle floor (`min_interval`, follow mode's poll): a read that follows one which reached the
+    binlog end begins `min_interval` after that one began at the earliest. A busy source's batches then
+    hold what a poll interval brings, not what one write's time lets through (every Delta commit has a
+    fixed cost, and so does each batch's offsets save), and a change waits no longer than when idle.
+    A read that stopped short of the end (`batch.max_events`) is followed at once: the follower is behind.
+    """
+
+    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False,
+                 min_interval: float = 0.0, progress: Callable[[], None] | None = None) -> None:
+        self.config = config
+        #: Told as the worker's reads go on (the lease's heartbeat: cdc_lib.state.heartbeat).
+        self.progress = progress
+        self.target = target
+        #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
+        self.open_ended = open_ended
+        self.min_interval = min_interval
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
+        self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
+        #: When the latest prefetched read began reading (monotonic clock), for the cycle floor.
+        self.began: float | None = None
+        #: The end of the latest read dropped by `found_nothing`: the binlog up to it holds nothing to write.
+        self.dropped_end: BinlogPosition | None = None
+        self.closing = threading.Event()
+
+    def start(self, cursors: list[TableCursor], *, not_before: float | None = None) -> None:
+        """Read from `cursors` on the worker, beginning no earlier than `not_before` (monotonic clock)."""
+        self.began = None
+        future = self.executor.submit(self._read, cursors, not_before)
+        self.pending = (cursors, future)
+
+    def _read(self, cursors: list[TableCursor], not_before: float | None) -> BatchRead:
+        wait = 0.0 if not_before is None else not_before - time.monotonic()
+        while wait > 0:
+            if self.closing.wait(min(wait, 1.0)):
+                raise _Abandoned()
+            if self.progress is not None:
+                self.progress()  # waiting out the cycle floor is no stall
+            wait = not_before - time.monotonic() if not_before is not None else 0.0
+        self.began = time.monotonic()
+        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server,
+                          progress=self.progress)
+
+    @property
+    def reading(self) -> bool:
+        """Whether a read of the next batch is under way (or done and not yet taken)."""
+        return self.pending is not None
+
+    def found_nothing(self) -> bool:
+        """Whether the pending read, once done, holds nothing a batch would write or move offsets past: no
+        transaction, no stopped or paused table. Such a read is dropped (a follower is then caught up)."""
+        if self.pending is None:
+            return False
+        try:
+            read = self.pending[1].result()
+        except Exception:  # noqa: BLE001 - `take` raises it again, in the batch that uses the read
+            return False
+        if read.transactions or read.table_errors or read.schema_changes or read.held:
+            return False
+        self.pending = None
+        self.dropped_end = read.end
+        return True
+
+    def take(self, cursors: list[TableCursor]) -> BatchRead | None:
+        if self.pending is None:
+            return None
+        assumed, future = self.pending
+        self.pending = None
+        read = future.result()
+        return read if assumed == cursors else None
+
+    def close(self) -> None:
+        self.closing.set()  # a read still waiting out the cycle floor gives up at once
+        if self.pending is not None:
+            self.pending[1].cancel()
+            try:
+                self.pending[1].result()
+            except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
+                pass
+        self.executor.shutdown(wait=True)
+
+
+class _Abandoned(Exception):  # noqa: N818 - a prefetch dropped by `ReadAhead.close`, never seen outside it
+    pass
+
+
+__all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]

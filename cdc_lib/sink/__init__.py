@@ -1,0 +1,6 @@
+"""Delta Lake: storage, the Delta log, fences, key proofs, catalogs and change feeds, over two writer engines.
+
+The shared modules here import neither engine; `spark/` and `delta_rs/` never import each other; the modules
+that choose between them sit above both. The sink knows nothing of MySQL.
+
+May import: `common`, `model`, `config`, `changes` (and `cdc_lib.errors`) — never `source` or `binlog`."""

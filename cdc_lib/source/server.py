@@ -1,0 +1,608 @@
+"""The MySQL/MariaDB side: connections, server checks, table discovery and binlog positions."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import ssl
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+from pymysql.constants import CLIENT
+
+from cdc_lib.config.model import SourceConfig
+from cdc_lib.errors import (
+    BinlogPurgedError,
+    ConfigError,
+    MissingGrantError,
+    ServerMismatchError,
+    ServerSettingsError,
+    SilentConnectionError,
+    SourceConnectionError,
+    TableError,
+)
+from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo, check_key_columns, spark_type_ddl
+from cdc_lib.source.mysql_errors import Connecting, Querying, connection_lost, error_code, error_text, mysql_error
+
+REQUIRED_SETTINGS = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+}
+#: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
+LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
+
+#: ER_PARSE_ERROR: how a server answers a statement its grammar does not have (MySQL 8.4 and
+#: SHOW MASTER STATUS, a MySQL before 8.2 and SHOW BINARY LOG STATUS).
+PARSE_ERROR = 1064
+
+
+@dataclass(frozen=True)
+class ServerFlavour:
+    """MariaDB or MySQL, and which version: the statement and grant names differ between them.
+
+    Read once per connection (`server_flavour`) from `SELECT VERSION(), @@version_comment`.
+    MariaDB always puts "MariaDB" in VERSION() ("10.11.19-MariaDB-0+deb12u1-log"); MySQL and its
+    builds (Percona, cloud services) report "8.4.3", "8.0.36-28", "9.1.0-log".
+    """
+
+    mariadb: bool
+    version: tuple[int, int, int]
+    version_text: str = ""
+
+    @classmethod
+    def parse(cls, version: str, comment: str = "") -> ServerFlavour:
+        text = str(version)
+        match = re.match(r"^(?:5\.5\.5-)?(\d+)\.(\d+)\.(\d+)", text)
+        numbers = (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else (0, 0, 0)
+        mariadb = "mariadb" in text.lower() or "mariadb" in str(comment).lower()
+        return cls(mariadb=mariadb, version=numbers, version_text=text)
+
+    def __str__(self) -> str:
+        return f"{'MariaDB' if self.mariadb else 'MySQL'} {self.version_text or '.'.join(map(str, self.version))}"
+
+    @property
+    def status_statements(self) -> tuple[str, str]:
+        """The statement that reads the binlog end on this server, then the one to try on a parse error.
+
+        MySQL 8.2 added SHOW BINARY LOG STATUS and 8.4 removed SHOW MASTER STATUS; MariaDB 10.5.2
+        added SHOW BINLOG STATUS as the new name and keeps SHOW MASTER STATUS (11.4 still has it).
+        """
+        if self.mariadb:
+            if self.version >= (10, 5, 2):
+                return ("SHOW BINLOG STATUS", "SHOW MASTER STATUS")
+            return ("SHOW MASTER STATUS", "SHOW BINLOG STATUS")
+        if self.version >= (8, 2, 0):
+            return ("SHOW BINARY LOG STATUS", "SHOW MASTER STATUS")
+        return ("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS")
+
+    @property
+    def position_privilege(self) -> str:
+        """The privilege that lets the user read the binlog position and list the binlogs."""
+        return "BINLOG MONITOR" if self.mariadb and self.version >= (10, 5, 0) else "REPLICATION CLIENT"
+
+    @property
+    def least_privilege_grants(self) -> str:
+        return f"REPLICATION SLAVE, {self.position_privilege}"
+
+    @property
+    def grant_note(self) -> str:
+        """Which names this server takes, so a remedy copied to the other flavour is not wrong."""
+        if self.position_privilege == "BINLOG MONITOR":
+            return f"the server is {self}; MySQL and MariaDB before 10.5 take REPLICATION CLIENT instead"
+        return f"the server is {self}; MariaDB 10.5 and later take BINLOG MONITOR instead"
+
+
+#: One flavour per open connection; a connection is only ever to one server.
+_FLAVOURS: weakref.WeakKeyDictionary[pymysql.connections.Connection, ServerFlavour] = weakref.WeakKeyDictionary()
+
+
+def server_flavour(connection: pymysql.connections.Connection) -> ServerFlavour:
+    """The server's flavour and version, asked once per connection."""
+    try:
+        return _FLAVOURS[connection]
+    except (KeyError, TypeError):
+        pass
+    row = query(connection, "SELECT VERSION(), @@version_comment")[0]
+    flavour = ServerFlavour.parse(str(row[0]), str(row[1] or ""))
+    try:
+        _FLAVOURS[connection] = flavour
+    except TypeError:  # an object that cannot be weakly referenced: ask again next time
+        pass
+    return flavour
+
+
+def connection_settings(source: SourceConfig) -> dict[str, Any]:
+    """pymysql keyword arguments for the source; the binlog reader connects with the same ones.
+
+    With `source.ssl_ca` every connection uses TLS, checks the server certificate against that CA
+    and the certificate's names against `source.host` (the JDBC snapshot does the same). Without it
+    TLS is off: pymysql would otherwise negotiate TLS that checks nothing, while the JDBC driver
+    would not use TLS at all, so a server that requires TLS is refused at the first connection.
+    """
+    settings: dict[str, Any] = {
+        "host": source.host,
+        "port": source.port,
+        "user": source.user,
+        "password": source.password,
+        "connect_timeout": min(source.connect_timeout, source.network_timeout_seconds),
+        # Without these a server that stops answering (a NAT or load balancer that forgot the flow, a paused VM,
+        # a half-open connection after a failover) keeps a read waiting forever: pymysql's default is no bound.
+        # The read bound also covers the handshake after the TCP connect.
+        "read_timeout": source.network_timeout_seconds,
+        "write_timeout": source.network_timeout_seconds,
+        "charset": "utf8mb4",
+    }
+    if source.ssl_ca:
+        settings.update(ssl_ca=source.ssl_ca, ssl_verify_cert=True, ssl_verify_identity=True)
+    else:
+        settings["ssl_disabled"] = True
+    return settings
+
+
+def connect(source: SourceConfig) -> pymysql.connections.Connection:
+    """Open an autocommit connection to the source.
+
+    Raises:
+        SourceConnectionError: unreachable (retryable), refused, or TLS that does not check out.
+        ConfigError: `source.ssl_ca` cannot be read.
+    """
+    settings = connection_settings(source)
+    try:
+        connection = pymysql.connections.Connection(**settings, autocommit=True, defer_connect=True)
+    except (OSError, ssl.SSLError) as exc:
+        # pymysql loads the CA file before it connects.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
+        raise ConfigError(
+            "source.ssl_ca",
+            f"cannot load the CA certificate {source.ssl_ca} ({reason})",
+            remedy="point source.ssl_ca at the PEM file of the CA that signed the server certificate",
+        ) from None
+    try:
+        connection.connect()
+    except pymysql.MySQLError as exc:
+        if timed_out(exc):
+            raise SilentConnectionError(
+                f"the MySQL server at {source.host}:{source.port} accepted the connection but did not answer within "
+                f"{source.network_timeout_seconds}s (source.network_timeout_seconds)",
+                remedy=SILENT_REMEDY,
+            ) from None
+        offers_tls = bool(getattr(connection, "server_capabilities", 0) & CLIENT.SSL)
+        raise mysql_error(exc, source, Connecting(server_offers_tls=offers_tls)) from None
+    except RuntimeError as exc:
+        # pymysql needs `cryptography` for caching_sha2_password's full authentication without TLS
+        # (MySQL 8's default plugin: the first login after a server restart or FLUSH PRIVILEGES).
+        if "cryptography" not in str(exc):
+            raise
+        raise SourceConnectionError(
+            f"cannot log in as {source.user}@{source.host}:{source.port}: the server asks for caching_sha2_password "
+            "(or sha256_password) full authentication, which needs the Python package 'cryptography' "
+            "to encrypt the password without TLS, and it is not installed",
+            remedy="install it into binlake's environment (pip install cryptography; binlake's package depends on "
+            "it), or set source.ssl_ca so the password travels over verified TLS",
+            retryable=False,
+        ) from None
+    return connection
+
+
+@contextmanager
+def source_connection(source: SourceConfig) -> Iterator[pymysql.connections.Connection]:
+    connection = connect(source)
+    try:
+        query(connection, "SET time_zone = '+00:00'")
+        yield connection
+    finally:
+        connection.close()
+
+
+def query(connection: pymysql.connections.Connection, sql: str, arguments: Any = None) -> list[tuple[Any, ...]]:
+    """Run one statement and return its rows.
+
+    Raises:
+        SourceConnectionError: (retryable) the connection broke, e.g. the server went away mid-run.
+    """
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, arguments)
+            return list(cursor.fetchall())
+    except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+        if timed_out(exc):
+            raise SilentConnectionError(
+                f"the MySQL server at {connection.host}:{connection.port} did not answer a statement within "
+                f"{connection._read_timeout}s (source.network_timeout_seconds)",
+                remedy=SILENT_REMEDY,
+            ) from None
+        if connection_lost(exc):
+            raise mysql_error(exc, connection, Querying()) from None
+        raise
+
+
+#: What to do about a connection that went silent, for every place that reports one.
+SILENT_REMEDY = (
+    "rerun: nothing past the last committed batch was applied, and the lease is released or runs out; if it "
+    "recurs, check the network between binlake and the server (firewall, NAT or load balancer idle timeouts), "
+    "or raise source.network_timeout_seconds for a server that is slow to answer"
+)
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a pymysql error is a socket wait that ran past its bound (`read_timeout`, `write_timeout`).
+
+    pymysql reports it as a lost connection (2013 / 2006) raised while handling the socket's TimeoutError,
+    which is then the error's context: the one way to tell silence from a connection the server closed.
+    """
+    return isinstance(exc, pymysql.MySQLError) and isinstance(exc.__context__, TimeoutError)
+
+
+#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
+#: the old document, which the reader cannot turn into a full row for Delta.
+PARTIAL_JSON_SETTING = "binlog_row_value_options"
+#: MySQL ≥ 8.0.20 only: ON writes each transaction as one zstd-compressed TRANSACTION_PAYLOAD event,
+#: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
+#: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
+TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
+#: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
+#: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
+#: existing row, never as an INSERT.
+EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
+LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
+
+
+def check_server_settings(
+    connection: pymysql.connections.Connection, *, append_inserts: bool = False
+) -> dict[str, str]:
+    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
+    no MySQL transaction compression, and the user may read the binlog and its position.
+
+    With `append_inserts` (the sync's `batch.append_inserts`), also refuse a MySQL replica whose binlog might
+    log an overwrite as an INSERT (`inserts_may_overwrite`): appending such a row would duplicate its key.
+
+    Every command that reads the source calls this before it writes anything.
+
+    Raises:
+        ServerSettingsError: a binlog setting is wrong.
+        MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
+    """
+    names = ", ".join(
+        f"'{name}'" for name in (
+            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING, *EXEC_MODE_SETTINGS,
+            *LOG_REPLICA_UPDATES_SETTINGS,
+        )
+    )
+    rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    actual = {str(name).lower(): str(value).upper() for name, value in rows}
+    for setting, expected in REQUIRED_SETTINGS.items():
+        value = actual.get(setting, "<missing>")
+        if value != expected:
+            raise ServerSettingsError(setting, value, expected)
+    if actual.get(PARTIAL_JSON_SETTING, ""):
+        raise ServerSettingsError(
+            PARTIAL_JSON_SETTING,
+            actual[PARTIAL_JSON_SETTING],
+            "",
+            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
+            "values in the binlog, not partial updates",
+        )
+    if actual.get(TRANSACTION_COMPRESSION_SETTING, "OFF") not in ("OFF", "0"):
+        raise ServerSettingsError(
+            TRANSACTION_COMPRESSION_SETTING,
+            actual[TRANSACTION_COMPRESSION_SETTING],
+            "OFF",
+            remedy=f"SET GLOBAL {TRANSACTION_COMPRESSION_SETTING}=OFF (and set it OFF in my.cnf): the binlog reader "
+            "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
+            "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
+        )
+    if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
+        # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never
+        # takes (tests/integration/test_failover.py shows it); MySQL is expected to do the same, but there is
+        # no MySQL server here to show it, so binlake does not rely on it.
+        mode = next(name for name in EXEC_MODE_SETTINGS if actual.get(name) == "IDEMPOTENT")
+        raise ServerSettingsError(
+            mode, "IDEMPOTENT", "STRICT",
+            remedy=f"this MySQL server is a replica that applies in IDEMPOTENT mode and logs what it applies; "
+            f"binlake cannot show that its binlog never records an overwrite as an INSERT: set "
+            f"batch.append_inserts: false in the pipeline config (every change is then MERGEd), or SET GLOBAL "
+            f"{mode}='STRICT' on the replica",
+        )
+    check_grants(connection)
+    return actual
+
+
+def inserts_may_overwrite(settings: dict[str, str]) -> bool:
+    """True when the server's binlog may hold an INSERT of a key that already existed (see EXEC_MODE_SETTINGS)."""
+    idempotent = any(settings.get(name) == "IDEMPOTENT" for name in EXEC_MODE_SETTINGS)
+    return idempotent and any(settings.get(name) in ("ON", "1") for name in LOG_REPLICA_UPDATES_SETTINGS)
+
+
+#: REPLICATION SLAVE under its MySQL and MariaDB names (MariaDB ≥ 10.5.1 also accepts REPLICATION REPLICA);
+#: not MariaDB's REPLICATION SLAVE ADMIN, which manages a replica and does not let the user read the binlog.
+_REPLICATION_SLAVE = re.compile(r"\bREPLICATION (?:SLAVE|REPLICA)\b(?! ADMIN)")
+
+
+def check_grants(connection: pymysql.connections.Connection) -> None:
+    """Raise MissingGrantError unless the user may read the binlog and its status."""
+    flavour = server_flavour(connection)
+    grants = " ".join(str(row[0]).upper() for row in query(connection, "SHOW GRANTS"))
+    if "ALL PRIVILEGES ON *.*" in grants:
+        return
+    if not _REPLICATION_SLAVE.search(grants):
+        raise MissingGrantError(
+            "the user lacks the REPLICATION SLAVE privilege",
+            remedy=f"GRANT {flavour.least_privilege_grants} ON *.* TO the binlake user ({flavour.grant_note})",
+        )
+    try:
+        current_position(connection)
+    except SourceConnectionError as exc:
+        if exc.retryable:
+            raise
+        raise MissingGrantError(
+            f"the user may not read the binlog position ({flavour.status_statements[0]})",
+            remedy=f"GRANT {flavour.position_privilege} ON *.* TO the binlake user ({flavour.grant_note})",
+        ) from None
+
+
+def current_position(connection: pymysql.connections.Connection) -> BinlogPosition:
+    """The binlog end with the GTID state that matches it exactly, and the identity of the server.
+
+    MySQL reports file, offset and executed GTID set in one binlog status row (SHOW BINARY LOG
+    STATUS from 8.2, SHOW MASTER STATUS before). MariaDB needs a second query for `gtid_binlog_pos`,
+    so that query brackets the status read and the read is repeated when a commit slipped in
+    between (a GTID state ahead of its offset would skip a transaction).
+    """
+    server = server_identity(connection)
+    for _ in range(10):
+        before = server_gtid(connection)
+        rows = _binlog_status(connection)
+        file_name, position = str(rows[0][0]), int(rows[0][1])
+        if len(rows[0]) > 4:  # MySQL: Executed_Gtid_Set, consistent with the offset by construction
+            executed = str(rows[0][4] or "").replace("\n", "")
+            return BinlogPosition(file=file_name, pos=position, gtid=executed or None, server=server)
+        if before == server_gtid(connection):
+            return BinlogPosition(file=file_name, pos=position, gtid=before, server=server)
+    # A busy server: ask it which state the offset itself stands for (reads the file up to the offset).
+    gtid = query(connection, "SELECT BINLOG_GTID_POS(%s, %s)", (file_name, position))[0][0]
+    return BinlogPosition(file=file_name, pos=position, gtid=None if gtid is None else str(gtid), server=server)
+
+
+def binlog_end(connection: pymysql.connections.Connection) -> tuple[str, int]:
+    """The binlog file and offset where the next transaction will be written (no GTID state, no identity)."""
+    rows = _binlog_status(connection)
+    return str(rows[0][0]), int(rows[0][1])
+
+
+def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
+    """The binlog status row, by the statement this server's flavour and version have.
+
+    A parse error (1064) on the expected statement tries the other name once: a build whose version
+    string misleads (a fork, a proxy that rewrites VERSION()) still gets its position read.
+    """
+    flavour = server_flavour(connection)
+    preferred, other = flavour.status_statements
+    try:
+        try:
+            rows = query(connection, preferred)
+        except pymysql.MySQLError as exc:
+            if error_code(exc) != PARSE_ERROR:
+                raise
+            preferred = other
+            rows = query(connection, other)
+    except pymysql.MySQLError as exc:
+        # What a refused status statement means depends on the flavour's privilege names, known only here.
+        raise SourceConnectionError(
+            f"{preferred} failed on {flavour} ({error_text(exc)})",
+            remedy=f"grant {flavour.position_privilege} to the binlake user",
+            retryable=connection_lost(exc),
+        ) from None
+    if not rows:
+        raise ServerSettingsError("log_bin", "OFF", "ON")
+    return rows
+
+
+def server_identity(connection: pymysql.connections.Connection) -> ServerIdentity:
+    """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none), and the
+    fingerprint that tells two servers with the same `server_id` apart (host name, port, binlog base name)."""
+    server_id = int(query(connection, "SELECT @@GLOBAL.server_id")[0][0])
+    try:
+        hostname, port, basename = query(connection, "SELECT @@hostname, @@port, @@GLOBAL.log_bin_basename")[0]
+    except pymysql.MySQLError as exc:
+        if connection_lost(exc):
+            raise
+        hostname = port = basename = None  # a server (or proxy) without these variables: server_id alone
+    uuid: Any = None
+    if not server_flavour(connection).mariadb:
+        try:
+            uuid = query(connection, "SELECT @@GLOBAL.server_uuid")[0][0]
+        except pymysql.MySQLError:
+            uuid = None
+    return ServerIdentity(
+        server_id=server_id,
+        server_uuid=None if uuid is None else str(uuid),
+        hostname=None if hostname is None else str(hostname),
+        port=None if port is None else int(port),
+        binlog_basename=None if basename is None else str(basename),
+    )
+
+
+def identity_checked(
+    expected: ServerIdentity, *, role: str, host: str
+) -> Callable[..., pymysql.connections.Connection]:
+    """A pymysql `connect` that refuses a connection reaching another server than `expected`.
+
+    Handed to the binlog reader as its connection factory, so the check runs on the very connection
+    that then carries the binlog dump, at every connect and every reconnect of it: behind a load
+    balancer or after a DNS failover each TCP connection may land on another server.
+
+    Raises:
+        ServerMismatchError: the new connection reached another server (it is closed first).
+    """
+
+    def connect_checked(**settings: Any) -> pymysql.connections.Connection:
+        connection = pymysql.connections.Connection(**settings)
+        # The reader's control connection returns dicts; `query` reads tuples, so ask with the plain cursor.
+        cursor_class, connection.cursorclass = connection.cursorclass, pymysql.cursors.Cursor
+        try:
+            actual = server_identity(connection)
+        except BaseException:
+            connection.close()
+            raise
+        finally:
+            connection.cursorclass = cursor_class
+        if not actual.same_server(expected):
+            connection.close()
+            raise ServerMismatchError(role, expected.describe(), actual.describe(), host=host)
+        return connection
+
+    return connect_checked
+
+
+def server_gtid(connection: pymysql.connections.Connection) -> str | None:
+    """MariaDB `gtid_binlog_pos` ('' before the first transaction), else MySQL `gtid_executed`."""
+    variables = ("@@GLOBAL.gtid_binlog_pos",) if server_flavour(connection).mariadb else ("@@GLOBAL.gtid_executed",)
+    for variable in variables:
+        try:
+            value = query(connection, f"SELECT {variable}")[0][0]
+        except pymysql.MySQLError:
+            continue
+        return None if value is None else str(value).replace("\n", "")
+    return None
+
+
+def binary_logs(connection: pymysql.connections.Connection) -> list[tuple[str, int]]:
+    return [(str(row[0]), int(row[1])) for row in query(connection, "SHOW BINARY LOGS")]
+
+
+def bytes_behind(position: BinlogPosition, logs: list[tuple[str, int]]) -> int:
+    """Binlog bytes between a position and the end of the newest log."""
+    behind = 0
+    counting = False
+    for name, size in logs:
+        if name == position.file:
+            counting = True
+            behind += max(size - position.pos, 0)
+        elif counting:
+            behind += size
+    if not counting and logs:
+        return sum(size for _, size in logs)
+    return behind
+
+
+def events_behind(
+    connection: pymysql.connections.Connection,
+    position: BinlogPosition,
+    logs: list[tuple[str, int]],
+    *,
+    cap: int = 100_000,
+) -> int:
+    """Binlog events after a position, counted up to `cap` (status reports ">= cap" beyond it)."""
+    names = [name for name, _ in logs]
+    if position.file not in names:
+        return cap
+    counted = 0
+    for name in names[names.index(position.file):]:
+        start = position.pos if name == position.file else 4
+        rows = query(connection, f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {cap - counted + 1}", (name,))
+        # Every file after the first starts with a format description event that is not a change.
+        counted += max(len(rows) - (0 if name == position.file else 1), 0)
+        if counted >= cap:
+            return cap
+    return counted
+
+
+def check_position_available(
+    connection: pymysql.connections.Connection,
+    position: BinlogPosition,
+    *,
+    table: str | None = None,
+    logs: list[tuple[str, int]] | None = None,
+) -> None:
+    """Raise BinlogPurgedError if the server no longer keeps the binlog file of a position.
+
+    Pass `logs` (SHOW BINARY LOGS) when checking several positions, to ask the server once.
+    """
+    names = [name for name, _ in (binary_logs(connection) if logs is None else logs)]
+    if position.file not in names:
+        oldest = names[0] if names else "<none>"
+        raise BinlogPurgedError(
+            f"binlog {position.file} needed from {position} is gone (oldest on server: {oldest})",
+            remedy=f"re-snapshot: binlake snapshot --table {table}" if table else "re-snapshot the affected tables",
+            table=table,
+        )
+
+
+def resolve_tables(connection: pymysql.connections.Connection, patterns: tuple[str, ...]) -> list[TableRef]:
+    """Expand `db.table` and `db.*` patterns against the server; a named table must exist."""
+    rows = query(
+        connection,
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+        "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "
+        "('mysql', 'information_schema', 'performance_schema', 'sys')",
+    )
+    existing = sorted(TableRef(str(database), str(table)) for database, table in rows)
+    chosen: list[TableRef] = []
+    for pattern in patterns:
+        matched = [ref for ref in existing if fnmatch.fnmatchcase(ref.name, pattern)]
+        if not matched and "*" not in pattern:
+            raise TableError(
+                f"table {pattern} does not exist on the server, or the binlake user may not SELECT it",
+                remedy=f"create it, GRANT SELECT ON {pattern.partition('.')[0]}.* TO the binlake user, "
+                "or fix source.tables in the config",
+                table=pattern,
+            )
+        chosen.extend(ref for ref in matched if ref not in chosen)
+    return chosen
+
+
+def describe_table(connection: pymysql.connections.Connection, ref: TableRef) -> TableSchema:
+    """Columns and primary key of a table; a table without primary key is refused."""
+    rows = query(
+        connection,
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
+        "DATETIME_PRECISION, COLUMN_DEFAULT, CHARACTER_SET_NAME FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (ref.database, ref.table),
+    )
+    if not rows:
+        raise TableError(
+            f"table {ref.name} does not exist on the server, or the binlake user may not SELECT it",
+            remedy=f"create it, GRANT SELECT ON {ref.database}.* TO the binlake user, or fix source.tables",
+            table=ref.name,
+        )
+    columns = tuple(
+        ColumnInfo(
+            name=str(name),
+            data_type=str(data_type),
+            column_type=str(column_type),
+            nullable=str(nullable) == "YES",
+            numeric_precision=None if precision is None else int(precision),
+            numeric_scale=None if scale is None else int(scale),
+            datetime_precision=None if datetime_precision is None else int(datetime_precision),
+            column_default=None if default is None else str(default),
+            character_set=None if charset is None else str(charset),
+        )
+        for name, data_type, column_type, nullable, precision, scale, datetime_precision, default, charset in rows
+    )
+    for column in columns:
+        spark_type_ddl(column, table=ref.name)
+    key_rows = query(
+        connection,
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+        "AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        (ref.database, ref.table),
+    )
+    primary_key = tuple(str(row[0]) for row in key_rows)
+    if not primary_key:
+        raise TableError(
+            f"table {ref.name} has no primary key, so changes cannot be matched to rows",
+            remedy=f"ALTER TABLE {ref.name} ADD PRIMARY KEY (...), or remove it from source.tables",
+            table=ref.name,
+        )
+    check_key_columns(columns, primary_key, table=ref.name)  # a key the type mapping keeps distinct
+    return TableSchema(table=ref, columns=columns, primary_key=primary_key)

@@ -1,5 +1,5 @@
 """Pure logic of the keep-up benchmark: lag from commit and sync timelines, the steadiness verdict, the rate
-search and the catch-up arithmetic. No server, no Spark: `tests/unit/test_bench_keepup.py` covers it.
+search and the catch-up arithmetic. No server, no Spark: `tests/unit/bench/test_keepup.py` covers it.
 """
 
 from __future__ import annotations

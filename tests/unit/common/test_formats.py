@@ -19,7 +19,7 @@ from cdc_lib.sink import delta_log
 from cdc_lib.state.offsets import LocalOffsetStore
 from cdc_lib.state.snapshot_documents import read_document
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state-v1"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "state-v1"
 PIPELINE = "upgrade"
 ITEMS, PARTS = "upgrade_v1.items", "upgrade_v1.parts"
 APPLICATION = f"binlake:{PIPELINE}:{ITEMS}"

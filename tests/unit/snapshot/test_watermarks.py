@@ -26,7 +26,7 @@ from cdc_lib.snapshot.watermarks import (
 )
 from cdc_lib.source import server as mysql
 from tests.mysql_stub import MySQLStub, StubError
-from tests.unit.test_mysql84_stub import SHOP_ORDERS, UUID
+from tests.unit.source.test_mysql84_stub import SHOP_ORDERS, UUID
 
 TABLE = TableRef("shop", "orders")
 AT = BinlogPosition("binlog.000007", 1_234)

@@ -31,7 +31,7 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness, snapshot_resume  # noqa: E402
-from cdc_lib.config.model import load_config  # noqa: E402
+from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 

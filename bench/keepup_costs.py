@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.keepup import pipeline_config
 from bench.keepup_load import create_table
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
@@ -144,7 +144,7 @@ def small_snapshot(server: LocalMariaDB, work: Path, *, rows: int, repeat: int) 
 # A process that only gets ready to MERGE: imports, config, SparkSession with the Delta jars, one tiny job.
 _SPARK_READY = """
 import sys, time
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 imported = time.time()
 spark = Pipeline(load_config(sys.argv[1])).spark()

@@ -40,7 +40,7 @@ from bench import keepup
 from bench.keepup_load import create_table
 from cdc_lib.binlog import stream as binlog
 from cdc_lib.changes.events import TableChanges
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import follow as follow_module
 from cdc_lib.pipeline import sync

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.keepup import PASSWORD, USER, pipeline_config
 from bench.keepup_costs import _write_changes, create_tables
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 

@@ -45,7 +45,7 @@ from typing import Any
 
 from bench.keepup import pipeline_config
 from bench.keepup_load import create_table
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 

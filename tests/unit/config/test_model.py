@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config.model import expand_env, load_config, parse_config
+from cdc_lib.config.load import expand_env, load_config
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError
 
 VALID: dict[str, Any] = {

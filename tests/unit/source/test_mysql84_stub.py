@@ -14,7 +14,8 @@ from typing import Any
 import pymysql
 import pytest
 
-from cdc_lib.config.model import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.pipeline.pipeline import Pipeline

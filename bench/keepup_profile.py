@@ -47,7 +47,7 @@ from cdc_lib.pipeline import sync
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.state import offsets
+from cdc_lib.state import offset_store
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -136,7 +136,7 @@ def instrument() -> None:
     delta_rs_writer.write_batch = timed_write(delta_rs_writer.write_batch)
     delta_rs_writer._merge = timed("  of which MERGE execute", delta_rs_writer._merge)
     spark_writer.existing_tail = timed("log-tail read", spark_writer.existing_tail)
-    offsets.StateHandle.save = timed("offsets save", offsets.StateHandle.save)  # type: ignore[method-assign]
+    offset_store.StateHandle.save = timed("offsets save", offset_store.StateHandle.save)  # type: ignore[method-assign]
     sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
     sync.run_batch = timed("run_batch (whole)", sync.run_batch)
     follow_module.run_batch = sync.run_batch

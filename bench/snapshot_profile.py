@@ -107,7 +107,7 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
     from cdc_lib.snapshot import tables
     from cdc_lib.source import server as mysql
     from cdc_lib.state import context as pipeline_context
-    from cdc_lib.state import offsets, snapshot_documents
+    from cdc_lib.state import offset_store, snapshot_documents
 
     return [
         (mysql, "check_server_settings", "server settings check"),
@@ -136,8 +136,8 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
         (delta_log, "read_log_tail", "Delta log reads"),
         (tables, "try_install", "install"),
         (tables, "register_after_snapshot", "catalog registration"),
-        (offsets.LocalOffsetStore, "write", "offset saves (pipeline state)"),
-        (offsets.LocalOffsetStore, "read", "offset reads (pipeline state)"),
+        (offset_store.LocalOffsetStore, "write", "offset saves (pipeline state)"),
+        (offset_store.LocalOffsetStore, "read", "offset reads (pipeline state)"),
     ]
 
 

@@ -40,7 +40,7 @@ from cdc_lib.pipeline.sync import ReadAhead, SyncResult, run_batch
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
-from cdc_lib.state.offsets import StateHandle
+from cdc_lib.state.offset_store import StateHandle
 from cdc_lib.state.table_offsets import reconcile_with_delta
 
 log = logging.getLogger("binlake")

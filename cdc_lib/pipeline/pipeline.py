@@ -30,7 +30,8 @@ from cdc_lib.snapshot.tables import snapshot_tables
 from cdc_lib.source import server as mysql
 from cdc_lib.source.history import plan_resume
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import OffsetStore, PipelineState, TableState, open_offset_store
+from cdc_lib.state.offset_store import OffsetStore, open_offset_store
+from cdc_lib.state.offsets import PipelineState, TableState
 from cdc_lib.state.table_offsets import moves_forward, reached
 from cdc_lib.status.runway import DEFAULT_RUNWAY_WARN_HOURS
 from cdc_lib.status.table_status import TableStatus, require_snapshot, table_statuses

@@ -45,7 +45,8 @@ from cdc_lib.source import server as mysql
 from cdc_lib.source.history import Resume, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
-from cdc_lib.state.offsets import PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import StateHandle
+from cdc_lib.state.offsets import PipelineState, TableState, utc_now
 from cdc_lib.state.snapshot_documents import settle_snapshots, snapshot_begun
 from cdc_lib.state.table_offsets import moves_forward, reached, reconcile_with_delta
 from cdc_lib.status.catch_up import record_of_batch

@@ -36,7 +36,8 @@ from cdc_lib.snapshot.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot.watermarks import consistent_low_watermark
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import StateHandle
+from cdc_lib.state.offsets import TableState, utc_now
 from cdc_lib.state.snapshot_documents import SnapshotDocument, read_document, settle_snapshots
 from cdc_lib.state.table_offsets import reconcile_with_delta
 

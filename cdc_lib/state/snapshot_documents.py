@@ -26,7 +26,8 @@ from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.sink import delta_log, fencing
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import OffsetStore, StateHandle
+from cdc_lib.state.offsets import Lease, PipelineState, TableState, utc_now
 
 log = logging.getLogger("binlake")
 

@@ -7,7 +7,8 @@ import pytest
 
 from cdc_lib.common.formats import NewerFormatError
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
-from cdc_lib.state.offsets import Lease, LocalOffsetStore, PipelineState, StateHandle, document_bytes
+from cdc_lib.state.offset_store import LocalOffsetStore, StateHandle
+from cdc_lib.state.offsets import Lease, PipelineState, document_bytes
 
 
 def test_local_store_round_trip_and_cas(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_unwritable_store_is_reported(tmp_path: Path) -> None:
 def test_s3_failures_say_whether_a_retry_can_help() -> None:
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from cdc_lib.state.offsets import _transient_s3_failure
+    from cdc_lib.common.s3 import transient_s3_failure as _transient_s3_failure
 
     def client_error(code: str) -> ClientError:
         return ClientError({"Error": {"Code": code, "Message": ""}}, "PutObject")

@@ -34,6 +34,7 @@ from cdc_lib.snapshot.chunked import ChunkedOutcome, run_chunked_snapshot, serve
 from cdc_lib.snapshot.jdbc_read import SnapshotResult, partition_predicates, read_refusal_in, read_table
 from cdc_lib.snapshot.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot.watermarks import consistent_low_watermark
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offset_store import StateHandle
@@ -62,7 +63,7 @@ def snapshot_tables(
     """
     results = []
     with mysql.source_connection(context.config.source) as connection:
-        mysql.check_server_settings(connection)
+        checks.check_server_settings(connection)
         chosen = choose_tables(context.configured_tables(connection), tables)
         schemas = [mysql.describe_table(connection, ref) for ref in chosen]  # refuses a table without a key
         context.sink.check_writable(context.config.sink.path)
@@ -216,7 +217,7 @@ def snapshot_table(
         if refusal is None:
             raise
         raise refusal from None
-    high = mysql.current_position(connection)
+    high = binlog_status.current_position(connection)
     failpoint("after_snapshot_commit")
     rows = (
         spark_writer.written_rows(path, version, storage=context.sink) if snapshot_time is None

@@ -23,7 +23,8 @@ from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import ColumnInfo, spark_type_ddl
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.source.server import connect, current_position, describe_table
+from cdc_lib.source.binlog_status import current_position
+from cdc_lib.source.server import connect, describe_table
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
 
 ROWS = 64

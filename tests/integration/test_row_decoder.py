@@ -11,7 +11,8 @@ from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_b
 from cdc_lib.config.model import BatchConfig, PipelineConfig
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef
-from cdc_lib.source.server import connect, current_position, describe_table
+from cdc_lib.source.binlog_status import current_position
+from cdc_lib.source.server import connect, describe_table
 from tests.conftest import sql
 from tests.integration.test_type_parity import (
     COLUMNS,

@@ -10,8 +10,9 @@ import pytest
 from cdc_lib.config.model import SourceConfig
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
 from cdc_lib.snapshot.jdbc_read import jdbc_url
+from cdc_lib.source.checks import check_server_settings
 from cdc_lib.source.mysql_errors import Connecting, mysql_error
-from cdc_lib.source.server import ServerFlavour, check_server_settings, connection_settings, query
+from cdc_lib.source.server import ServerFlavour, connection_settings, query
 
 
 class FakeCursor:

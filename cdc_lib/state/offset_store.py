@@ -34,17 +34,20 @@ STATE_FILE = "state.json"
 class OffsetStore(ABC):
     """A place for one state document per pipeline, with conditional writes."""
 
-    @abstractmethod
+    # The state is one named document (`STATE_FILE`), read and written like the others.
+
     def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
         """Return the state and a token for the next conditional write (None, None if absent)."""
+        document, token = self.read_document(pipeline, STATE_FILE)
+        return (None, None) if document is None else (PipelineState.from_json(document), token)
 
-    @abstractmethod
     def write(self, state: PipelineState, token: str | None) -> str:
         """Write if the stored document still carries `token`; return the new token.
 
         Raises:
             ConcurrentRunError: another writer changed the document since `token`.
         """
+        return self.write_document(state.pipeline, STATE_FILE, state.to_json(), token)
 
     @abstractmethod
     def describe(self) -> str:
@@ -99,13 +102,6 @@ class LocalOffsetStore(OffsetStore):
                 remedy="make offsets.uri point at a writable folder",
             ) from None
         return folder
-
-    def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
-        document, token = self.read_document(pipeline, STATE_FILE)
-        return (None, None) if document is None else (PipelineState.from_json(document), token)
-
-    def write(self, state: PipelineState, token: str | None) -> str:
-        return self.write_document(state.pipeline, STATE_FILE, state.to_json(), token)
 
     def read_document(self, pipeline: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
         path = self._folder(pipeline) / name
@@ -223,13 +219,6 @@ class S3OffsetStore(OffsetStore):
             remedy="check offsets.uri, offsets.endpoint_url, the bucket and the AWS credentials",
             retryable=_transient_s3_failure(exc, code),
         )
-
-    def read(self, pipeline: str) -> tuple[PipelineState | None, str | None]:
-        document, token = self.read_document(pipeline, STATE_FILE)
-        return (None, None) if document is None else (PipelineState.from_json(document), token)
-
-    def write(self, state: PipelineState, token: str | None) -> str:
-        return self.write_document(state.pipeline, STATE_FILE, state.to_json(), token)
 
     def read_document(self, pipeline: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
         from botocore.exceptions import BotoCoreError, ClientError

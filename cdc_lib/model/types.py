@@ -280,7 +280,7 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
         # The library adds 1900 to the stored byte, so YEAR 0000 (stored as 0) comes out as 1900, no valid YEAR.
         return lambda value: 0 if value == 1900 else value
     if kind == "timestamp":
-        return _timestamp_to_utc
+        return timestamp_to_utc
     if kind == "time":
         digits = column.datetime_precision or 0
         return lambda value: format_time(library_time(value), digits) if isinstance(value, dt.timedelta) else str(value)
@@ -290,13 +290,13 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
     if kind == "json":
         return _json_text
     if target == "string":
-        return _text
+        return as_text
     if kind == "binary":
         # The binlog drops BINARY(n)'s trailing zero bytes; MySQL returns the value padded to n.
         width = column.bit_width
-        return lambda value: _binary(value).ljust(width, b"\x00")
+        return lambda value: as_binary(value).ljust(width, b"\x00")
     if target == "binary":
-        return _binary
+        return as_binary
     if target == "float" or target == "double":
         return float
     return int
@@ -310,19 +310,22 @@ def _bit_to_int(value: Any) -> int:
     return int(str(value), 2)
 
 
-def _timestamp_to_utc(value: Any) -> dt.datetime | None:
+def timestamp_to_utc(value: Any) -> dt.datetime | None:
+    """A TIMESTAMP the library read, as an aware UTC datetime (None for anything else)."""
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=_UTC) if value.tzinfo is None else value.astimezone(_UTC)
     return None
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A string column's value as text; bytes not valid UTF-8 are kept as surrogates (surrogateescape)."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="surrogateescape")
     return str(value)
 
 
-def _binary(value: Any) -> bytes:
+def as_binary(value: Any) -> bytes:
+    """A binary column's value as bytes (text the library decoded is encoded back as it came)."""
     if isinstance(value, bytes):
         return value
     return str(value).encode("utf-8", errors="surrogateescape")
@@ -330,24 +333,24 @@ def _binary(value: Any) -> bytes:
 
 def _set_text(value: Any, members: list[str]) -> str:
     if isinstance(value, (set, frozenset, list, tuple)):
-        chosen = {_text(item) for item in value}
+        chosen = {as_text(item) for item in value}
         return ",".join(member for member in members if member in chosen)
     if isinstance(value, int):
         return ",".join(member for index, member in enumerate(members) if value & (1 << index))
-    return _text(value)
+    return as_text(value)
 
 
 def _json_text(value: Any) -> str:
     if isinstance(value, (bytes, str)):
-        return _text(value)
+        return as_text(value)
     return json.dumps(_decode_json_keys(value), ensure_ascii=False)
 
 
 def _decode_json_keys(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_text(key): _decode_json_keys(item) for key, item in value.items()}
+        return {as_text(key): _decode_json_keys(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_decode_json_keys(item) for item in value]
     if isinstance(value, bytes):
-        return _text(value)
+        return as_text(value)
     return value

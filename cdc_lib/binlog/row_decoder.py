@@ -28,6 +28,7 @@ from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
+from cdc_lib.binlog.replication_library import rows_decoded, unread_bytes
 from cdc_lib.changes.events import Row
 from cdc_lib.model import charsets
 from cdc_lib.model.tables import TableSchema
@@ -476,16 +477,15 @@ def rows_image(event: Any) -> tuple[bytes, int, int] | None:
     """The event's bytes and the range its row images fill, or None when only the library can read it."""
     if event.event_type not in _ROWS_EVENTS or not getattr(event, "complete", False):
         return None
-    if getattr(event, "_RowsEvent__rows", None) is not None:
+    if rows_decoded(event):
         return None  # the library has read the rows already: the packet is past them
     wrapper = event.packet
-    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"?"):
+    found = unread_bytes(wrapper)
+    if found is None:
         return None  # bytes were pushed back: the packet position is not where the rows start
-    packet = wrapper.packet
-    data = packet._data
-    start = packet._position
+    data, start = found
     end = start + event.event_size - wrapper.read_bytes
-    if not isinstance(data, bytes) or start is None or not start < end <= len(data):
+    if not start < end <= len(data):
         return None
     return data, start, end
 

@@ -15,7 +15,9 @@ import pytest
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from bench.charset_tables import server_views
-from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_batch
+from cdc_lib.binlog.batch import TableCursor
+from cdc_lib.binlog.stream import open_stream, read_batch
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.config.model import BatchConfig
 from cdc_lib.errors import SurrogateTextError, TableError
 from cdc_lib.model import charsets

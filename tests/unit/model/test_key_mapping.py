@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pymysqlreplication.constants import NONE_SOURCE
 
-from cdc_lib.binlog.stream import TableDecoder
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.errors import KeyMappingError, ZeroDateError, ZeroDateKeyError
 from cdc_lib.model import charsets
 from cdc_lib.model.tables import TableRef, TableSchema
@@ -175,7 +175,7 @@ def test_a_zero_date_outside_the_key_keeps_its_policy() -> None:
 
 
 def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset_on_the_next_read() -> None:
-    from cdc_lib.binlog.stream import TableCursor, _Read
+    from cdc_lib.binlog.batch import BinlogRead, TableCursor
     from cdc_lib.config.model import SourceConfig
     from cdc_lib.model.positions import BinlogPosition
 
@@ -183,7 +183,8 @@ def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset
     plain = TableSchema(TableRef("db", "p"), (_column("int", "int(11)"),), ("k",))
     at = BinlogPosition("mysql-bin.000001", 400)
     cursors = [TableCursor("db.e", at, refused), TableCursor("db.p", at, plain)]
-    read = _Read(SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("db.*",)), cursors, None)
+    source = SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("db.*",))
+    read = BinlogRead(source, cursors, None)
     assert set(read.result.table_errors) == {"db.e"}
     failure = read.result.table_errors["db.e"]
     assert isinstance(failure.error, KeyMappingError) and failure.position == at

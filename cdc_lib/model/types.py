@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from cdc_lib.errors import KeyMappingError, TableError
-from cdc_lib.model import charsets
+from cdc_lib.model import charset_tables, charsets
 
 _UTC = dt.UTC
 _ENUM_VALUES = re.compile(r"'((?:[^']|'')*)'")
@@ -152,12 +152,12 @@ def check_key_columns(columns: Sequence[ColumnInfo], primary_key: Sequence[str],
 def charset_collision(charset: str) -> str | None:
     """Two codes of `charset` that decode to the same text, as an example; None when every code decodes apart.
 
-    From the server's own tables (`charsets`): a single-byte charset's undefined bytes show as '?' (or U+FFFD), a
+    From the server's own tables (`charset_tables`): a single-byte charset's undefined bytes show as '?' (or U+FFFD), a
     multi-byte charset's unmapped codes as '?' and some codes as another code's character (sjis 0x815F as '\\',
     like 0x5C). The UTF charsets decode every code to its own text (a surrogate is refused by name).
     """
     name = charsets.canonical(charset)
-    table = charsets.SINGLE_BYTE.get(name)
+    table = charset_tables.SINGLE_BYTE.get(name)
     if table is not None:
         seen: dict[str, int] = {}
         for code, text in enumerate(table):
@@ -165,7 +165,7 @@ def charset_collision(charset: str) -> str | None:
                 return f"bytes 0x{seen[text]:02X} and 0x{code:02X} both show as {text!r}"
             seen[text] = code
         return None
-    entry = charsets.MULTI_BYTE.get(name)
+    entry = charset_tables.MULTI_BYTE.get(name)
     if entry is None:
         return None
     codec, _, fixed = entry

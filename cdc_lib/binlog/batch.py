@@ -17,11 +17,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import MariadbGtidEvent
 
 from cdc_lib.binlog.ddl import table_effects
-from cdc_lib.binlog.event_types import (
-    compressed_table_id,
-    raw_event,
-    uncompressed_rows_packet,
-)
+from cdc_lib.binlog.event_types import compressed_table_id, raw_event, uncompressed_rows_packet
 from cdc_lib.binlog.replication_library import rebuilt_rows_event, stream_setting
 from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
 from cdc_lib.binlog.transaction import (

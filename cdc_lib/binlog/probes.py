@@ -13,26 +13,13 @@ import pymysql
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent
 
 from cdc_lib.binlog.ddl import table_effects
-from cdc_lib.binlog.event_types import (
-    QUERY_COMPRESSED_EVENT,
-    query_text,
-    raw_event,
-    uncompressed_query,
-)
+from cdc_lib.binlog.event_types import QUERY_COMPRESSED_EVENT, query_text, raw_event, uncompressed_query
 from cdc_lib.binlog.replication_library import stream_setting
 from cdc_lib.binlog.stream import open_stream
-from cdc_lib.binlog.transaction import (
-    XaId,
-)
+from cdc_lib.binlog.transaction import XaId
 from cdc_lib.config.model import SourceConfig
-from cdc_lib.errors import (
-    MissingGrantError,
-    TableError,
-)
-from cdc_lib.model.positions import (
-    BinlogPosition,
-    is_mariadb_state,
-)
+from cdc_lib.errors import MissingGrantError, TableError
+from cdc_lib.model.positions import BinlogPosition, is_mariadb_state
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.source.mysql_errors import ReadingBinlog, error_message, mysql_error
 from cdc_lib.source.server import query

@@ -4,7 +4,11 @@ The binlog is read once, from the smallest table offset, and each committed
 transaction is handed to the tables whose own offset it lies past. A batch
 ends only at a transaction boundary (XID, COMMIT, or a DDL statement), after
 `max_events` row changes or `max_seconds`, or at the end of the binlog.
+
+This module holds the replication connection and the loop over its events; what each event does to the
+batch is `cdc_lib.binlog.batch.BinlogRead`'s.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,20 +32,12 @@ from cdc_lib.binlog.event_types import (
     uncompressed_query,
 )
 from cdc_lib.binlog.replication_library import caching_table_maps, check_version, stream_setting
-from cdc_lib.binlog.transaction import (
-    XaId,
-)
+from cdc_lib.binlog.transaction import XaId
 from cdc_lib.changes.spill import default_spill_root
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig
-from cdc_lib.errors import (
-    SilentConnectionError,
-    UnreadableEventError,
-)
-from cdc_lib.model.positions import (
-    BinlogPosition,
-    ServerIdentity,
-)
+from cdc_lib.errors import SilentConnectionError, UnreadableEventError
+from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef
 from cdc_lib.source.mysql_errors import ReadingBinlog, mysql_error
 from cdc_lib.source.server import SILENT_REMEDY, connection_settings, identity_checked

@@ -19,12 +19,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from cdc_lib.binlog.row_decoder import FastRows
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
-from cdc_lib.errors import (
-    SchemaChangeError,
-    ServerSettingsError,
-    ZeroDateError,
-    ZeroDateKeyError,
-)
+from cdc_lib.errors import SchemaChangeError, ServerSettingsError, ZeroDateError, ZeroDateKeyError
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 

@@ -121,7 +121,8 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
 
 def read_path(config_path: Path, start: dict[str, Any]) -> tuple[int, float]:
     """binlake's reader alone over the sync range, in the sync's batch size: decode and fold, no Spark."""
-    from cdc_lib.binlog.stream import TableCursor, read_batch
+    from cdc_lib.binlog.batch import TableCursor
+    from cdc_lib.binlog.stream import read_batch
     from cdc_lib.model.positions import BinlogPosition
     from cdc_lib.model.tables import TableRef
     from cdc_lib.source.server import describe_table, source_connection

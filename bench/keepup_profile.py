@@ -38,7 +38,7 @@ from typing import Any
 
 from bench import keepup
 from bench.keepup_load import create_table
-from cdc_lib.binlog import stream as binlog
+from cdc_lib.binlog import replication_library
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
@@ -147,7 +147,7 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-TABLE_MAPS_KEPT = binlog._TABLE_MAPS_KEPT
+TABLE_MAPS_KEPT = replication_library.TABLE_MAPS_KEPT
 
 
 def _fold_of(schema: Any, upserts: list[Any], deleted: list[Any]) -> TableChanges:
@@ -199,14 +199,14 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     if variant == "nofloor":
         follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
-        binlog._TABLE_MAPS_KEPT = 0
+        replication_library.TABLE_MAPS_KEPT = 0
         delta_rs_writer.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_writer.arrow_records(
             schema, spark_writer._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
     try:
         result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
                                      mode=mode)
     finally:
-        binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
+        replication_library.TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
         delta_rs_writer.arrow_fold = staging
         follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started

@@ -13,7 +13,8 @@ from typing import Any
 
 import pymysql
 
-from cdc_lib.binlog.stream import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl
+from cdc_lib.binlog.batch import SchemaChange, TableCursor, TableFailure
+from cdc_lib.binlog.probes import SUPERSEDED, columns_after_ddl
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlakeError, SchemaChangeError

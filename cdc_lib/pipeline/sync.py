@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from cdc_lib.binlog.stream import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
+from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
+from cdc_lib.binlog.stream import read_batch
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying

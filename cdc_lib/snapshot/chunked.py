@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_lib.binlog.stream import before_prepared_xa
+from cdc_lib.binlog.probes import before_prepared_xa
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError, FencedCommitError, SchemaChangeError

@@ -21,7 +21,7 @@ import time
 
 import pymysql
 
-from cdc_lib.binlog.stream import before_prepared_xa
+from cdc_lib.binlog.probes import before_prepared_xa
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table

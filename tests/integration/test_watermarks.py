@@ -17,7 +17,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc_lib.binlog.stream import columns_after_ddl, open_stream
+from cdc_lib.binlog.probes import columns_after_ddl
+from cdc_lib.binlog.stream import open_stream
 from cdc_lib.common.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB

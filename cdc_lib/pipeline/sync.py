@@ -109,29 +109,70 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
         # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
         # ... while the work moves: a runner stuck on a wait lets the lease run out (docs/production.md).
         state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
-        read_ahead: ReadAhead | None = None
         try:
             with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
                 reconcile_with_delta(context, state, connection)
             target = binlog_status.current_position(connection)
             handle.progress()
-            read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
-            while True:
-                result = run_batch(context, handle, connection, read_ahead)
-                results.append(result)
-                if not until_caught_up:
-                    break
-                if result.schema_changes:
-                    continue  # a table paused at an ALTER resumes in the next batch
-                if result.reached_end or result.transactions == 0:
-                    break
-                if result.end_position is not None and result.end_position >= target:
-                    break
+            if until_caught_up:
+                run_until_caught_up(context, handle, connection, target, on_batch=results.append)
+            else:
+                results.append(run_batch(context, handle, connection))
         finally:
-            if read_ahead is not None:
-                read_ahead.close()
             handle.release()
     return results
+
+
+def run_until_caught_up(
+    context: PipelineContext,
+    handle: StateHandle,
+    connection: pymysql.connections.Connection,
+    target: BinlogPosition,
+    *,
+    on_batch: Callable[[SyncResult], None],
+    open_ended: bool = False,
+    min_interval: float = 0.0,
+    should_stop: Callable[[], bool] | None = None,
+) -> BinlogPosition | None:
+    """Batches until `target` (the binlog end seen before them) is reached: `binlake sync --until-caught-up`, and
+    each catch-up of follow mode. `handle` holds the lease; every batch's result goes to `on_batch`.
+
+    A batch is caught up when it reached the binlog end, read no transaction, or ended at or past `target`; one
+    that took a table to an ALTER is never the last (the table resumes in the next batch). The next batch is read
+    while the current one is written (`ReadAhead`). Open-ended (follow mode), the read-ahead goes on past `target`
+    too: a source that wrote during the batch has its next batch read already, so the batches go on back to back,
+    each read overlapping the previous one's write, until a batch finds nothing new; `min_interval` is the cycle
+    floor (`ReadAhead`). Every read starts after `target` was asked for, so the last one, which reached the binlog
+    end, covers it.
+
+    Returns:
+        Where the binlog is known to hold nothing more to write (`target`, or past it when the source wrote
+        meanwhile); None when `should_stop` ended the batches first (it is asked after each batch that is not
+        the last).
+    """
+    read_ahead = ReadAhead(context.config, target, open_ended=open_ended, min_interval=min_interval,
+                           progress=handle.progress)
+    try:
+        while True:
+            result = run_batch(context, handle, connection, read_ahead)
+            on_batch(result)
+            caught_up = result.reached_end or result.transactions == 0 or (
+                result.end_position is not None and result.end_position >= target
+            )
+            # Open-ended, the next batch's read is under way when this one carried transactions; if it found
+            # nothing, the catch-up ends without running it (an idle follower writes nothing, not even its offsets).
+            if caught_up and not result.schema_changes and (
+                not open_ended or not read_ahead.reading or read_ahead.found_nothing()
+            ):
+                # Where the binlog is known to hold nothing more to write: past `target` when the source wrote
+                # meanwhile. Returning `target` there would make a follower's next look at the end start a batch
+                # that reads nothing and still saves its offsets, in what should be quiet time.
+                return max((point for point in (target, result.end_position, read_ahead.dropped_end)
+                            if point is not None and point.written_on(target.server)), key=_sort_key)
+            if should_stop is not None and should_stop():
+                return None
+    finally:
+        read_ahead.close()
 
 
 def run_batch(
@@ -615,4 +656,4 @@ class _Abandoned(Exception):  # noqa: N818 - a prefetch dropped by `ReadAhead.cl
     pass
 
 
-__all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]
+__all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "run_until_caught_up", "sync"]

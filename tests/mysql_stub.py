@@ -615,6 +615,9 @@ class MySQLStub:
             return columns, [column.information_schema() for column in (table.columns if table else ())]
         if upper.startswith("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.KEY_COLUMN_USAGE"):
             return ["COLUMN_NAME"], [(name,) for name in (table.primary_key if table else ())]
+        if upper.startswith("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS") and "GENERATED" not in upper:
+            # python-mysql-replication's own query for names a TABLE_MAP lacks (`use_column_name_cache`).
+            return ["COLUMN_NAME"], [(column.name,) for column in (table.columns if table else ())]
         if upper.startswith("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS") and "GENERATED" in upper:
             asked = set(re.findall(r"'([^']*)'", text.split("COLUMN_NAME IN", 1)[-1]))
             generated = [(c.name,) for c in (table.columns if table else ()) if c.generated and c.name in asked]

@@ -106,10 +106,6 @@ class BinlogEvent:
     server_id: int
     raw: bytes
 
-    @property
-    def end(self) -> int:
-        return self.pos + len(self.raw)
-
 
 @dataclass(frozen=True)
 class BinlogFile:
@@ -181,8 +177,8 @@ def _format_description_for(event: BinlogEvent, start: int, checksum: bool) -> b
     Binlog_sender::send_format_description_event marks it) and its checksum computed again."""
     if start <= 4:
         return event.raw
-    unsigned = event.raw[:-4] if checksum else event.raw
-    patched = unsigned[:13] + struct.pack("<I", 0) + unsigned[17:]
+    bare = event.raw[:-4] if checksum else event.raw  # without its checksum
+    patched = bare[:13] + struct.pack("<I", 0) + bare[17:]
     return _with_checksum(patched, checksum)
 
 
@@ -465,7 +461,8 @@ class MySQLStub:
         return bytes(byte ^ salt[i % len(salt)] for i, byte in enumerate(plain))
 
     def _commands(self, wire: _Wire) -> None:
-        # Whether this connection announced that it reads event checksums (SET @master_binlog_checksum).
+        # Whether this connection announced that it reads event checksums (SET @master_binlog_checksum, or its
+        # 8.0.26+ name @source_binlog_checksum).
         checksum_aware = False
         while True:
             packet = wire.receive(new_command=True)
@@ -496,7 +493,7 @@ class MySQLStub:
                 continue
             sql = body.decode("utf-8")
             self.queries.append(sql)
-            if sql.strip().upper().startswith("SET @MASTER_BINLOG_CHECKSUM"):
+            if sql.strip().upper().startswith(("SET @MASTER_BINLOG_CHECKSUM", "SET @SOURCE_BINLOG_CHECKSUM")):
                 checksum_aware = True
             try:
                 result = self.answer(sql)

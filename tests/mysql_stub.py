@@ -499,3 +499,21 @@ def _result_set(columns: list[str], rows: list[tuple[Any, ...]]) -> list[bytes]:
         packets.append(b"".join(b"\xfb" if value is None else _lenenc_str(str(value).encode()) for value in row))
     packets.append(_eof())
     return packets
+
+
+# -- sample answers the tests give the stub --------------------------------------------------------
+
+#: The source server's UUID in the tests' GTID sets.
+UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+#: information_schema answers for one table shop.orders (id BIGINT primary key, note VARCHAR(20)).
+SHOP_ORDERS: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {
+    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES": (
+        ["TABLE_SCHEMA", "TABLE_NAME"], [("shop", "orders")]),
+    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE": (
+        ["COLUMN_NAME", "DATA_TYPE", "COLUMN_TYPE", "IS_NULLABLE", "NUMERIC_PRECISION", "NUMERIC_SCALE",
+         "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME"],
+        [("id", "bigint", "bigint", "NO", 19, 0, None, None, None),
+         ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4")]),
+    "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE": (["COLUMN_NAME"], [("id",)]),
+}

@@ -13,7 +13,7 @@ from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef
 from cdc_lib.source.server import connect, current_position, describe_table
 from tests.conftest import sql
-from tests.integration.test_type_parity import (
+from tests.integration.type_rows import (
     COLUMNS,
     ROWS,
     TEMPORAL_COLUMNS,

@@ -6,13 +6,7 @@ import pytest
 
 from cdc_lib.config.model import expand_env, load_config, parse_config
 from cdc_lib.errors import ConfigError
-
-VALID: dict[str, Any] = {
-    "pipeline": "shop",
-    "source": {"host": "127.0.0.1", "port": 3306, "user": "cdc", "password": "pw", "server_id": 5701,
-               "tables": ["shop.orders", "inventory.*"]},
-    "sink": {"path": "/lake"},
-}
+from tests.unit.config.documents import VALID
 
 
 def with_change(path: str, value: object) -> dict[str, Any]:

@@ -25,8 +25,7 @@ from cdc_lib.snapshot.watermarks import (
     split_use_prefix,
 )
 from cdc_lib.source import server as mysql
-from tests.mysql_stub import MySQLStub, StubError
-from tests.unit.source.test_mysql84_stub import SHOP_ORDERS, UUID
+from tests.mysql_stub import SHOP_ORDERS, UUID, MySQLStub, StubError
 
 TABLE = TableRef("shop", "orders")
 AT = BinlogPosition("binlog.000007", 1_234)

@@ -20,21 +20,7 @@ from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.source import server as mysql
 from cdc_lib.status import runway
-from tests.mysql_stub import MySQLStub
-
-UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-
-#: information_schema answers for one table shop.orders (id BIGINT primary key, note VARCHAR(20)).
-SHOP_ORDERS: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {
-    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES": (
-        ["TABLE_SCHEMA", "TABLE_NAME"], [("shop", "orders")]),
-    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE": (
-        ["COLUMN_NAME", "DATA_TYPE", "COLUMN_TYPE", "IS_NULLABLE", "NUMERIC_PRECISION", "NUMERIC_SCALE",
-         "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME"],
-        [("id", "bigint", "bigint", "NO", 19, 0, None, None, None),
-         ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4")]),
-    "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE": (["COLUMN_NAME"], [("id",)]),
-}
+from tests.mysql_stub import SHOP_ORDERS, UUID, MySQLStub
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from cdc_lib.state.snapshot_documents import (
     install,
     read_document,
 )
-from tests.unit.config.test_model import VALID
+from tests.unit.config.documents import VALID
 
 
 def position(offset: int) -> BinlogPosition:

@@ -29,7 +29,8 @@ from pydantic import Field, PrivateAttr
 
 from cdc_lib.common.failures import is_transient
 from cdc_lib.common.logs import log_dir, spark_log_path
-from cdc_lib.config.model import PipelineConfig, config_from_document, load_config
+from cdc_lib.config.load import config_from_document, load_config
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import BinlakeError, ConfigError
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.reconcile.reconcile import DEFAULT_CHUNK_ROWS

@@ -35,7 +35,7 @@ from bench.common import PASSWORD, USER, load_rows  # noqa: E402
 from bench.keepup import keepup_report  # noqa: E402
 from bench.paths import huge_transaction  # noqa: E402
 from bench.snapshot import snapshot_freshness, snapshot_resume  # noqa: E402
-from cdc_lib.config.model import load_config  # noqa: E402
+from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 
@@ -107,7 +107,8 @@ def bare_reader(server: LocalMariaDB, start: dict[str, Any]) -> tuple[int, float
 
 def read_path(config_path: Path, start: dict[str, Any]) -> tuple[int, float]:
     """binlake's reader alone over the sync range, in the sync's batch size: decode and fold, no Spark."""
-    from cdc_lib.binlog.stream import TableCursor, read_batch
+    from cdc_lib.binlog.batch import TableCursor
+    from cdc_lib.binlog.stream import read_batch
     from cdc_lib.model.positions import BinlogPosition
     from cdc_lib.model.tables import TableRef
     from cdc_lib.source.server import describe_table, source_connection

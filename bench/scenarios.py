@@ -70,7 +70,7 @@ def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: in
 
 def freshness(server: LocalMariaDB, config_path: Path, *, rows_per_second: int, seconds: float) -> dict[str, Any]:
     """p50/p95 seconds from a row's commit to its visibility in Delta, syncing back to back."""
-    from cdc_lib.config.model import load_config
+    from cdc_lib.config.load import load_config
 
     server.execute("CREATE TABLE IF NOT EXISTS bench.fresh (id BIGINT PRIMARY KEY, created DATETIME(6) NOT NULL)")
     pipeline = Pipeline(load_config(config_path))
@@ -119,7 +119,7 @@ def freshness(server: LocalMariaDB, config_path: Path, *, rows_per_second: int, 
 
 MEMORY_PROBE = """
 import json, resource, sys
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import session as spark
 pipeline = Pipeline(load_config(sys.argv[1]))

@@ -27,7 +27,8 @@ from cdc_lib.common.logs import (
     run_log_path,
     spark_log_path,
 )
-from cdc_lib.config.model import PipelineConfig, load_config
+from cdc_lib.config.load import load_config
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.display.progress import DEFAULT_INTERVAL_SECONDS, terminal_or_lines
 from cdc_lib.display.report import format_reconciliation, format_status
 from cdc_lib.errors import BinlakeError

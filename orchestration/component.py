@@ -24,7 +24,8 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from cdc_lib.config.deployment import check_disjoint, name_slug
-from cdc_lib.config.model import PipelineConfig, config_from_document, load_config
+from cdc_lib.config.load import config_from_document, load_config
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import ConfigError
 from cdc_lib.source.discovery import table_names
 from orchestration.definitions import InlineConfig, build_definitions

@@ -27,7 +27,8 @@ from assets.checks import build_freshness_checks, build_reconciliation_checks
 from assets.resources import BinlakeResource
 from assets.tables import build_table_assets
 from cdc_lib.config.deployment import check_disjoint
-from cdc_lib.config.model import PipelineConfig, load_configs
+from cdc_lib.config.load import load_configs
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import ConfigError
 from cdc_lib.source.discovery import table_names, table_patterns
 from orchestration.jobs import build_jobs
@@ -119,7 +120,7 @@ def build_deployment(
     offsets, schedules, sensors, pool and resource; `cdc_lib.config.deployment.check_disjoint` vets them first.
 
     Args:
-        configs: configs loaded from files, e.g. by `cdc_lib.config.model.load_configs`.
+        configs: configs loaded from files, e.g. by `cdc_lib.config.load.load_configs`.
         settings: each pipeline's schedules and thresholds; defaults when None.
 
     Raises:

@@ -18,7 +18,8 @@ import dagster as dg
 
 from assets.change_feed import build_change_feed_asset
 from assets.naming import PipelineNames
-from cdc_lib.config.model import PipelineConfig, load_configs
+from cdc_lib.config.load import load_configs
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import ConfigError
 from cdc_lib.sink.change_feed import CHANGE_TYPE, signed_changes
 from cdc_lib.source.discovery import explicit_tables

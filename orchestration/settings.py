@@ -1,7 +1,7 @@
 """What the code location reads from the environment, once, when its definitions load.
 
     BINLAKE_CONFIG                 pipeline YAML(s) (required): one file, a folder of *.yaml, or several of
-                                   either joined by ':' — one pipeline each (`cdc_lib.config.model.load_configs`)
+                                   either joined by ':' — one pipeline each (`cdc_lib.config.load.load_configs`)
     BINLAKE_SYNC_CRON              micro-batch schedule, default every minute ("* * * * *")
     BINLAKE_RECONCILE_CRON         reconciliation schedule, default daily at 03:00 ("0 3 * * *")
     BINLAKE_SCHEDULE_TIMEZONE      time zone of both crons, default UTC

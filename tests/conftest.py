@@ -30,7 +30,9 @@ import pytest
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from cdc_lib.config.model import PipelineConfig, load_config, parse_config  # noqa: E402
+from cdc_lib.config.load import load_config  # noqa: E402
+from cdc_lib.config.model import PipelineConfig  # noqa: E402
+from cdc_lib.config.parse import parse_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port  # noqa: E402
 
 CDC_USER = "binlake_test"

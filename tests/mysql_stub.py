@@ -501,9 +501,7 @@ def _result_set(columns: list[str], rows: list[tuple[Any, ...]]) -> list[bytes]:
     return packets
 
 
-# -- sample answers the tests give the stub --------------------------------------------------------
-
-#: The source server's UUID in the tests' GTID sets.
+#: The stub's server_uuid (`server_uuid` in its variables), for tests that build its positions.
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 #: information_schema answers for one table shop.orders (id BIGINT primary key, note VARCHAR(20)).

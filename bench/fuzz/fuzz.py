@@ -837,7 +837,7 @@ def run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool = False
 
 
 def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Outcome:
-    from cdc_lib.config.model import parse_config
+    from cdc_lib.config.parse import parse_config
     from cdc_lib.pipeline.pipeline import Pipeline
 
     started = time.monotonic()
@@ -1099,7 +1099,7 @@ def _switch_writer(document: dict[str, Any], config_file: Path, writer: str) -> 
     """`batch.writer` = `writer` from now on: the config file (CLI runs) rewritten, the in-process pipeline rebuilt."""
     import yaml
 
-    from cdc_lib.config.model import parse_config
+    from cdc_lib.config.parse import parse_config
     from cdc_lib.pipeline.pipeline import Pipeline
 
     document["batch"]["writer"] = writer

@@ -36,7 +36,7 @@ from bench.keepup.keepup_search import (
     judge,
     lag_series,
 )
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.follow import follow
 from cdc_lib.pipeline.pipeline import Pipeline

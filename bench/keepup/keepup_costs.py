@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import create_table, pipeline_config
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
@@ -143,7 +143,7 @@ def small_snapshot(server: LocalMariaDB, work: Path, *, rows: int, repeat: int) 
 # A process that only gets ready to MERGE: imports, config, SparkSession with the Delta jars, one tiny job.
 _SPARK_READY = """
 import sys, time
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 imported = time.time()
 spark = Pipeline(load_config(sys.argv[1])).spark()

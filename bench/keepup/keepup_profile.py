@@ -38,16 +38,16 @@ from typing import Any
 
 from bench.common import PASSWORD, USER, create_table, pipeline_config
 from bench.keepup import keepup
-from cdc_lib.binlog import stream as binlog
+from cdc_lib.binlog import replication_library
 from cdc_lib.changes.events import TableChanges
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import follow as follow_module
 from cdc_lib.pipeline import sync
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.state import offsets
+from cdc_lib.state import offset_store
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -136,7 +136,7 @@ def instrument() -> None:
     delta_rs_writer.write_batch = timed_write(delta_rs_writer.write_batch)
     delta_rs_writer._merge = timed("  of which MERGE execute", delta_rs_writer._merge)
     spark_writer.existing_tail = timed("log-tail read", spark_writer.existing_tail)
-    offsets.StateHandle.save = timed("offsets save", offsets.StateHandle.save)  # type: ignore[method-assign]
+    offset_store.StateHandle.save = timed("offsets save", offset_store.StateHandle.save)  # type: ignore[method-assign]
     sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
     sync.run_batch = timed("run_batch (whole)", sync.run_batch)
     follow_module.run_batch = sync.run_batch
@@ -147,7 +147,7 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-TABLE_MAPS_KEPT = binlog._TABLE_MAPS_KEPT
+TABLE_MAPS_KEPT = replication_library.TABLE_MAPS_KEPT
 
 
 def _fold_of(schema: Any, upserts: list[Any], deleted: list[Any]) -> TableChanges:
@@ -199,14 +199,14 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     if variant == "nofloor":
         follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
-        binlog._TABLE_MAPS_KEPT = 0
+        replication_library.TABLE_MAPS_KEPT = 0
         delta_rs_writer.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_writer.arrow_records(
             schema, spark_writer._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
     try:
         result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
                                      mode=mode)
     finally:
-        binlog._TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
+        replication_library.TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
         delta_rs_writer.arrow_fold = staging
         follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started

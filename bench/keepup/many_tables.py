@@ -5,7 +5,7 @@
 
 One MariaDB and one warm SparkSession serve every case. Per case: N tables of `changes / N` rows, a snapshot,
 a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
-(half new keys, half updates: `keepup_costs._write_changes`), each `sync(until_caught_up=True)` of one batch.
+(half new keys, half updates: `keepup_costs.write_changes`), each `sync(until_caught_up=True)` of one batch.
 
 For the timed batches it prints the wall seconds and a breakdown: thread-seconds spent in the steps of a
 table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the status tracker's
@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.common import PASSWORD, USER, pipeline_config
 from bench.keepup.keepup_costs import create_tables, write_changes
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 
@@ -98,19 +98,19 @@ def instrument(clock: StepClock) -> None:
 def instrument_batch(clock: StepClock) -> None:
     """The batch's steps around the tables' writes (main thread): what a changed table costs outside its write."""
     from cdc_lib.pipeline import sync
-    from cdc_lib.state import offsets
+    from cdc_lib.state import offset_store
 
     clock.wrap(sync, "run_batch", "batch: run_batch, whole")
     clock.wrap(sync, "reconcile_with_delta", "sync: reconcile_with_delta (before the batches)")
-    clock.wrap(offsets.StateHandle, "acquire", "sync: lease acquire (StateHandle.acquire)")
-    clock.wrap(offsets.StateHandle, "release", "sync: lease release (StateHandle.release)")
+    clock.wrap(offset_store.StateHandle, "acquire", "sync: lease acquire (StateHandle.acquire)")
+    clock.wrap(offset_store.StateHandle, "release", "sync: lease release (StateHandle.release)")
     clock.wrap(sync, "_write_tables", "batch: every table's write (_write_tables)")
     clock.wrap(sync, "read_batch", "batch: binlog read and fold (read_batch)")
     clock.wrap(sync, "settle_snapshots", "batch: snapshot documents (settle_snapshots)")
     clock.wrap(sync, "_resumed", "batch: per-table resume check (_resumed)")
     clock.wrap(sync, "_settle_table", "batch: per-table settle (_settle_table)")
     clock.wrap(sync, "record_of_batch", "batch: catch-up record (record_of_batch)")
-    clock.wrap(offsets.StateHandle, "save", "batch: offset store saves (StateHandle.save)")
+    clock.wrap(offset_store.StateHandle, "save", "batch: offset store saves (StateHandle.save)")
 
 
 def instrument_delta_rs(clock: StepClock) -> None:

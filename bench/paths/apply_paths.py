@@ -26,7 +26,7 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench.common import PASSWORD, USER  # noqa: E402
-from cdc_lib.config.model import load_config  # noqa: E402
+from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 

@@ -60,7 +60,7 @@ def measure(config_paths: list[str]) -> list[dict[str, Any]]:
     Spark is started and every table read once before the first measure, so the imports and py4j's first
     calls are not counted; the peak is reset before each sync.
     """
-    from cdc_lib.config.model import load_config
+    from cdc_lib.config.load import load_config
     from cdc_lib.pipeline.pipeline import Pipeline
 
     pipelines = [Pipeline(load_config(path)) for path in config_paths]
@@ -159,7 +159,7 @@ def _config_text(name: str, port: int, lake: Path, table: str, bound: int, spill
 
 
 def _run_size(server: Any, work: Path, rows: int, *, today: bool, bound: int) -> list[dict[str, Any]]:
-    from cdc_lib.config.model import load_config
+    from cdc_lib.config.load import load_config
     from cdc_lib.pipeline.pipeline import Pipeline
 
     server.execute("DROP DATABASE IF EXISTS huge", "CREATE DATABASE huge",

@@ -30,7 +30,7 @@ from cdc_lib.dev.local_spark_cluster import LocalSparkCluster  # noqa: E402
 # Runs in the child process: its own SparkSession on the configured master.
 _CHILD = """
 import json, sys, time
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 pipeline = Pipeline(load_config(sys.argv[1]))
 started = time.perf_counter()

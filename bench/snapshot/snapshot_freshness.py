@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PASSWORD, USER
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConcurrentRunError
 from cdc_lib.pipeline.pipeline import Pipeline

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import PASSWORD, USER, create_table, pipeline_config
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 
@@ -102,15 +102,16 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
     from cdc_lib.sink.spark import writer as spark_writer
     from cdc_lib.snapshot import chunked as chunked_snapshot
     from cdc_lib.snapshot import tables
+    from cdc_lib.source import binlog_status, checks
     from cdc_lib.source import server as mysql
     from cdc_lib.state import context as pipeline_context
-    from cdc_lib.state import offsets, snapshot_documents
+    from cdc_lib.state import offset_store, snapshot_documents
 
     return [
-        (mysql, "check_server_settings", "server settings check"),
+        (checks, "check_server_settings", "server settings check"),
         (mysql, "resolve_tables", "describe (tables, columns)"),
         (mysql, "describe_table", "describe (tables, columns)"),
-        (mysql, "current_position", "wave watermarks (low, high)"),
+        (binlog_status, "current_position", "wave watermarks (low, high)"),
         (chunked_snapshot, "consistent_low_watermark", "consistent low watermark"),
         (chunked_snapshot, "before_prepared_xa", "consistent low watermark"),
         (chunked_snapshot, "plan_snapshot_chunks", "plan"),
@@ -133,8 +134,8 @@ def _engine_steps() -> list[tuple[Any, str, str]]:
         (delta_log, "read_log_tail", "Delta log reads"),
         (tables, "try_install", "install"),
         (tables, "register_after_snapshot", "catalog registration"),
-        (offsets.LocalOffsetStore, "write", "offset saves (pipeline state)"),
-        (offsets.LocalOffsetStore, "read", "offset reads (pipeline state)"),
+        (offset_store.LocalOffsetStore, "write", "offset saves (pipeline state)"),
+        (offset_store.LocalOffsetStore, "read", "offset reads (pipeline state)"),
     ]
 
 

@@ -6,7 +6,7 @@ touches whether it changes nothing the mirror holds, empties the table, changes 
 shape (the pipeline then evolves or stops it), or must stop it with a remedy.
 A statement this module cannot read that mentions a followed table stops that table.
 
-How statements are read: a tokenizer of MySQL/MariaDB lexical rules (backtick identifiers,
+How statements are read: a tokenizer of MySQL/MariaDB lexical rules (`sql_tokens`: backtick identifiers,
 strings, `/* */`, `-- `, `#` comments; executable comments `/*!50100 … */` and `/*M!100100 … */`
 are code, because the server that wrote the binlog ran them) and a reader of the DDL grammar
 per statement kind. sqlglot (MySQL dialect) falls back to an opaque `Command` for RENAME TABLE,
@@ -24,6 +24,15 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from cdc_lib.binlog.sql_tokens import (
+    EXECUTABLE_COMMENT,
+    StatementReader,
+    Token,
+    Unreadable,
+    tokenize,
+    top_level_clauses,
+)
 
 EffectKind = Literal["none", "truncate", "schema", "stop"]
 
@@ -44,179 +53,7 @@ class TableEffect:
     remedy: str = ""
 
 
-# -- tokens -------------------------------------------------------------------------------
-
-TokenKind = Literal["word", "ident", "string", "number", "punct"]
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: TokenKind  # word: an unquoted word (keyword or identifier); ident: a `quoted` identifier
-    text: str
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
-
-    @property
-    def is_name(self) -> bool:
-        return self.kind in ("word", "ident")
-
-
-_WORD = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
-_NUMBER = re.compile(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?")
-_EXECUTABLE = re.compile(r"/\*M?!\d*")
 _DML_MODIFIERS = re.compile(r"\b(UPDATE|DELETE)((?:\s+(?:LOW_PRIORITY|QUICK|IGNORE)\b)+)", re.IGNORECASE)
-
-
-class _Unreadable(Exception):
-    """The statement does not follow the grammar this module reads."""
-
-
-def tokenize(statement: str) -> list[Token]:
-    """MySQL/MariaDB tokens; comments dropped, executable comments' contents kept as code."""
-    tokens: list[Token] = []
-    i, n = 0, len(statement)
-    while i < n:
-        char = statement[i]
-        if char.isspace():
-            i += 1
-        elif statement.startswith("/*", i):
-            executable = _EXECUTABLE.match(statement, i)
-            if executable:
-                i = executable.end()  # the contents are code; the closing */ is skipped below
-                continue
-            end = statement.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif statement.startswith("*/", i):
-            i += 2  # the end of an executable comment
-        elif char == "#" or (statement.startswith("--", i) and (i + 2 == n or statement[i + 2].isspace())):
-            end = statement.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif char in "`\"'":
-            j, text = i + 1, []
-            while True:
-                if j >= n:
-                    raise _Unreadable("unterminated quote")
-                if statement[j] == "\\" and char != "`" and j + 1 < n:
-                    text.append(statement[j : j + 2])
-                    j += 2
-                elif statement[j] == char:
-                    if j + 1 < n and statement[j + 1] == char:  # a doubled quote stands for itself
-                        text.append(char)
-                        j += 2
-                    else:
-                        break
-                else:
-                    text.append(statement[j])
-                    j += 1
-            tokens.append(Token("ident" if char == "`" else "string", "".join(text)))
-            i = j + 1
-        elif char.isdigit() or (char == "." and i + 1 < n and statement[i + 1].isdigit() and not _after_name(tokens)):
-            number = _NUMBER.match(statement, i)
-            word = _WORD.match(statement, i)
-            # 1abc is an identifier in MySQL; 12 and 1.5e3 are numbers.
-            if word and (not number or word.end() > number.end()):
-                tokens.append(Token("word", word.group()))
-                i = word.end()
-            else:
-                assert number is not None
-                tokens.append(Token("number", number.group()))
-                i = number.end()
-        else:
-            word = _WORD.match(statement, i)
-            if word:
-                tokens.append(Token("word", word.group()))
-                i = word.end()
-            else:
-                tokens.append(Token("punct", char))
-                i += 1
-    return tokens
-
-
-def _after_name(tokens: list[Token]) -> bool:
-    return bool(tokens) and tokens[-1].is_name
-
-
-# -- reading ------------------------------------------------------------------------------
-
-
-class _Reader:
-    """A cursor over the tokens of one statement."""
-
-    def __init__(self, tokens: list[Token], default_schema: str) -> None:
-        self.tokens = tokens
-        self.at = 0
-        self.default_schema = default_schema
-
-    def peek(self, ahead: int = 0) -> Token | None:
-        index = self.at + ahead
-        return self.tokens[index] if index < len(self.tokens) else None
-
-    def keyword(self, ahead: int = 0) -> str:
-        token = self.peek(ahead)
-        return token.upper if token else ""
-
-    def accept(self, *words: str) -> bool:
-        """Consume the keyword sequence `words` if it comes next."""
-        if all(self.keyword(offset) == word for offset, word in enumerate(words)):
-            self.at += len(words)
-            return True
-        return False
-
-    def accept_punct(self, char: str) -> bool:
-        token = self.peek()
-        if token is not None and token.kind == "punct" and token.text == char:
-            self.at += 1
-            return True
-        return False
-
-    def done(self) -> bool:
-        return self.at >= len(self.tokens) or (self.accept_punct(";") and self.at >= len(self.tokens))
-
-    def name(self) -> str:
-        """A table name, `db`.`t` or t (in the default schema)."""
-        first = self.peek()
-        if first is None or not first.is_name:
-            raise _Unreadable("a table name was expected")
-        self.at += 1
-        if self.accept_punct("."):
-            second = self.peek()
-            if second is None or not second.is_name:
-                raise _Unreadable("a table name was expected after the database")
-            self.at += 1
-            return f"{first.text}.{second.text}"
-        return f"{self.default_schema}.{first.text}"
-
-    def names(self) -> list[str]:
-        result = [self.name()]
-        while self.accept_punct(","):
-            result.append(self.name())
-        return result
-
-    def skip_wait(self) -> None:
-        if self.accept("WAIT"):
-            self.at += 1
-        else:
-            self.accept("NOWAIT")
-
-
-def _clauses(tokens: list[Token]) -> list[list[Token]]:
-    """Split an ALTER TABLE's specification at its top-level commas."""
-    clauses: list[list[Token]] = [[]]
-    depth = 0
-    for token in tokens:
-        if token.kind == "punct" and token.text == "(":
-            depth += 1
-        elif token.kind == "punct" and token.text == ")":
-            depth -= 1
-        elif token.kind == "punct" and token.text == "," and depth == 0:
-            clauses.append([])
-            continue
-        elif token.kind == "punct" and token.text == ";" and depth == 0:
-            continue
-        clauses[-1].append(token)
-    return [clause for clause in clauses if clause]
 
 
 # -- decisions ----------------------------------------------------------------------------
@@ -268,13 +105,13 @@ def table_effects(statement: str, default_schema: str, followed: Collection[str]
         return []
     try:
         tokens = tokenize(statement)
-    except _Unreadable:
+    except Unreadable:
         return _unreadable(statement, _loose_names(statement, default_schema), followed)
     if not tokens:
         return []
     try:
         effects = _read(tokens, statement, default_schema, followed)
-    except _Unreadable:
+    except Unreadable:
         return _unreadable(statement, _mentioned(tokens, default_schema), followed)
     merged: dict[str, TableEffect] = {}
     for effect in effects:
@@ -321,7 +158,7 @@ def _loose_names(statement: str, default_schema: str) -> set[str]:
 
 
 def _read(tokens: list[Token], statement: str, default_schema: str, followed: set[str]) -> list[TableEffect]:
-    reader = _Reader(tokens, default_schema)
+    reader = StatementReader(tokens, default_schema)
     head = reader.keyword()
     if head in _NO_TABLE:
         return []
@@ -351,17 +188,17 @@ def _read(tokens: list[Token], statement: str, default_schema: str, followed: se
             )
             for name in _dml_targets(reader, statement, default_schema)
         ]
-    raise _Unreadable(f"statement kind {head or tokens[0].text}")
+    raise Unreadable(f"statement kind {head or tokens[0].text}")
 
 
-def _alter(reader: _Reader, statement: str) -> list[TableEffect]:
+def _alter(reader: StatementReader, statement: str) -> list[TableEffect]:
     reader.accept("ALTER")
     reader.accept("ONLINE")
     reader.accept("IGNORE")
     if reader.keyword() in _OTHER_OBJECTS or reader.keyword() == "SEQUENCE":
         return []
     if not reader.accept("TABLE"):
-        raise _Unreadable("ALTER of an unknown object")
+        raise Unreadable("ALTER of an unknown object")
     reader.accept("IF", "EXISTS")
     name = reader.name()
     reader.skip_wait()
@@ -369,7 +206,7 @@ def _alter(reader: _Reader, statement: str) -> list[TableEffect]:
     cause = ""
     partition_names = False
     others: list[TableEffect] = []
-    for clause in _clauses(reader.tokens[reader.at :]):
+    for clause in top_level_clauses(reader.tokens[reader.at :]):
         other = _swapped_table(clause, reader.default_schema)
         if other is not None:
             # EXCHANGE PARTITION … WITH TABLE other / CONVERT TABLE other TO PARTITION: the other table's rows change
@@ -401,7 +238,7 @@ def _swapped_table(clause: list[Token], default_schema: str) -> str | None:
         start = 1
     if start is None or start >= len(words) or words[start] != "TABLE":
         return None
-    reader = _Reader(clause[start + 1 :], default_schema)
+    reader = StatementReader(clause[start + 1 :], default_schema)
     return reader.name()
 
 
@@ -489,10 +326,10 @@ def _alter_clause(clause: list[Token]) -> tuple[EffectKind | Literal["partition-
         return "none", ""  # the default character set / collation of columns added later
     if first in _TABLE_OPTIONS:
         return "none", ""
-    raise _Unreadable(f"ALTER TABLE clause {' '.join(token.text for token in clause[:3])}")
+    raise Unreadable(f"ALTER TABLE clause {' '.join(token.text for token in clause[:3])}")
 
 
-def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffect]:
+def _drop(reader: StatementReader, statement: str, followed: set[str]) -> list[TableEffect]:
     reader.accept("DROP")
     if reader.accept("TEMPORARY"):
         return []  # a temporary table shadows the real one; dropping it leaves the real table alone
@@ -501,7 +338,7 @@ def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffe
         reader.accept("IF", "EXISTS")
         token = reader.peek()
         if token is None or not token.is_name:
-            raise _Unreadable("DROP DATABASE without a name")
+            raise Unreadable("DROP DATABASE without a name")
         prefix = f"{token.text}."
         return [_gone(name, statement, " (its database was dropped)") for name in followed if name.startswith(prefix)]
     if reader.accept("TABLE") or reader.accept("TABLES"):
@@ -511,7 +348,7 @@ def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffe
         reader.accept("IF", "EXISTS")
         reader.name()
         if not reader.accept("ON"):
-            raise _Unreadable("DROP INDEX without ON")
+            raise Unreadable("DROP INDEX without ON")
         return [_effect(reader.name(), "none", statement)]
     if reader.keyword() in _OTHER_OBJECTS or reader.keyword() in ("SEQUENCE", "PREPARE"):
         if reader.keyword() == "SEQUENCE":
@@ -519,22 +356,22 @@ def _drop(reader: _Reader, statement: str, followed: set[str]) -> list[TableEffe
             reader.accept("IF", "EXISTS")
             return [_gone(name, statement) for name in reader.names()]
         return []
-    raise _Unreadable("DROP of an unknown object")
+    raise Unreadable("DROP of an unknown object")
 
 
-def _rename(reader: _Reader, statement: str) -> list[TableEffect]:
+def _rename(reader: StatementReader, statement: str) -> list[TableEffect]:
     reader.accept("RENAME")
     if reader.keyword() in ("USER",):
         return []
     if not (reader.accept("TABLE") or reader.accept("TABLES")):
-        raise _Unreadable("RENAME of an unknown object")
+        raise Unreadable("RENAME of an unknown object")
     reader.accept("IF", "EXISTS")
     effects = []
     while True:
         source = reader.name()
         reader.skip_wait()
         if not reader.accept("TO"):
-            raise _Unreadable("RENAME TABLE without TO")
+            raise Unreadable("RENAME TABLE without TO")
         target = reader.name()
         effects.append(_gone(source, statement, " (renamed away)"))
         # Another table renamed onto a followed name replaces its rows without a row event.
@@ -542,11 +379,11 @@ def _rename(reader: _Reader, statement: str) -> list[TableEffect]:
         if not reader.accept_punct(","):
             break
     if not reader.done():
-        raise _Unreadable("unexpected text after RENAME TABLE")
+        raise Unreadable("unexpected text after RENAME TABLE")
     return effects
 
 
-def _create(reader: _Reader, statement: str) -> list[TableEffect]:
+def _create(reader: StatementReader, statement: str) -> list[TableEffect]:
     reader.accept("CREATE")
     replace = reader.accept("OR", "REPLACE")
     reader.skip_wait()
@@ -559,7 +396,7 @@ def _create(reader: _Reader, statement: str) -> list[TableEffect]:
         reader.name()
         while not reader.accept("ON"):
             if reader.peek() is None:
-                raise _Unreadable("CREATE INDEX without ON")
+                raise Unreadable("CREATE INDEX without ON")
             reader.at += 1  # USING BTREE
         return [_effect(reader.name(), "none", statement)]
     if reader.accept("TABLE"):
@@ -580,7 +417,7 @@ def _create(reader: _Reader, statement: str) -> list[TableEffect]:
     return []  # databases, views, triggers, routines, users …
 
 
-def _dml_targets(reader: _Reader, statement: str, default_schema: str) -> set[str]:
+def _dml_targets(reader: StatementReader, statement: str, default_schema: str) -> set[str]:
     """The tables a statement-logged INSERT / REPLACE / LOAD / UPDATE / DELETE writes to."""
     head = reader.keyword()
     if head in ("INSERT", "REPLACE"):
@@ -596,30 +433,30 @@ def _dml_targets(reader: _Reader, statement: str, default_schema: str) -> set[st
         import sqlglot
         from sqlglot import exp
 
-        if _EXECUTABLE.search(statement):
-            raise _Unreadable("sqlglot reads executable comments as comments")
+        if EXECUTABLE_COMMENT.search(statement):
+            raise Unreadable("sqlglot reads executable comments as comments")
         # sqlglot takes the modifiers for table names (DELETE QUICK FROM t → a table QUICK).
         plain = _DML_MODIFIERS.sub(r"\1 ", statement, count=1)
         try:
             parsed = sqlglot.parse_one(plain, read="mysql")
         except sqlglot.errors.ParseError:
-            raise _Unreadable("DML sqlglot cannot parse") from None
+            raise Unreadable("DML sqlglot cannot parse") from None
         targets: list[exp.Expression] = []
         if isinstance(parsed, exp.Update):
             targets = list(parsed.this.find_all(exp.Table)) if parsed.this else []
         elif isinstance(parsed, exp.Delete):
             targets = list(parsed.args.get("tables") or []) or ([parsed.this] if parsed.this else [])
         else:
-            raise _Unreadable("DML sqlglot reads as another statement")
+            raise Unreadable("DML sqlglot reads as another statement")
         names = set()
         aliases = {table.alias_or_name: table for table in parsed.find_all(exp.Table)}
         for target in targets:
             table = target.this if isinstance(target, exp.Alias) else target
             if not isinstance(table, exp.Table):
-                raise _Unreadable("DML target is not a table")
+                raise Unreadable("DML target is not a table")
             table = aliases.get(table.name, table) if not table.args.get("db") else table
             names.add(f"{table.db or default_schema}.{table.name}")
         if not names or not names <= _mentioned(reader.tokens, default_schema):
-            raise _Unreadable("DML whose targets sqlglot did not find in the statement")
+            raise Unreadable("DML whose targets sqlglot did not find in the statement")
         return names
-    raise _Unreadable(f"statement {head}")
+    raise Unreadable(f"statement {head}")

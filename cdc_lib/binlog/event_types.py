@@ -228,3 +228,7 @@ def uncompressed_query(raw: RawEvent, *, post_header: int = 13) -> CompressedQue
     offset += schema_length + 1  # the schema name ends with a NUL byte
     statement = _uncompress(data, offset, end).decode("utf-8", errors="replace")
     return CompressedQuery(schema, statement)
+
+
+def query_text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")

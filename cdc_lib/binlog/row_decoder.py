@@ -28,17 +28,18 @@ from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
+from cdc_lib.binlog.replication_library import rows_decoded, unread_bytes
 from cdc_lib.changes.events import Row
 from cdc_lib.model import charsets
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import (
     ColumnInfo,
-    _binary,
-    _text,
-    _timestamp_to_utc,
+    as_binary,
+    as_text,
     binlog_converter,
     format_time,
     spark_type_ddl,
+    timestamp_to_utc,
 )
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n"]
         if charset == "binary":
             spec.lines.append("{v} = data[p - n:p]")
-            if convert is not _binary:
+            if convert is not as_binary:
                 apply(convert)
         else:
             if charset in _UTF8:  # a surrogate code point fails here; the library path then names it
@@ -234,7 +235,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             else:
                 decode = code.bind(f"decode_{index}", charsets.decoder(charset))
                 spec.lines.append(f"{{v}} = {decode}(data[p - n:p])")
-            if convert is not _text:
+            if convert is not as_text:
                 apply(convert)
     elif kind == FIELD_TYPE.DATE:
         spec.lines = ["n = data[p] | data[p + 1] << 8 | data[p + 2] << 16", "p += 3",
@@ -249,12 +250,12 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
                       "    {v} = " + code.bind("invalid_datetime", _invalid_datetime) + "(us)"]
         apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.TIMESTAMP2:
-        epoch = _UTC_EPOCH if convert is _timestamp_to_utc else _NAIVE_EPOCH
+        epoch = _UTC_EPOCH if convert is timestamp_to_utc else _NAIVE_EPOCH
         # A zero TIMESTAMP is stored as 0 s; the earliest real one is 1 s past the epoch. It becomes None,
         # as on the library path and in the snapshot.
         spec.lines = ["n = from_bytes(data[p:p + 4], 'big', signed=True)", "p += 4", *_fraction_lines(column.fsp),
                       f"{{v}} = {code.bind(f'epoch_{index}', epoch)} + timedelta(0, n, us) if n else None"]
-        if convert is not _timestamp_to_utc:
+        if convert is not timestamp_to_utc:
             apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.TIME2:
         # The whole value at once: a negative TIME2's fraction is stored as a complement of the integer part's.
@@ -476,16 +477,15 @@ def rows_image(event: Any) -> tuple[bytes, int, int] | None:
     """The event's bytes and the range its row images fill, or None when only the library can read it."""
     if event.event_type not in _ROWS_EVENTS or not getattr(event, "complete", False):
         return None
-    if getattr(event, "_RowsEvent__rows", None) is not None:
+    if rows_decoded(event):
         return None  # the library has read the rows already: the packet is past them
     wrapper = event.packet
-    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"?"):
+    found = unread_bytes(wrapper)
+    if found is None:
         return None  # bytes were pushed back: the packet position is not where the rows start
-    packet = wrapper.packet
-    data = packet._data
-    start = packet._position
+    data, start = found
     end = start + event.event_size - wrapper.read_bytes
-    if not isinstance(data, bytes) or start is None or not start < end <= len(data):
+    if not start < end <= len(data):
         return None
     return data, start, end
 

@@ -245,3 +245,48 @@ class PreparedXas:
 
     def tables(self) -> Iterable[str]:
         return {table for prepared in self.by_xid.values() for table in prepared.changes}
+
+
+_LEADING_COMMENTS = re.compile(r"^(?:\s+|/\*(?!!).*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$))*", re.DOTALL)
+_NAME = r"(?:`(?P<q>(?:[^`]|``)+)`|(?P<n>[\w$]+))"
+_CONTROL = (
+    ("begin", re.compile(r"(?:BEGIN(?:\s+WORK)?|START\s+TRANSACTION\b.*)\s*;?\s*$", re.IGNORECASE | re.DOTALL)),
+    ("commit", re.compile(r"COMMIT\b(?:\s+WORK)?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?\s*;?\s*$",
+                          re.IGNORECASE)),
+    ("rollback_to", re.compile(r"ROLLBACK(?:\s+WORK)?\s+TO\s+(?:SAVEPOINT\s+)?" + _NAME, re.IGNORECASE)),
+    ("rollback", re.compile(r"ROLLBACK\b(?:\s+WORK)?(?:\s+AND\s+(?:NO\s+)?CHAIN)?(?:\s+(?:NO\s+)?RELEASE)?\s*;?\s*$",
+                            re.IGNORECASE)),
+    ("savepoint", re.compile(r"SAVEPOINT\s+" + _NAME, re.IGNORECASE)),
+    ("release", re.compile(r"RELEASE\s+SAVEPOINT\s+" + _NAME, re.IGNORECASE)),
+    ("xa_start", re.compile(r"XA\s+(?:START|BEGIN)\b(?P<xid>.*)", re.IGNORECASE | re.DOTALL)),
+    ("xa_end", re.compile(r"XA\s+END\b(?P<xid>.*)", re.IGNORECASE | re.DOTALL)),
+    ("xa_prepare", re.compile(r"XA\s+PREPARE\b(?P<xid>.*)", re.IGNORECASE | re.DOTALL)),
+    ("xa_commit", re.compile(r"XA\s+COMMIT\b(?P<xid>.*)", re.IGNORECASE | re.DOTALL)),
+    ("xa_rollback", re.compile(r"XA\s+ROLLBACK\b(?P<xid>.*)", re.IGNORECASE | re.DOTALL)),
+)
+
+
+@dataclass(frozen=True)
+class Control:
+    """A transaction-control statement: its kind, and the savepoint name or XA id it names."""
+
+    kind: str
+    name: str = ""
+    xid: XaId | None = None
+    one_phase: bool = False
+
+
+def transaction_control(statement: str) -> Control | None:
+    """The transaction-control statement `statement` is (leading comments aside), or None for any other."""
+    text = _LEADING_COMMENTS.sub("", statement, count=1)
+    for kind, pattern in _CONTROL:
+        match = pattern.match(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        name = (groups.get("q") or "").replace("``", "`") or groups.get("n") or ""
+        xid_text = groups.get("xid")
+        xid = parse_xid(xid_text) if xid_text is not None else None
+        one_phase = kind == "xa_commit" and bool(re.search(r"\bONE\s+PHASE\b", xid_text or "", re.IGNORECASE))
+        return Control(kind, name, xid, one_phase)
+    return None

@@ -1,6 +1,6 @@
 """A deployment: several pipelines served together, and the rules that keep them apart.
 
-`cdc_lib.config.model.load_configs` loads the pipelines of a deployment (one per config file); `check_disjoint`
+`cdc_lib.config.load.load_configs` loads the pipelines of a deployment (one per config file); `check_disjoint`
 refuses a set whose pipelines would overwrite each other's names, Delta tables or replication slot, before
 anything (a Dagster code location, say) is built from them.
 """

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.display.report import format_reconciliation, format_status
 

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from cdc_lib.errors import KeyMappingError, TableError
-from cdc_lib.model import charsets
+from cdc_lib.model import charset_tables, charsets
 
 _UTC = dt.UTC
 _ENUM_VALUES = re.compile(r"'((?:[^']|'')*)'")
@@ -152,12 +152,12 @@ def check_key_columns(columns: Sequence[ColumnInfo], primary_key: Sequence[str],
 def charset_collision(charset: str) -> str | None:
     """Two codes of `charset` that decode to the same text, as an example; None when every code decodes apart.
 
-    From the server's own tables (`charsets`): a single-byte charset's undefined bytes show as '?' (or U+FFFD), a
+    From the server's own tables (`charset_tables`): a single-byte charset's undefined bytes show as '?' (or U+FFFD), a
     multi-byte charset's unmapped codes as '?' and some codes as another code's character (sjis 0x815F as '\\',
     like 0x5C). The UTF charsets decode every code to its own text (a surrogate is refused by name).
     """
     name = charsets.canonical(charset)
-    table = charsets.SINGLE_BYTE.get(name)
+    table = charset_tables.SINGLE_BYTE.get(name)
     if table is not None:
         seen: dict[str, int] = {}
         for code, text in enumerate(table):
@@ -165,7 +165,7 @@ def charset_collision(charset: str) -> str | None:
                 return f"bytes 0x{seen[text]:02X} and 0x{code:02X} both show as {text!r}"
             seen[text] = code
         return None
-    entry = charsets.MULTI_BYTE.get(name)
+    entry = charset_tables.MULTI_BYTE.get(name)
     if entry is None:
         return None
     codec, _, fixed = entry
@@ -280,7 +280,7 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
         # The library adds 1900 to the stored byte, so YEAR 0000 (stored as 0) comes out as 1900, no valid YEAR.
         return lambda value: 0 if value == 1900 else value
     if kind == "timestamp":
-        return _timestamp_to_utc
+        return timestamp_to_utc
     if kind == "time":
         digits = column.datetime_precision or 0
         return lambda value: format_time(library_time(value), digits) if isinstance(value, dt.timedelta) else str(value)
@@ -290,13 +290,13 @@ def binlog_converter(column: ColumnInfo) -> Callable[[Any], Any] | None:
     if kind == "json":
         return _json_text
     if target == "string":
-        return _text
+        return as_text
     if kind == "binary":
         # The binlog drops BINARY(n)'s trailing zero bytes; MySQL returns the value padded to n.
         width = column.bit_width
-        return lambda value: _binary(value).ljust(width, b"\x00")
+        return lambda value: as_binary(value).ljust(width, b"\x00")
     if target == "binary":
-        return _binary
+        return as_binary
     if target == "float" or target == "double":
         return float
     return int
@@ -310,19 +310,22 @@ def _bit_to_int(value: Any) -> int:
     return int(str(value), 2)
 
 
-def _timestamp_to_utc(value: Any) -> dt.datetime | None:
+def timestamp_to_utc(value: Any) -> dt.datetime | None:
+    """A TIMESTAMP the library read, as an aware UTC datetime (None for anything else)."""
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=_UTC) if value.tzinfo is None else value.astimezone(_UTC)
     return None
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A string column's value as text; bytes not valid UTF-8 are kept as surrogates (surrogateescape)."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="surrogateescape")
     return str(value)
 
 
-def _binary(value: Any) -> bytes:
+def as_binary(value: Any) -> bytes:
+    """A binary column's value as bytes (text the library decoded is encoded back as it came)."""
     if isinstance(value, bytes):
         return value
     return str(value).encode("utf-8", errors="surrogateescape")
@@ -330,24 +333,24 @@ def _binary(value: Any) -> bytes:
 
 def _set_text(value: Any, members: list[str]) -> str:
     if isinstance(value, (set, frozenset, list, tuple)):
-        chosen = {_text(item) for item in value}
+        chosen = {as_text(item) for item in value}
         return ",".join(member for member in members if member in chosen)
     if isinstance(value, int):
         return ",".join(member for index, member in enumerate(members) if value & (1 << index))
-    return _text(value)
+    return as_text(value)
 
 
 def _json_text(value: Any) -> str:
     if isinstance(value, (bytes, str)):
-        return _text(value)
+        return as_text(value)
     return json.dumps(_decode_json_keys(value), ensure_ascii=False)
 
 
 def _decode_json_keys(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_text(key): _decode_json_keys(item) for key, item in value.items()}
+        return {as_text(key): _decode_json_keys(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_decode_json_keys(item) for item in value]
     if isinstance(value, bytes):
-        return _text(value)
+        return as_text(value)
     return value

@@ -37,10 +37,11 @@ from cdc_lib.common.failures import is_transient
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.pipeline.sync import ReadAhead, SyncResult, run_batch
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
-from cdc_lib.state.offsets import StateHandle
+from cdc_lib.state.offset_store import StateHandle
 from cdc_lib.state.table_offsets import reconcile_with_delta
 
 log = logging.getLogger("binlake")
@@ -215,7 +216,7 @@ class _Follower:
         """Hold the lease and follow until told to stop; the lease is released however this ends."""
         handle = self.context.handle()
         with mysql.source_connection(self.context.config.source) as connection:
-            mysql.check_server_settings(connection, append_inserts=self.context.config.batch.append_inserts)
+            checks.check_server_settings(connection, append_inserts=self.context.config.batch.append_inserts)
             state = handle.acquire(
                 heartbeat=True, stall_seconds=stall_bound(self.context.config.source.network_timeout_seconds)
             )
@@ -225,7 +226,7 @@ class _Follower:
                 caught_up_at: BinlogPosition | None = None
                 # The first look always runs a batch: it saves what the reconciliation adopted.
                 while not self.should_stop():
-                    server_end = mysql.current_position(connection)
+                    server_end = binlog_status.current_position(connection)
                     handle.progress()  # the server answered: this follower is not stuck
                     if caught_up_at is not None and _covered(server_end, caught_up_at):
                         handle.check_lease()  # a lost lease ends the session (retried: transient)
@@ -274,7 +275,7 @@ class _Follower:
     def report(self, result: SyncResult, connection: pymysql.connections.Connection) -> None:
         behind: int | None = None
         if result.transactions and result.end_position is not None:
-            behind = mysql.bytes_behind(result.end_position, mysql.binary_logs(connection))
+            behind = binlog_status.bytes_behind(result.end_position, binlog_status.binary_logs(connection))
         batch = FollowBatch(
             number=self.summary.batches + 1, result=result, behind_bytes=behind,
             elapsed=time.monotonic() - self.started,

@@ -27,10 +27,12 @@ from cdc_lib.sink.storage import SinkStorage, sink_storage
 from cdc_lib.snapshot.jdbc_read import SnapshotResult
 from cdc_lib.snapshot.progress import ProgressListener
 from cdc_lib.snapshot.tables import snapshot_tables
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.source.history import plan_resume
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import OffsetStore, PipelineState, TableState, open_offset_store
+from cdc_lib.state.offset_store import OffsetStore, open_offset_store
+from cdc_lib.state.offsets import PipelineState, TableState
 from cdc_lib.state.table_offsets import moves_forward, reached
 from cdc_lib.status.runway import DEFAULT_RUNWAY_WARN_HOURS
 from cdc_lib.status.table_status import TableStatus, require_snapshot, table_statuses
@@ -84,20 +86,20 @@ class Pipeline:
         checked = []
         with mysql.source_connection(self.config.source) as connection:
             checked.append(f"connected to {self.config.source.host}:{self.config.source.port}")
-            mysql.check_server_settings(connection, append_inserts=self.config.batch.append_inserts)
+            checks.check_server_settings(connection, append_inserts=self.config.batch.append_inserts)
             checked.append("binlog: log_bin=ON, ROW format, FULL row image, FULL row metadata")
-            mysql.check_grants(connection)
+            checks.check_grants(connection)
             checked.append("grants: replication and binlog status readable")
             tables = self.configured_tables(connection)
             for ref in tables:
                 mysql.describe_table(connection, ref)
             checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
             state = self.read_state()
-            logs = mysql.binary_logs(connection)
-            server_end = mysql.current_position(connection)
+            logs = binlog_status.binary_logs(connection)
+            server_end = binlog_status.current_position(connection)
             for name, table_state in state.tables.items():
                 if plan_resume(name, table_state.position, server_end, logs).mode == "position":
-                    mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
+                    binlog_status.check_position_available(connection, table_state.position, table=name, logs=logs)
             checked.append("offsets: every stored position is still on the server (or its GTID history is)")
         self.store.check_writable(self.config.pipeline)
         checked.append(f"offset store writable: {self.store.describe()}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlogPurgedError, ServerHistoryError
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.source.history import plan_resume
 from cdc_lib.state.context import PipelineContext
@@ -46,13 +47,13 @@ def resume_table(context: PipelineContext, name: str) -> ResumeResult:
         state = handle.acquire()
         try:
             table_state = require_snapshot(state, name)
-            logs = mysql.binary_logs(connection)
-            server_end = mysql.current_position(connection)
+            logs = binlog_status.binary_logs(connection)
+            server_end = binlog_status.current_position(connection)
             remedy = f"re-snapshot the table: binlake snapshot --table {name} (Dagster: backfill its asset)"
             try:
                 plan = plan_resume(name, table_state.position, server_end, logs)
                 if plan.mode == "position" and plan.translated is None:
-                    mysql.check_position_available(connection, table_state.position, table=name, logs=logs)
+                    binlog_status.check_position_available(connection, table_state.position, table=name, logs=logs)
             except (BinlogPurgedError, ServerHistoryError) as exc:
                 raise type(exc)(
                     f"cannot resume: {exc.cause}; the changes since the table's offset are no longer in the binlog",

@@ -13,7 +13,8 @@ from typing import Any
 
 import pymysql
 
-from cdc_lib.binlog.stream import SUPERSEDED, SchemaChange, TableCursor, TableFailure, columns_after_ddl
+from cdc_lib.binlog.batch import SchemaChange, TableCursor, TableFailure
+from cdc_lib.binlog.probes import SUPERSEDED, columns_after_ddl
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlakeError, SchemaChangeError
@@ -25,6 +26,7 @@ from cdc_lib.pipeline.table_failures import table_write_failure
 from cdc_lib.sink.catalog import check_after_schema_change
 from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.snapshot.jdbc_read import partition_predicates, read_refusal_in, read_table
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import TableState, utc_now
@@ -181,7 +183,7 @@ def _backfill(
         if refusal is None:
             raise
         raise refusal from None
-    return mysql.current_position(connection)
+    return binlog_status.current_position(connection)
 
 
 def _generated_columns(connection: pymysql.connections.Connection, table: TableRef, names: list[str]) -> set[str]:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from cdc_lib.binlog.stream import BatchRead, SchemaChange, TableCursor, TableFailure, read_batch
+from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
+from cdc_lib.binlog.stream import read_batch
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
@@ -41,11 +42,13 @@ from cdc_lib.sink.delta_rs.writer import Engine
 from cdc_lib.sink.spark import modes as spark_modes
 from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.parallel_apply import apply_all, run_all
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.source.history import Resume, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
-from cdc_lib.state.offsets import PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import StateHandle
+from cdc_lib.state.offsets import PipelineState, TableState, utc_now
 from cdc_lib.state.snapshot_documents import settle_snapshots, snapshot_begun
 from cdc_lib.state.table_offsets import moves_forward, reached, reconcile_with_delta
 from cdc_lib.status.catch_up import record_of_batch
@@ -102,7 +105,7 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
     handle = context.handle()
     results: list[SyncResult] = []
     with mysql.source_connection(context.config.source) as connection:
-        mysql.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
+        checks.check_server_settings(connection, append_inserts=context.config.batch.append_inserts)
         # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
         # ... while the work moves: a runner stuck on a wait lets the lease run out (docs/production.md).
         state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
@@ -110,7 +113,7 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
         try:
             with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
                 reconcile_with_delta(context, state, connection)
-            target = mysql.current_position(connection)
+            target = binlog_status.current_position(connection)
             handle.progress()
             read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
             while True:
@@ -145,9 +148,9 @@ def run_batch(
     """
     state = handle.state
     started, clock = utc_now(), time.monotonic()
-    logs = mysql.binary_logs(connection)
+    logs = binlog_status.binary_logs(connection)
     # Asked per batch: an earlier batch of this sync may have read past the end seen when it started.
-    server_end = mysql.current_position(connection)
+    server_end = binlog_status.current_position(connection)
     # Complete snapshots are installed first; a table whose snapshot is in flight waits (its Delta table is
     # being rewritten under another app id): one listing of the offset store when none is.
     with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
@@ -269,7 +272,7 @@ def _resumed(
         position = plan.translated
     try:
         if plan.mode == "position" or plan.translated is not None:
-            mysql.check_position_available(connection, position, table=name, logs=logs)
+            binlog_status.check_position_available(connection, position, table=name, logs=logs)
     except BinlogPurgedError as exc:
         log.error("%s: the table stops: %s", name, exc, extra=about_table(name))
         return replace(table_state, position=position, error=str(exc))

@@ -58,6 +58,7 @@ from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import ColumnInfo, quote_identifier, spark_type_ddl
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.source.key_ranges import integer_cuts, is_integer, row_count, table_sql
 from cdc_lib.state.offsets import PipelineState, utc_now
@@ -564,7 +565,7 @@ def _at_end(state: PipelineState, table: str, logs: list[tuple[str, int]], serve
     table_state = state.tables.get(table)
     if table_state is None or not table_state.position.written_on(server_end.server):
         return False  # an offset from another server says nothing about this server's files
-    return mysql.bytes_behind(table_state.position, logs) == 0
+    return binlog_status.bytes_behind(table_state.position, logs) == 0
 
 
 def reconcile_table(
@@ -607,13 +608,13 @@ def reconcile_table(
         key = tuple(column for column in schema.columns if column.name in schema.primary_key)
         key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
 
-        end_before = mysql.current_position(connection)
-        quiet_table = _at_end(pipeline.read_state(), table, mysql.binary_logs(connection), end_before)
+        end_before = binlog_status.current_position(connection)
+        quiet_table = _at_end(pipeline.read_state(), table, binlog_status.binary_logs(connection), end_before)
         rows = row_count(connection, ref)
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
         source = source_tallies(connection, ref, plan, columns)
         delta = delta_tallies(frame, plan, columns)
-        end_after = mysql.current_position(connection)
+        end_after = binlog_status.current_position(connection)
         mismatched = _mismatched(source, delta)
         confirmed = quiet_table and end_before.same_point(end_after)
         notes: list[str] = []

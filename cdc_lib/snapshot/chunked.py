@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc_lib.binlog.stream import before_prepared_xa
+from cdc_lib.binlog.probes import before_prepared_xa
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError, FencedCommitError, SchemaChangeError
@@ -39,6 +39,7 @@ from cdc_lib.snapshot.correction import finish_mode_snapshot
 from cdc_lib.snapshot.jdbc_read import plan_snapshot_chunks, read_refusal_in, read_table, wave_bytes_estimate
 from cdc_lib.snapshot.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot.watermarks import consistent_low_watermark
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import Heartbeat, LeaseLostError
@@ -274,7 +275,7 @@ def _run_wave(
     document.chunks_read += end - first
     handle.save()
     heartbeat.mark_renewed()
-    low = mysql.current_position(connection)
+    low = binlog_status.current_position(connection)
     schema = TableSchema.from_json(TableRef.parse(name), document.schema)
     frame = read_table(spark, context.config.source, schema, document.plan[first:end])
     moded = document.mode != "mirror"
@@ -336,7 +337,7 @@ def _run_wave(
     failpoint("after_snapshot_wave_commit")
     if end >= len(document.plan):
         failpoint("after_snapshot_commit")  # the snapshot's last commit, before anything records it
-    high = mysql.current_position(connection)
+    high = binlog_status.current_position(connection)
     rows = spark_writer.written_rows(path, version, storage=context.sink)
     document.waves.append(Wave(number=number, first_chunk=first, end_chunk=end, rows=rows, low=low, high=high,
                                delta_version=version))

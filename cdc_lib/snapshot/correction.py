@@ -8,11 +8,11 @@ needed: the before-image of each key's first row event there is its row at L (an
 key-changing UPDATE: the key did not exist at L).
 
 Data flow: the binlog [L, H] of this one table, read with the sync's own stream, decoder and row fold
-(`cdc_lib.binlog.stream`, so values are decoded exactly as the sync decodes them) → refuse a TRUNCATE or DDL of the
-table in that stretch (`SnapshotWindowError`: no replay can make such a snapshot exact) → history only: every
-row image of the stretch, in binlog order, staged to Parquet in parts (`RowImages`; memory stays bounded by a
-part, as `cdc_lib.changes.spill` bounds a huge transaction) → Spark keeps each key's first → one idempotent Delta MERGE,
-SetTransaction = the snapshot's app id + the version after the waves' (on record in the snapshot document before
+(`cdc_lib.binlog.stream`, `cdc_lib.binlog.table_rows`: values decode exactly as the sync decodes them) → refuse a
+TRUNCATE or DDL of the table in that stretch (`SnapshotWindowError`: no replay can make such a snapshot exact) → history
+only: every row image of the stretch, in binlog order, staged to Parquet in parts (`RowImages`; memory stays bounded by
+a part, as `cdc_lib.changes.spill` bounds a huge transaction) → Spark keeps each key's first → one idempotent Delta
+MERGE, SetTransaction = the snapshot's app id + the version after the waves' (on record in the snapshot document before
 the commit), that puts each such key back to its row at L, or removes it when it had none.
 """
 
@@ -34,11 +34,14 @@ from cdc_lib.binlog.event_types import (
     QUERY_COMPRESSED_EVENT,
     compressed_table_id,
     handling_of,
+    query_text,
     raw_event,
     uncompressed_query,
     uncompressed_rows_packet,
 )
-from cdc_lib.binlog.stream import TableDecoder, fold_rows, open_stream, query_text, rebuilt_rows_event, stream_setting
+from cdc_lib.binlog.replication_library import rebuilt_rows_event, stream_setting
+from cdc_lib.binlog.stream import open_stream
+from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.changes.modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, sequence_of, timestamp_micros
 from cdc_lib.common.faults import failpoint
@@ -77,9 +80,9 @@ class RowImages(TableChanges):
     """Each row event's image of the row BEFORE the change, per key, in binlog order: `r` rows (an UPDATE's
     before-image, a DELETE's row), `a` rows (an INSERT, the arriving key of a key-changing UPDATE: no row before).
 
-    A row fold like the sync's (`cdc_lib.binlog.stream.fold_rows` feeds it). The images go to `staged` (Parquet parts of
-    `_PART_ROWS`), never all in memory; without `staged` nothing is kept (a soft-delete table only needs the scan's
-    checks).
+    A row fold like the sync's (`cdc_lib.binlog.table_rows.fold_rows` feeds it). The images go to `staged` (Parquet
+    parts of `_PART_ROWS`), never all in memory; without `staged` nothing is kept (a soft-delete table only needs the
+    scan's checks).
     """
 
     staged: spark_writer.StagedChanges | None = None

@@ -21,7 +21,7 @@ import time
 
 import pymysql
 
-from cdc_lib.binlog.stream import before_prepared_xa
+from cdc_lib.binlog.probes import before_prepared_xa
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
@@ -34,9 +34,11 @@ from cdc_lib.snapshot.chunked import ChunkedOutcome, run_chunked_snapshot, serve
 from cdc_lib.snapshot.jdbc_read import SnapshotResult, partition_predicates, read_refusal_in, read_table
 from cdc_lib.snapshot.progress import ProgressListener, SnapshotProgress
 from cdc_lib.snapshot.watermarks import consistent_low_watermark
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import StateHandle
+from cdc_lib.state.offsets import TableState, utc_now
 from cdc_lib.state.snapshot_documents import SnapshotDocument, read_document, settle_snapshots
 from cdc_lib.state.table_offsets import reconcile_with_delta
 
@@ -61,7 +63,7 @@ def snapshot_tables(
     """
     results = []
     with mysql.source_connection(context.config.source) as connection:
-        mysql.check_server_settings(connection)
+        checks.check_server_settings(connection)
         chosen = choose_tables(context.configured_tables(connection), tables)
         schemas = [mysql.describe_table(connection, ref) for ref in chosen]  # refuses a table without a key
         context.sink.check_writable(context.config.sink.path)
@@ -215,7 +217,7 @@ def snapshot_table(
         if refusal is None:
             raise
         raise refusal from None
-    high = mysql.current_position(connection)
+    high = binlog_status.current_position(connection)
     failpoint("after_snapshot_commit")
     rows = (
         spark_writer.written_rows(path, version, storage=context.sink) if snapshot_time is None

@@ -51,16 +51,9 @@ from cdc_lib.errors import (
 )
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.source.binlog_status import binary_logs, binlog_end
 from cdc_lib.source.mysql_errors import error_code, error_text
-from cdc_lib.source.server import (
-    ServerFlavour,
-    binary_logs,
-    binlog_end,
-    describe_table,
-    query,
-    server_flavour,
-    server_identity,
-)
+from cdc_lib.source.server import ServerFlavour, describe_table, query, server_flavour, server_identity
 
 log = logging.getLogger("binlake")
 

@@ -1,4 +1,5 @@
-"""The MySQL/MariaDB side: connections, server checks, table discovery and binlog positions."""
+"""The MySQL/MariaDB server: connecting to it (settings, TLS, bounded waits), its flavour and identity, and what
+it says about the followed tables. `checks` asks whether CDC can work on it, `binlog_status` where its binlog is."""
 
 from __future__ import annotations
 
@@ -17,32 +18,16 @@ from pymysql.constants import CLIENT
 
 from cdc_lib.config.model import SourceConfig
 from cdc_lib.errors import (
-    BinlogPurgedError,
     ConfigError,
-    MissingGrantError,
     ServerMismatchError,
-    ServerSettingsError,
     SilentConnectionError,
     SourceConnectionError,
     TableError,
 )
-from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.model.positions import ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo, check_key_columns, spark_type_ddl
-from cdc_lib.source.mysql_errors import Connecting, Querying, connection_lost, error_code, error_text, mysql_error
-
-REQUIRED_SETTINGS = {
-    "log_bin": "ON",
-    "binlog_format": "ROW",
-    "binlog_row_image": "FULL",
-    "binlog_row_metadata": "FULL",
-}
-#: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
-LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
-
-#: ER_PARSE_ERROR: how a server answers a statement its grammar does not have (MySQL 8.4 and
-#: SHOW MASTER STATUS, a MySQL before 8.2 and SHOW BINARY LOG STATUS).
-PARSE_ERROR = 1064
+from cdc_lib.source.mysql_errors import Connecting, Querying, connection_lost, mysql_error
 
 
 @dataclass(frozen=True)
@@ -242,170 +227,6 @@ def timed_out(exc: BaseException) -> bool:
     return isinstance(exc, pymysql.MySQLError) and isinstance(exc.__context__, TimeoutError)
 
 
-#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
-#: the old document, which the reader cannot turn into a full row for Delta.
-PARTIAL_JSON_SETTING = "binlog_row_value_options"
-#: MySQL ≥ 8.0.20 only: ON writes each transaction as one zstd-compressed TRANSACTION_PAYLOAD event,
-#: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
-#: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
-TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
-#: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
-#: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
-#: existing row, never as an INSERT.
-EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
-LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
-
-
-def check_server_settings(
-    connection: pymysql.connections.Connection, *, append_inserts: bool = False
-) -> dict[str, str]:
-    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
-    no MySQL transaction compression, and the user may read the binlog and its position.
-
-    With `append_inserts` (the sync's `batch.append_inserts`), also refuse a MySQL replica whose binlog might
-    log an overwrite as an INSERT (`inserts_may_overwrite`): appending such a row would duplicate its key.
-
-    Every command that reads the source calls this before it writes anything.
-
-    Raises:
-        ServerSettingsError: a binlog setting is wrong.
-        MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
-    """
-    names = ", ".join(
-        f"'{name}'" for name in (
-            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING, *EXEC_MODE_SETTINGS,
-            *LOG_REPLICA_UPDATES_SETTINGS,
-        )
-    )
-    rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
-    actual = {str(name).lower(): str(value).upper() for name, value in rows}
-    for setting, expected in REQUIRED_SETTINGS.items():
-        value = actual.get(setting, "<missing>")
-        if value != expected:
-            raise ServerSettingsError(setting, value, expected)
-    if actual.get(PARTIAL_JSON_SETTING, ""):
-        raise ServerSettingsError(
-            PARTIAL_JSON_SETTING,
-            actual[PARTIAL_JSON_SETTING],
-            "",
-            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
-            "values in the binlog, not partial updates",
-        )
-    if actual.get(TRANSACTION_COMPRESSION_SETTING, "OFF") not in ("OFF", "0"):
-        raise ServerSettingsError(
-            TRANSACTION_COMPRESSION_SETTING,
-            actual[TRANSACTION_COMPRESSION_SETTING],
-            "OFF",
-            remedy=f"SET GLOBAL {TRANSACTION_COMPRESSION_SETTING}=OFF (and set it OFF in my.cnf): the binlog reader "
-            "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
-            "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
-        )
-    if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
-        # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never
-        # takes (tests/integration/test_failover.py shows it); MySQL is expected to do the same, but there is
-        # no MySQL server here to show it, so binlake does not rely on it.
-        mode = next(name for name in EXEC_MODE_SETTINGS if actual.get(name) == "IDEMPOTENT")
-        raise ServerSettingsError(
-            mode, "IDEMPOTENT", "STRICT",
-            remedy=f"this MySQL server is a replica that applies in IDEMPOTENT mode and logs what it applies; "
-            f"binlake cannot show that its binlog never records an overwrite as an INSERT: set "
-            f"batch.append_inserts: false in the pipeline config (every change is then MERGEd), or SET GLOBAL "
-            f"{mode}='STRICT' on the replica",
-        )
-    check_grants(connection)
-    return actual
-
-
-def inserts_may_overwrite(settings: dict[str, str]) -> bool:
-    """True when the server's binlog may hold an INSERT of a key that already existed (see EXEC_MODE_SETTINGS)."""
-    idempotent = any(settings.get(name) == "IDEMPOTENT" for name in EXEC_MODE_SETTINGS)
-    return idempotent and any(settings.get(name) in ("ON", "1") for name in LOG_REPLICA_UPDATES_SETTINGS)
-
-
-#: REPLICATION SLAVE under its MySQL and MariaDB names (MariaDB ≥ 10.5.1 also accepts REPLICATION REPLICA);
-#: not MariaDB's REPLICATION SLAVE ADMIN, which manages a replica and does not let the user read the binlog.
-_REPLICATION_SLAVE = re.compile(r"\bREPLICATION (?:SLAVE|REPLICA)\b(?! ADMIN)")
-
-
-def check_grants(connection: pymysql.connections.Connection) -> None:
-    """Raise MissingGrantError unless the user may read the binlog and its status."""
-    flavour = server_flavour(connection)
-    grants = " ".join(str(row[0]).upper() for row in query(connection, "SHOW GRANTS"))
-    if "ALL PRIVILEGES ON *.*" in grants:
-        return
-    if not _REPLICATION_SLAVE.search(grants):
-        raise MissingGrantError(
-            "the user lacks the REPLICATION SLAVE privilege",
-            remedy=f"GRANT {flavour.least_privilege_grants} ON *.* TO the binlake user ({flavour.grant_note})",
-        )
-    try:
-        current_position(connection)
-    except SourceConnectionError as exc:
-        if exc.retryable:
-            raise
-        raise MissingGrantError(
-            f"the user may not read the binlog position ({flavour.status_statements[0]})",
-            remedy=f"GRANT {flavour.position_privilege} ON *.* TO the binlake user ({flavour.grant_note})",
-        ) from None
-
-
-def current_position(connection: pymysql.connections.Connection) -> BinlogPosition:
-    """The binlog end with the GTID state that matches it exactly, and the identity of the server.
-
-    MySQL reports file, offset and executed GTID set in one binlog status row (SHOW BINARY LOG
-    STATUS from 8.2, SHOW MASTER STATUS before). MariaDB needs a second query for `gtid_binlog_pos`,
-    so that query brackets the status read and the read is repeated when a commit slipped in
-    between (a GTID state ahead of its offset would skip a transaction).
-    """
-    server = server_identity(connection)
-    for _ in range(10):
-        before = server_gtid(connection)
-        rows = _binlog_status(connection)
-        file_name, position = str(rows[0][0]), int(rows[0][1])
-        if len(rows[0]) > 4:  # MySQL: Executed_Gtid_Set, consistent with the offset by construction
-            executed = str(rows[0][4] or "").replace("\n", "")
-            return BinlogPosition(file=file_name, pos=position, gtid=executed or None, server=server)
-        if before == server_gtid(connection):
-            return BinlogPosition(file=file_name, pos=position, gtid=before, server=server)
-    # A busy server: ask it which state the offset itself stands for (reads the file up to the offset).
-    gtid = query(connection, "SELECT BINLOG_GTID_POS(%s, %s)", (file_name, position))[0][0]
-    return BinlogPosition(file=file_name, pos=position, gtid=None if gtid is None else str(gtid), server=server)
-
-
-def binlog_end(connection: pymysql.connections.Connection) -> tuple[str, int]:
-    """The binlog file and offset where the next transaction will be written (no GTID state, no identity)."""
-    rows = _binlog_status(connection)
-    return str(rows[0][0]), int(rows[0][1])
-
-
-def _binlog_status(connection: pymysql.connections.Connection) -> list[tuple[Any, ...]]:
-    """The binlog status row, by the statement this server's flavour and version have.
-
-    A parse error (1064) on the expected statement tries the other name once: a build whose version
-    string misleads (a fork, a proxy that rewrites VERSION()) still gets its position read.
-    """
-    flavour = server_flavour(connection)
-    preferred, other = flavour.status_statements
-    try:
-        try:
-            rows = query(connection, preferred)
-        except pymysql.MySQLError as exc:
-            if error_code(exc) != PARSE_ERROR:
-                raise
-            preferred = other
-            rows = query(connection, other)
-    except pymysql.MySQLError as exc:
-        # What a refused status statement means depends on the flavour's privilege names, known only here.
-        raise SourceConnectionError(
-            f"{preferred} failed on {flavour} ({error_text(exc)})",
-            remedy=f"grant {flavour.position_privilege} to the binlake user",
-            retryable=connection_lost(exc),
-        ) from None
-    if not rows:
-        raise ServerSettingsError("log_bin", "OFF", "ON")
-    return rows
-
-
 def server_identity(connection: pymysql.connections.Connection) -> ServerIdentity:
     """`@@server_id`, plus `@@server_uuid` where the server has one (MySQL; MariaDB has none), and the
     fingerprint that tells two servers with the same `server_id` apart (host name, port, binlog base name)."""
@@ -461,80 +282,6 @@ def identity_checked(
         return connection
 
     return connect_checked
-
-
-def server_gtid(connection: pymysql.connections.Connection) -> str | None:
-    """MariaDB `gtid_binlog_pos` ('' before the first transaction), else MySQL `gtid_executed`."""
-    variables = ("@@GLOBAL.gtid_binlog_pos",) if server_flavour(connection).mariadb else ("@@GLOBAL.gtid_executed",)
-    for variable in variables:
-        try:
-            value = query(connection, f"SELECT {variable}")[0][0]
-        except pymysql.MySQLError:
-            continue
-        return None if value is None else str(value).replace("\n", "")
-    return None
-
-
-def binary_logs(connection: pymysql.connections.Connection) -> list[tuple[str, int]]:
-    return [(str(row[0]), int(row[1])) for row in query(connection, "SHOW BINARY LOGS")]
-
-
-def bytes_behind(position: BinlogPosition, logs: list[tuple[str, int]]) -> int:
-    """Binlog bytes between a position and the end of the newest log."""
-    behind = 0
-    counting = False
-    for name, size in logs:
-        if name == position.file:
-            counting = True
-            behind += max(size - position.pos, 0)
-        elif counting:
-            behind += size
-    if not counting and logs:
-        return sum(size for _, size in logs)
-    return behind
-
-
-def events_behind(
-    connection: pymysql.connections.Connection,
-    position: BinlogPosition,
-    logs: list[tuple[str, int]],
-    *,
-    cap: int = 100_000,
-) -> int:
-    """Binlog events after a position, counted up to `cap` (status reports ">= cap" beyond it)."""
-    names = [name for name, _ in logs]
-    if position.file not in names:
-        return cap
-    counted = 0
-    for name in names[names.index(position.file):]:
-        start = position.pos if name == position.file else 4
-        rows = query(connection, f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {cap - counted + 1}", (name,))
-        # Every file after the first starts with a format description event that is not a change.
-        counted += max(len(rows) - (0 if name == position.file else 1), 0)
-        if counted >= cap:
-            return cap
-    return counted
-
-
-def check_position_available(
-    connection: pymysql.connections.Connection,
-    position: BinlogPosition,
-    *,
-    table: str | None = None,
-    logs: list[tuple[str, int]] | None = None,
-) -> None:
-    """Raise BinlogPurgedError if the server no longer keeps the binlog file of a position.
-
-    Pass `logs` (SHOW BINARY LOGS) when checking several positions, to ask the server once.
-    """
-    names = [name for name, _ in (binary_logs(connection) if logs is None else logs)]
-    if position.file not in names:
-        oldest = names[0] if names else "<none>"
-        raise BinlogPurgedError(
-            f"binlog {position.file} needed from {position} is gone (oldest on server: {oldest})",
-            remedy=f"re-snapshot: binlake snapshot --table {table}" if table else "re-snapshot the affected tables",
-            table=table,
-        )
 
 
 def resolve_tables(connection: pymysql.connections.Connection, patterns: tuple[str, ...]) -> list[TableRef]:

@@ -17,7 +17,8 @@ from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.session import spark_session
 from cdc_lib.sink.storage import SinkStorage
 from cdc_lib.source import server as mysql
-from cdc_lib.state.offsets import OffsetStore, PipelineState, StateHandle
+from cdc_lib.state.offset_store import OffsetStore, StateHandle
+from cdc_lib.state.offsets import PipelineState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cdc_lib.errors import BinlakeError, ConcurrentRunError
-from cdc_lib.state.offsets import OffsetStore
+from cdc_lib.state.offset_store import OffsetStore
 
 VERDICTS_DOCUMENT = "reconcile.json"
 #: Format of the stored document. A newer one (a newer binlake's) is neither read nor written over: status shows

@@ -24,9 +24,10 @@ from cdc_lib.common.formats import SNAPSHOT_DOCUMENT_FORMAT, check_format
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.sink import delta_log, fencing
-from cdc_lib.source import server as mysql
+from cdc_lib.source import binlog_status
 from cdc_lib.state.context import PipelineContext
-from cdc_lib.state.offsets import Lease, OffsetStore, PipelineState, StateHandle, TableState, utc_now
+from cdc_lib.state.offset_store import OffsetStore, StateHandle
+from cdc_lib.state.offsets import Lease, PipelineState, TableState, utc_now
 
 log = logging.getLogger("binlake")
 
@@ -321,7 +322,7 @@ def adopt_committed_waves(
     document.waves.append(Wave(
         number=commit.txn_version, first_chunk=int(metadata["first_chunk"]), end_chunk=int(metadata["end_chunk"]),
         rows=delta_log.written_rows(path, commit.delta_version, storage=context.sink),
-        low=BinlogPosition.from_json(metadata["wave_low"]), high=mysql.current_position(connection),
+        low=BinlogPosition.from_json(metadata["wave_low"]), high=binlog_status.current_position(connection),
         delta_version=commit.delta_version, adopted=True,
     ))
     if document.chunks_done >= len(document.plan) and not document.needs_correction:

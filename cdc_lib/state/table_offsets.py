@@ -14,7 +14,7 @@ import pymysql
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.model.positions import BinlogPosition, state_contains
 from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.source import server as mysql
+from cdc_lib.source import binlog_status
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import PipelineState, TableState, utc_now
 
@@ -56,7 +56,7 @@ def reconcile_with_delta(
             state.tables[name] = TableState(
                 position=end,
                 snapshot_low=end,
-                snapshot_high=mysql.current_position(connection),
+                snapshot_high=binlog_status.current_position(connection),
                 snapshot_at=utc_now().isoformat(),
                 schema=commit.metadata["schema"],
                 applied_seq=commit.txn_version,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cdc_lib.model.positions import BinlogPosition
-from cdc_lib.source import server as mysql
+from cdc_lib.source import binlog_status
 from cdc_lib.state.offsets import BatchRecord
 
 Verdict = Literal["caught_up", "catching_up", "not_catching_up", "unknown"]
@@ -101,7 +101,7 @@ def source_rate(
     elapsed = (now - at).total_seconds()
     if elapsed < MIN_SAMPLE_SECONDS:
         return None
-    return mysql.bytes_behind(position, logs) / elapsed
+    return binlog_status.bytes_behind(position, logs) / elapsed
 
 
 def bytes_between(start: BinlogPosition, end: BinlogPosition, logs: list[tuple[str, int]]) -> int | None:
@@ -136,7 +136,7 @@ def record_of_batch(
     it listed at the start."""
     moved = bytes_between(start, end, logs)
     if moved is None:  # the batch read into a file created after the listing (closed files' sizes are final)
-        moved = bytes_between(start, end, mysql.binary_logs(connection))
+        moved = bytes_between(start, end, binlog_status.binary_logs(connection))
     return BatchRecord(
         started_at=started_at.isoformat(), seconds=round(seconds, 3), binlog_bytes=moved or 0,
         limited=not reached_end, server_end=server_end,

@@ -16,6 +16,7 @@ import pymysql
 
 from cdc_lib.config.model import SourceConfig
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.source.mysql_errors import ProbingBinlogFile, mysql_error
 
@@ -116,7 +117,7 @@ def table_runways(
 ) -> dict[str, TableRunway]:
     """Runway of each position on the connected server; positions written on another server are left out."""
     now = now or dt.datetime.now(dt.UTC)
-    logs = mysql.binary_logs(connection) if logs is None else logs
+    logs = binlog_status.binary_logs(connection) if logs is None else logs
     expiry = ExpirySettings.read(connection)
     names = [name for name, _ in logs]
     created: dict[str, dt.datetime | None] = {}
@@ -145,7 +146,7 @@ def table_runways(
             rotated_at=rotated_at,
             runway_seconds=0.0 if purged else runway_seconds(expiry=expiry, rotated_at=rotated_at, now=now),
             expiry=expiry,
-            bytes_from_offset=mysql.bytes_behind(position, logs),
+            bytes_from_offset=binlog_status.bytes_behind(position, logs),
             oldest_age_seconds=oldest_age,
         )
     return result

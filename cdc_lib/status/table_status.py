@@ -10,6 +10,7 @@ from typing import Any
 from cdc_lib.common.failures import Retrying
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.model.positions import BinlogPosition, state_contains
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import PipelineState, TableState, utc_now
@@ -76,8 +77,8 @@ def table_statuses(
     `runway_warn_hours`."""
     state = context.read_state()
     with mysql.source_connection(context.config.source) as connection:
-        logs = mysql.binary_logs(connection)
-        server_end = mysql.current_position(connection)
+        logs = binlog_status.binary_logs(connection)
+        server_end = binlog_status.current_position(connection)
         configured = [ref.name for ref in context.configured_tables(connection)]
         # An offset written on another server (before its first batch here, after a switch of the source)
         # means nothing in this server's binlog files: its lag in bytes and events is unknown.
@@ -85,7 +86,7 @@ def table_statuses(
             name: table_state.position.written_on(server_end.server) for name, table_state in state.tables.items()
         }
         lag_events = {
-            name: mysql.events_behind(connection, table_state.position, logs) if here[name] else None
+            name: binlog_status.events_behind(connection, table_state.position, logs) if here[name] else None
             for name, table_state in state.tables.items()
         }
         runways = table_runways(
@@ -148,7 +149,7 @@ def _table_status(
     rates: _Rates | None = None,
 ) -> TableStatus:
     if here:
-        lag_bytes: int | None = mysql.bytes_behind(table_state.position, logs)
+        lag_bytes: int | None = binlog_status.bytes_behind(table_state.position, logs)
         caught_up = table_state.position.same_point(server_end) or lag_bytes == 0
     else:
         lag_bytes = None

@@ -173,7 +173,7 @@ def test_a_held_lease_is_transient_and_retried(shop: Shop, instance: dg.DagsterI
 
     (A snapshot no longer waits for the pipeline lease: it takes its table's own, docs/snapshots.md.)
     """
-    from cdc_lib.state.offsets import StateHandle
+    from cdc_lib.state.offset_store import StateHandle
 
     pipeline = Pipeline(shop.config)
     pipeline.snapshot([shop.tables[0]])

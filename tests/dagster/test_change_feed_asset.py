@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from assets.change_feed import build_change_feed_asset, derived_key, derived_table_path
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.demo import demo_config_text
 from cdc_lib.sink.change_feed import commit_versions
 from orchestration import demo

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from assets.naming import PipelineNames
-from cdc_lib.config.model import parse_config
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError
 from orchestration.component import PIPELINE_KEYS, BinlakeComponent, ResolvedPipeline
 from tests.conftest import CDC_PASSWORD, CDC_USER, scan_rows, sql

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from assets.naming import PipelineNames
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.errors import ConfigError
 from orchestration import definitions as code_location
 from orchestration.definitions import build_definitions

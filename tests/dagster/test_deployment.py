@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from assets.naming import PipelineNames
-from cdc_lib.config.model import load_configs
+from cdc_lib.config.load import load_configs
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConfigError
 from orchestration import definitions as code_location

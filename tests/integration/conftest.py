@@ -26,7 +26,7 @@ from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB, free_port
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.state.offsets import S3OffsetStore
+from cdc_lib.state.offset_store import S3OffsetStore
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
 
 

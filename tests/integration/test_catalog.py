@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cdc_lib.config.model import PipelineConfig, SparkConfig, load_config
+from cdc_lib.config.load import load_config
+from cdc_lib.config.model import PipelineConfig, SparkConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark.session import spark_session, spark_started
@@ -198,7 +199,7 @@ def test_a_session_without_the_configured_metastore_is_refused(
 
 READER = """
 import json, sys
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.sink.spark.session import spark_session
 
 config = load_config(sys.argv[1])

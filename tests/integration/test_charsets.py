@@ -1,7 +1,7 @@
 """Every character set the server has decodes, on every path, to exactly the text the server shows.
 
 The oracle is the server itself: `CONVERT(col USING utf8mb4)`, read as hex (MariaDB's UTF-8 charsets keep
-surrogate code points, which are not valid UTF-8). Codes come from bench/charset_tables.py: every byte of a
+surrogate code points, which are not valid UTF-8). Codes come from tools/charset_tables.py: every byte of a
 single-byte charset, every two- and three-byte code of the CJK charsets, every UCS-2/UTF-16 unit and BMP
 code point with samples beyond — all the ones the server accepts.
 """
@@ -14,17 +14,20 @@ from typing import Any
 import pytest
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
-from bench.charset_tables import server_views
-from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_batch
+from cdc_lib.binlog.batch import TableCursor
+from cdc_lib.binlog.stream import open_stream, read_batch
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.config.model import BatchConfig
 from cdc_lib.errors import SurrogateTextError, TableError
-from cdc_lib.model import charsets
+from cdc_lib.model import charset_tables, charsets
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import ColumnInfo, spark_type_ddl
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.source.server import connect, current_position, describe_table
+from cdc_lib.source.binlog_status import current_position
+from cdc_lib.source.server import connect, describe_table
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
+from tools.charset_tables import server_views
 
 ROWS = 64
 
@@ -60,7 +63,7 @@ def _shown(server: Any, statement: str, *arguments: Any) -> list[str | None]:
 def test_every_charset_is_proven_code_by_code(mariadb, views) -> None:
     """Each well-formed code alone, and all of them back to back in a shuffled order, as the server shows them."""
     assert set(views) == {name for name in views if charsets.known(name)}, "a charset binlake does not know"
-    assert not charsets.UNPROVEN
+    assert not charset_tables.UNPROVEN
     shuffle = random.Random(7)
     for charset, view in views.items():
         assert len(view) >= 128, charset
@@ -96,8 +99,8 @@ def _surrogate(text: str) -> bool:
 
 
 def test_an_unproven_charset_is_refused_with_the_remedy(monkeypatch) -> None:
-    monkeypatch.setitem(charsets.UNPROVEN, "koi8r", "the server's table changed")
-    monkeypatch.delitem(charsets.SINGLE_BYTE, "koi8r")
+    monkeypatch.setitem(charset_tables.UNPROVEN, "koi8r", "the server's table changed")
+    monkeypatch.delitem(charset_tables.SINGLE_BYTE, "koi8r")
     charsets.decoder.cache_clear()
     try:
         column = ColumnInfo("name", "varchar", "varchar(10)", True, character_set="koi8r")

@@ -268,7 +268,7 @@ def test_a_ddl_during_a_wave_stops_the_snapshot_uninstalled_and_the_next_run_sta
 def test_snapshot_documents_on_s3_are_compare_and_swap_and_listed_in_one_call(s3_endpoint: str,
                                                                                s3_bucket: str) -> None:
     from cdc_lib.errors import ConcurrentRunError
-    from cdc_lib.state.offsets import S3OffsetStore
+    from cdc_lib.state.offset_store import S3OffsetStore
 
     store = S3OffsetStore(f"s3://{s3_bucket}/offsets", endpoint_url=s3_endpoint)
     assert store.list_documents("p", "snapshots") == []

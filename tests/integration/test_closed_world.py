@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.binlog import stream as binlog
+from cdc_lib.binlog import batch
 from cdc_lib.binlog.ddl import table_effects
-from cdc_lib.binlog.stream import TableDecoder
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
@@ -286,14 +286,14 @@ def test_a_row_decode_failure_stops_only_that_table(mariadb, database, make_conf
     pipeline = Pipeline(config)
     pipeline.snapshot()
 
-    real_fold = binlog.fold_rows
+    real_fold = batch.fold_rows
 
     def failing_fold(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         if decoder.schema.table.name == bad and any(row.get("values", {}).get("id") == 66 for row in event.rows):
             raise UnicodeDecodeError("latin1", b"\x81", 0, 1, "a byte Python's codec rejects")
         return real_fold(event, decoder, changes)
 
-    monkeypatch.setattr(binlog, "fold_rows", failing_fold)
+    monkeypatch.setattr(batch, "fold_rows", failing_fold)
     sql(mariadb, f"INSERT INTO {bad} VALUES (1, 'fine', 1)", f"INSERT INTO {good} VALUES (1, 'fine', 1)")
     before_bad = _master(mariadb)
     sql(mariadb, "BEGIN", f"INSERT INTO {good} VALUES (66, 'same transaction', 66)",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.dev.local_spark_cluster import LocalSparkCluster
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, run_cli, source_rows, sql

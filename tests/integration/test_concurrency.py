@@ -12,7 +12,8 @@ import pytest
 from cdc_lib.common.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.state.offsets import PipelineState, S3OffsetStore, StateHandle
+from cdc_lib.state.offset_store import S3OffsetStore, StateHandle
+from cdc_lib.state.offsets import PipelineState
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import wait_for
 

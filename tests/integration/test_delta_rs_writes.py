@@ -172,7 +172,7 @@ def test_an_s3_sink_round_trip_on_delta_rs(mariadb, database, make_config, s3_en
 
 PROBE = """
 import json, sys, time
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import session as spark
 started = time.monotonic()

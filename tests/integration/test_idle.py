@@ -12,7 +12,7 @@ from tests.conftest import CDC_PASSWORD, sql, write_config_file
 
 PROBE = """
 import json, sys
-from cdc_lib.config.model import load_config
+from cdc_lib.config.load import load_config
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import session as spark
 results = Pipeline(load_config(sys.argv[1])).sync()

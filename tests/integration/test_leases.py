@@ -16,7 +16,7 @@ from cdc_lib.errors import ConcurrentRunError
 from cdc_lib.pipeline.follow import follow
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.state.heartbeat import LeaseLostError
-from cdc_lib.state.offsets import StateHandle
+from cdc_lib.state.offset_store import StateHandle
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import Background, assert_each_change_applied_once, binlake_commits, wait_for
 

@@ -20,7 +20,8 @@ from cdc_lib.sink import delta_log
 from cdc_lib.sink.spark.session import spark_session
 from cdc_lib.sink.spark.writer import _IdempotentCommit
 from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
-from cdc_lib.state.offsets import LocalOffsetStore, PipelineState
+from cdc_lib.state.offset_store import LocalOffsetStore
+from cdc_lib.state.offsets import PipelineState
 from tests.conftest import delta_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
 

@@ -7,11 +7,14 @@ from typing import Any
 
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog.stream import TableCursor, TableDecoder, open_stream, read_batch
+from cdc_lib.binlog.batch import TableCursor
+from cdc_lib.binlog.stream import open_stream, read_batch
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.config.model import BatchConfig, PipelineConfig
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef
-from cdc_lib.source.server import connect, current_position, describe_table
+from cdc_lib.source.binlog_status import current_position
+from cdc_lib.source.server import connect, describe_table
 from tests.conftest import sql
 from tests.integration.type_rows import (
     COLUMNS,
@@ -254,7 +257,7 @@ def test_temporal_edges_decode_as_the_server_shows_them_on_both_paths(mariadb, d
 def test_a_table_map_is_parsed_once_per_reader_and_an_altered_one_anew(mariadb, database, make_config,
                                                                           monkeypatch) -> None:
     """Equal table-map bytes reuse the first parse (the same `Table`); an ALTER's new map is parsed, not reused."""
-    from cdc_lib.binlog import stream as binlog
+    from cdc_lib.binlog import replication_library
 
     db = database
     sql(mariadb, f"CREATE TABLE {db}.m (id INT PRIMARY KEY, amount DECIMAL(7,2) NOT NULL, note VARCHAR(9))")
@@ -266,13 +269,13 @@ def test_a_table_map_is_parsed_once_per_reader_and_an_altered_one_anew(mariadb, 
                        f"UPDATE {db}.m SET amount = -amount WHERE id = {number}", "COMMIT"]
     sql(mariadb, *statements, f"ALTER TABLE {db}.m ADD COLUMN w INT", f"INSERT INTO {db}.m VALUES (13, 1.5, 'x', 7)")
     parsed: list[str] = []
-    library = binlog._parse_table_map
+    library = replication_library.parse_table_map
 
     def counting(self: Any, *args: Any, **kwargs: Any) -> None:
         library(self, *args, **kwargs)
         parsed.append(self.table)
 
-    monkeypatch.setattr(binlog, "_parse_table_map", counting)
+    monkeypatch.setattr(replication_library, "parse_table_map", counting)
     stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, TableMapEvent],
                          tables=[TableRef.parse(f"{db}.m")])
     tables: list[Any] = []

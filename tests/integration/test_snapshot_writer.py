@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config.model import parse_config
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError, DeltaStateError
 from cdc_lib.model.tables import TableRef
 from cdc_lib.pipeline.pipeline import Pipeline

@@ -23,7 +23,7 @@ from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
-from cdc_lib.source.server import current_position
+from cdc_lib.source.binlog_status import current_position
 from tests.conftest import ConfigFactory, source_rows, sql, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once, binlake_commits, cli_in_process
 

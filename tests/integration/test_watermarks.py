@@ -17,7 +17,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc_lib.binlog.stream import columns_after_ddl, open_stream
+from cdc_lib.binlog.probes import columns_after_ddl
+from cdc_lib.binlog.stream import open_stream
 from cdc_lib.common.faults import PAUSE_FILE_VARIABLE, PAUSE_VARIABLE
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
@@ -26,6 +27,7 @@ from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.snapshot.watermarks import consistent_low_watermark, racing_ddl
+from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.status.runway import table_runways
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
@@ -102,14 +104,14 @@ def test_low_watermark_is_the_consistent_snapshot_position(mariadb, database, ma
         f"INSERT INTO {table} VALUES (1, 12.25), (2, -3.75)")
     config = make_config([table])
     with mysql.source_connection(config.source) as connection:
-        before = mysql.current_position(connection)
+        before = binlog_status.current_position(connection)
     committed_during: list[BinlogPosition] = []
 
     def commit_a_row() -> None:
         # Committed after the snapshot transaction began and before it locked the table.
         sql(mariadb, f"INSERT INTO {table} VALUES (3, 99.5)")
         with mysql.source_connection(config.source) as other:
-            committed_during.append(mysql.current_position(other))
+            committed_during.append(binlog_status.current_position(other))
 
     paused = pause("watermark_before_lock", commit_a_row)
     with mysql.source_connection(config.source) as connection:
@@ -134,7 +136,7 @@ def test_a_ddl_racing_the_lock_is_retried_and_the_schema_matches_the_position(
     sql(mariadb, f"CREATE TABLE {table} (id INT PRIMARY KEY, qty INT NOT NULL)", f"INSERT INTO {table} VALUES (1, 7)")
     config = make_config([table])
     with mysql.source_connection(config.source) as connection:
-        before = mysql.current_position(connection)
+        before = binlog_status.current_position(connection)
 
     def alter() -> None:
         sql(mariadb, f"ALTER TABLE {table} ADD COLUMN price DECIMAL(7,3) NOT NULL DEFAULT 12.125")
@@ -243,7 +245,7 @@ def test_a_reconnect_of_the_binlog_stream_is_checked_too(mariadb, own_mariadb, d
     table = make_items(mariadb, database, 50)
     config = through(make_config([table]), proxy)
     with mysql.source_connection(config.source) as connection:
-        start = mysql.current_position(connection)
+        start = binlog_status.current_position(connection)
     # Several MB of binlog, more than the loopback socket buffers hold, so the cut is felt mid-stream.
     backlog(mariadb, database, transactions=6, rows=1500)
     from pymysqlreplication.row_event import WriteRowsEvent
@@ -273,8 +275,8 @@ def test_the_binlog_probes_refuse_another_server_too(mariadb, own_mariadb, datab
     with mysql.source_connection(config.source) as connection:
         schema = mysql.describe_table(connection, TableRef.parse(table))
         sql(mariadb, f"ALTER TABLE {table} ADD COLUMN note VARCHAR(12) NULL")
-        start = mysql.current_position(connection)  # right after the DDL
-        logs = mysql.binary_logs(connection)
+        start = binlog_status.current_position(connection)  # right after the DDL
+        logs = binlog_status.binary_logs(connection)
     sql(mariadb, f"INSERT INTO {table} (id, qty, note) VALUES (1007, 7, 'after')")
     assert columns_after_ddl(config.source, schema, start) == [*schema.column_names, "note"]
     assert start.server is not None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdc_lib.binlog.ddl import table_effects, tokenize
+from cdc_lib.binlog.ddl import table_effects
+from cdc_lib.binlog.sql_tokens import tokenize
 from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.schema_diff import default_literal, widening_problem
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from cdc_lib.binlog.stream import transaction_control
-from cdc_lib.binlog.transaction import OpenTransaction, PreparedXas, Transactional, XaId, engine_kind, parse_xid
+from cdc_lib.binlog.transaction import (
+    OpenTransaction,
+    PreparedXas,
+    Transactional,
+    XaId,
+    engine_kind,
+    parse_xid,
+    transaction_control,
+)
 from cdc_lib.model.positions import BinlogPosition
 
 ENGINES: dict[str, Transactional] = {"db.inno": "yes", "db.mis": "no", "db.odd": "unknown"}

@@ -16,7 +16,7 @@ import pytest
 
 from cdc_lib.common.formats import COMMIT_FORMAT, SNAPSHOT_DOCUMENT_FORMAT, STATE_FORMAT, NewerFormatError, check_format
 from cdc_lib.sink import delta_log
-from cdc_lib.state.offsets import LocalOffsetStore
+from cdc_lib.state.offset_store import LocalOffsetStore
 from cdc_lib.state.snapshot_documents import read_document
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "state-v1"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.config.model import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError
 from cdc_lib.sink.spark.jars import aws_sdk_version, pyspark_hadoop_version, s3a_artifacts
 from cdc_lib.sink.spark.session import s3a_conf, sink_conf

@@ -1,6 +1,4 @@
-"""A valid config document: the config tests vary it one key at a time."""
-
-from __future__ import annotations
+"""A valid pipeline config document, which the config tests (and others that need a config) change a key of."""
 
 from typing import Any
 

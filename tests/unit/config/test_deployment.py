@@ -5,7 +5,9 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config.model import PipelineConfig, SparkConfig, load_configs, parse_config, resolve_config_path
+from cdc_lib.config.load import load_configs, resolve_config_path
+from cdc_lib.config.model import PipelineConfig, SparkConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError
 from cdc_lib.sink.spark.session import is_local_master, mode_defaults
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from pymysqlreplication.constants import NONE_SOURCE
 
-from cdc_lib.binlog.stream import TableDecoder
+from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.errors import KeyMappingError, ZeroDateError, ZeroDateKeyError
-from cdc_lib.model import charsets
+from cdc_lib.model import charset_tables, charsets
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo, binlog_converter, check_key_columns, key_refusal
 
@@ -98,7 +98,7 @@ def test_distinct_key_values_stay_distinct_and_non_null(column: ColumnInfo, valu
 
 #: Single-byte charsets from the server's tables: a key column in one is either injective over every byte, or
 #: refused. Multi-byte ones are judged on their codes that the server shows differently from Python's codec.
-@pytest.mark.parametrize("charset", sorted(charsets.SINGLE_BYTE))
+@pytest.mark.parametrize("charset", sorted(charset_tables.SINGLE_BYTE))
 def test_a_single_byte_charset_key_is_injective_over_every_byte_or_refused(charset: str) -> None:
     column = _column("varchar", "varchar(4)", character_set=charset)
     shown = [_mapped(column, bytes([code])) for code in range(256)]
@@ -108,9 +108,9 @@ def test_a_single_byte_charset_key_is_injective_over_every_byte_or_refused(chars
         assert key_refusal(column) is None
 
 
-@pytest.mark.parametrize("charset", sorted(charsets.MULTI_BYTE))
+@pytest.mark.parametrize("charset", sorted(charset_tables.MULTI_BYTE))
 def test_a_multi_byte_charset_key_is_injective_on_its_fixed_codes_or_refused(charset: str) -> None:
-    codec, _, fixed = charsets.MULTI_BYTE[charset]
+    codec, _, fixed = charset_tables.MULTI_BYTE[charset]
     column = _column("varchar", "varchar(4)", character_set=charset)
     codes = [code for first, last, _, _ in fixed for code in range(first, last + 1)]
     texts = {_mapped(column, code.to_bytes((code.bit_length() + 7) // 8, "big")) for code in codes}
@@ -175,7 +175,7 @@ def test_a_zero_date_outside_the_key_keeps_its_policy() -> None:
 
 
 def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset_on_the_next_read() -> None:
-    from cdc_lib.binlog.stream import TableCursor, _Read
+    from cdc_lib.binlog.batch import BinlogRead, TableCursor
     from cdc_lib.config.model import SourceConfig
     from cdc_lib.model.positions import BinlogPosition
 
@@ -183,7 +183,8 @@ def test_a_table_snapshotted_before_its_key_type_was_refused_stops_at_its_offset
     plain = TableSchema(TableRef("db", "p"), (_column("int", "int(11)"),), ("k",))
     at = BinlogPosition("mysql-bin.000001", 400)
     cursors = [TableCursor("db.e", at, refused), TableCursor("db.p", at, plain)]
-    read = _Read(SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("db.*",)), cursors, None)
+    source = SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("db.*",))
+    read = BinlogRead(source, cursors, None)
     assert set(read.result.table_errors) == {"db.e"}
     failure = read.result.table_errors["db.e"]
     assert isinstance(failure.error, KeyMappingError) and failure.position == at

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.cli import main
-from cdc_lib.state.offsets import LocalOffsetStore, StateHandle, utc_now
+from cdc_lib.state.offset_store import LocalOffsetStore, StateHandle
+from cdc_lib.state.offsets import utc_now
 
 
 @pytest.mark.parametrize(

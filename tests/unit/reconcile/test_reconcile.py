@@ -10,7 +10,7 @@ import pytest
 from cdc_lib.cli import unexpected_remedy
 from cdc_lib.display.report import STATUS_LEGEND, format_reconciliation, format_status, verdict_text
 from cdc_lib.reconcile.reconcile import ChunkMismatch, ReconciliationReport, compare_rows
-from cdc_lib.state.offsets import LocalOffsetStore
+from cdc_lib.state.offset_store import LocalOffsetStore
 from cdc_lib.state.reconcile_verdicts import VERDICTS_DOCUMENT, Verdict, read_verdicts, record_verdict
 
 

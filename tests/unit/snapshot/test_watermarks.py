@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.config.model import parse_config
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, WatermarkRaceError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef

@@ -14,10 +14,12 @@ from typing import Any
 import pymysql
 import pytest
 
-from cdc_lib.config.model import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.status import runway
 from tests.mysql_stub import SHOP_ORDERS, UUID, MySQLStub
@@ -43,8 +45,8 @@ def config_for(server: MySQLStub, tmp_path: Path, **source: Any) -> PipelineConf
 def test_position_on_mysql_84_is_read_with_show_binary_log_status(stub: MySQLStub, tmp_path: Path) -> None:
     with mysql.source_connection(config_for(stub, tmp_path).source) as connection:
         flavour = mysql.server_flavour(connection)
-        position = mysql.current_position(connection)
-        again = mysql.current_position(connection)
+        position = binlog_status.current_position(connection)
+        again = binlog_status.current_position(connection)
     assert not flavour.mariadb and flavour.version == (8, 4, 3)
     assert position == again == BinlogPosition(
         file="binlog.000003", pos=157, gtid=f"{UUID}:1-57", server=ServerIdentity(server_id=1, server_uuid=UUID)
@@ -58,18 +60,18 @@ def test_position_on_mysql_84_is_read_with_show_binary_log_status(stub: MySQLStu
 
 def test_mysql_80_still_gets_show_master_status_and_a_misleading_version_falls_back(tmp_path: Path) -> None:
     with MySQLStub(version="8.0.40") as server, mysql.source_connection(config_for(server, tmp_path).source) as c:
-        assert mysql.current_position(c).file == "binlog.000003"
+        assert binlog_status.current_position(c).file == "binlog.000003"
     assert "SHOW MASTER STATUS" in server.queries and "SHOW BINARY LOG STATUS" not in server.queries
     # VERSION() says 8.0 (a proxy, a relabelled build) but the server is 8.4: the 1064 is answered by the new name.
     with MySQLStub(reported_version="8.0.40-proxy") as server, \
             mysql.source_connection(config_for(server, tmp_path).source) as connection:
-        assert mysql.current_position(connection).pos == 157
+        assert binlog_status.current_position(connection).pos == 157
     assert server.queries[-2:] == ["SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"]
 
 
 def test_settings_and_grants_pass_on_mysql_84_with_its_least_privilege_grants(stub: MySQLStub, tmp_path: Path) -> None:
     with mysql.source_connection(config_for(stub, tmp_path).source) as connection:
-        settings = mysql.check_server_settings(connection)
+        settings = checks.check_server_settings(connection)
     assert settings["binlog_transaction_compression"] == "OFF"
 
 
@@ -146,7 +148,7 @@ def test_runway_and_the_binlog_reader_send_nothing_84_lacks(stub: MySQLStub, tmp
     source = config_for(stub, tmp_path).source
     with mysql.source_connection(source) as connection:
         expiry = runway.ExpirySettings.read(connection)  # 8.4 removed expire_logs_days
-        logs = mysql.binary_logs(connection)
+        logs = binlog_status.binary_logs(connection)
     assert expiry.expire_seconds == 2_592_000 and expiry.size_limit_bytes is None
     assert logs == [("binlog.000002", 1_201), ("binlog.000003", 157)]
     assert runway._file_created_at(source, "binlog.000002") is None  # the stub sends no events

@@ -10,7 +10,8 @@ import pytest
 from cdc_lib.errors import ConcurrentRunError, OffsetStoreError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.state.heartbeat import Heartbeat, LeaseLostError
-from cdc_lib.state.offsets import LocalOffsetStore, PipelineState, StateHandle, TableState
+from cdc_lib.state.offset_store import LocalOffsetStore, StateHandle
+from cdc_lib.state.offsets import PipelineState, TableState
 
 
 class FakeClock:

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.common.faults import failpoint
-from cdc_lib.config.model import SnapshotConfig, parse_config
+from cdc_lib.config.model import SnapshotConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConcurrentRunError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.snapshot.jdbc_read import compare_key
-from cdc_lib.state.offsets import LocalOffsetStore, PipelineState
+from cdc_lib.state.offset_store import LocalOffsetStore
+from cdc_lib.state.offsets import PipelineState
 from cdc_lib.state.snapshot_documents import (
     DocumentHandle,
     SnapshotDocument,

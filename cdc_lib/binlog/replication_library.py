@@ -1,0 +1,174 @@
+"""python-mysql-replication's internals in one place: the private attributes binlake reads, and the version read.
+
+binlake reaches past the library's public API where the API has no way in: a table map parsed once per
+connection (the library's `TableMapEvent` constructor is replaced), the bytes of a rows event that
+`row_decoder` decodes itself, the stream's name-mangled settings, and a rows event rebuilt from a decompressed
+packet. None of that is a contract: another release may rename or repurpose any of these attributes without a
+word, and rows would then decode wrongly or not at all. So every reader refuses a version other than
+`VERIFIED_VERSION` (`check_version`), and no other module touches the library's private attributes
+(tests/unit/binlog/test_replication_library.py scans for it). Upgrading the library means re-reading each
+function here against the new release's source, then moving `VERIFIED_VERSION` and the pin in pyproject.toml
+together.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cdc_lib.errors import BinlakeError
+
+#: The python-mysql-replication release whose private attributes this module was checked against.
+VERIFIED_VERSION = "1.0.17"
+#: The library's distribution name (it is imported as `pymysqlreplication`).
+DISTRIBUTION = "mysql-replication"
+
+
+class ReplicationLibraryError(BinlakeError):
+    """The installed python-mysql-replication is not the release binlake's binlog reader was checked against."""
+
+
+@functools.cache
+def installed_version() -> str | None:
+    """The installed python-mysql-replication's version, or None when its metadata cannot be found."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_version() -> None:
+    """Refuse to read the binlog through a library release whose private attributes were not checked."""
+    installed = installed_version()
+    if installed != VERIFIED_VERSION:
+        raise ReplicationLibraryError(
+            f"python-mysql-replication {installed or '(version unknown)'} is installed, but binlake reads private "
+            f"attributes of {VERIFIED_VERSION} (cdc_lib/binlog/replication_library.py), which another release may "
+            "change without notice",
+            remedy=f"install the pinned release: pip install {DISTRIBUTION}=={VERIFIED_VERSION}",
+        )
+
+
+# -- the packets ---------------------------------------------------------------------------------
+
+
+def unread_bytes(wrapper: Any) -> tuple[bytes, int] | None:
+    """A packet's bytes and the offset the library has read them up to.
+
+    None when the library pushed bytes back (its data buffer), so the offset is not where the unread bytes
+    start, or when the packet does not keep its bytes as PyMySQL 1.x does.
+    """
+    if getattr(wrapper, "_BinLogPacketWrapper__data_buffer", b"?"):
+        return None
+    packet = wrapper.packet
+    data, start = getattr(packet, "_data", None), getattr(packet, "_position", None)
+    if not isinstance(data, bytes) or not isinstance(start, int):
+        return None
+    return data, start
+
+
+def rows_decoded(event: Any) -> bool:
+    """Whether the library has decoded a rows event's rows already (its packet is then past them)."""
+    return getattr(event, "_RowsEvent__rows", None) is not None
+
+
+# -- the table maps ------------------------------------------------------------------------------
+
+#: The attribute of a reader's connection that holds its table maps by their bytes (`_table_map_init`).
+_TABLE_MAPS = "_binlake_table_maps"
+#: Distinct table maps kept per reader connection: a read sees one per followed table and table version.
+TABLE_MAPS_KEPT = 4096
+# The library's own constructor, kept once even if this module is imported again (a reload must not wrap ours).
+parse_table_map = getattr(TableMapEvent, "_binlake_library_init", TableMapEvent.__init__)
+
+
+def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any], ctl_connection: Any,
+                    **settings: Any) -> None:
+    """TableMapEvent's constructor, parsing a table map once per reader connection rather than once per event.
+
+    The server logs a table map before every rows event group (three per transaction of an insert, an update
+    and a delete): python-mysql-replication parsed each anew, ~60 µs or a sixth of a busy read's CPU. Equal
+    bytes (table id, names, column types, metadata, optional metadata) on the same connection, with the
+    same reader settings, parse to the same table map, so the first parse is reused (its `Table` too,
+    which `row_decoder.FastRows` then recognises by identity). Connections binlake did not mark (another
+    reader in the process) and checksummed verification parse as the library does.
+    """
+    cache: dict[bytes, Any] | None = getattr(ctl_connection, _TABLE_MAPS, None)
+    key = _table_map_bytes(from_packet, event_size) if cache is not None and not settings.get("verify_checksum") \
+        else None
+    parsed = cache.get(key) if cache is not None and key is not None else None
+    if parsed is None:
+        parse_table_map(self, from_packet, event_size, table_map, ctl_connection, **settings)
+        if cache is not None and key is not None and self._processed and len(cache) < TABLE_MAPS_KEPT:
+            cache[key] = self
+        return
+    self.__dict__.update(parsed.__dict__)
+    self.packet, self.table_map, self.timestamp = from_packet, table_map, from_packet.timestamp
+    table_map[self.table_id] = self.table_obj
+
+
+def _table_map_bytes(wrapper: Any, event_size: int) -> bytes | None:
+    """The event's body (post-header and payload, no checksum), or None if the packet is not where it starts."""
+    found = unread_bytes(wrapper)
+    if found is None:
+        return None
+    data, start = found
+    if start + event_size > len(data):
+        return None
+    return data[start:start + event_size]
+
+
+TableMapEvent._binlake_library_init = parse_table_map
+TableMapEvent.__init__ = _table_map_init
+
+
+def caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:
+    """A connection factory whose connections keep the table maps they carry (`_table_map_init`)."""
+
+    def connect_caching(**settings: Any) -> Any:
+        if "db" in settings:  # the library's name for it, which PyMySQL deprecates
+            settings["database"] = settings.pop("db")
+        connection = connect(**settings)
+        setattr(connection, _TABLE_MAPS, {})
+        return connection
+
+    return connect_caching
+
+
+# -- the stream ----------------------------------------------------------------------------------
+
+def stream_setting(stream: BinLogStreamReader, name: str) -> Any:
+    """A private attribute of the stream (python-mysql-replication 1.0.17 keeps its settings name-mangled)."""
+    return getattr(stream, f"_BinLogStreamReader__{name}")
+
+
+def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
+    """The library's rows event for a rebuilt (decompressed) packet, read with the stream's own settings."""
+    from pymysql.protocol import MysqlPacket
+    from pymysqlreplication.packet import BinLogPacketWrapper
+
+    wrapper = BinLogPacketWrapper(
+        MysqlPacket(packet_bytes, stream._ctl_connection.encoding),
+        stream.table_map,
+        stream._ctl_connection,
+        stream.mysql_version,
+        stream_setting(stream, "use_checksum"),
+        frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
+        stream_setting(stream, "only_tables"),
+        stream_setting(stream, "ignored_tables"),
+        stream_setting(stream, "only_schemas"),
+        stream_setting(stream, "ignored_schemas"),
+        stream_setting(stream, "freeze_schema"),
+        stream_setting(stream, "ignore_decode_errors"),
+        False,  # the checksum bytes belong to the compressed event
+        stream_setting(stream, "optional_meta_data"),
+        False,
+        stream_setting(stream, "use_column_name_cache"),
+        stream_setting(stream, "post_header_lengths"),
+    )
+    return wrapper.event

@@ -1,0 +1,171 @@
+"""A followed table's rows events → row tuples in schema order, folded into the table's changes.
+
+`TableDecoder` holds what one table needs to decode: the fast decoder (`row_decoder.FastRows`), and for the
+library's row dicts the picking, conversions, empty SETs and zero dates. `fold_rows` feeds a rows event through
+it into a fold; the sync's batch read and the snapshot correction both decode through here, so values are the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pymysqlreplication.constants import NONE_SOURCE
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cdc_lib.binlog.row_decoder import FastRows
+from cdc_lib.changes.events import Row, TableChanges
+from cdc_lib.config.model import ZeroDatePolicy
+from cdc_lib.errors import SchemaChangeError, ServerSettingsError, ZeroDateError, ZeroDateKeyError
+from cdc_lib.model.tables import TableSchema
+from cdc_lib.model.types import binlog_converter
+
+
+@dataclass
+class TableDecoder:
+    """Turns the reader's row dicts into tuples in schema order, converting only where needed."""
+
+    schema: TableSchema
+    conversions: tuple[tuple[int, Callable[[Any], Any]], ...]
+    key_positions: tuple[int, ...]
+    set_columns: frozenset[str]
+    pick: Callable[[dict[str, Any]], Any]
+    width: int
+    fast: FastRows
+    #: (index, name, is TIMESTAMP) of DATE, DATETIME and TIMESTAMP columns, which may hold zero dates.
+    temporal: tuple[tuple[int, str, bool], ...] = ()
+    zero_dates: ZeroDatePolicy = "null"
+    #: (index, name) of the key columns among them: a zero date there is refused under any policy (no NULL key).
+    temporal_keys: tuple[tuple[int, str], ...] = ()
+
+    @classmethod
+    def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null") -> TableDecoder:
+        names = schema.column_names
+        conversions = []
+        for index, column in enumerate(schema.columns):
+            converter = binlog_converter(column)
+            if converter is not None:
+                conversions.append((index, converter))
+        getter = operator.itemgetter(*names)
+        temporal = tuple(
+            (index, column.name, column.data_type.lower() == "timestamp")
+            for index, column in enumerate(schema.columns)
+            if column.data_type.lower() in ("date", "datetime", "timestamp")
+        )
+        # The fast decoder turns a zero date into None like a NULL; under `error` only the library's
+        # none_sources tell the two apart, so such tables decode through the library.
+        library_only = zero_dates == "error" and bool(temporal)
+        return cls(
+            schema=schema,
+            conversions=tuple(conversions),
+            key_positions=tuple(names.index(key) for key in schema.primary_key),
+            set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
+            pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
+            width=len(names),
+            temporal=temporal,
+            zero_dates=zero_dates,
+            temporal_keys=tuple((index, name) for index, name, _ in temporal if name in schema.primary_key),
+            fast=FastRows(schema, library_only=library_only),
+        )
+
+    def check_keys(self, rows: list[Row]) -> None:
+        """Refuse a row whose temporal key decoded to None: a key column is NOT NULL, so it held a zero date."""
+        for index, name in self.temporal_keys:
+            if any(row[index] is None for row in rows):
+                raise ZeroDateKeyError(self.schema.table.name, name)
+
+    def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
+        if self.set_columns and none_sources:
+            # The reader reports an empty SET as None; only its none_sources tell it from NULL.
+            for name in self.set_columns:
+                if none_sources.get(name) == NONE_SOURCE.EMPTY_SET:
+                    values = {**values, name: ""}
+        if len(values) != self.width:
+            raise _schema_changed(self.schema, values)
+        try:
+            picked = self.pick(values)
+        except KeyError as missing:
+            raise _schema_changed(self.schema, values) from missing
+        zero = self._zero_dates(values, none_sources) if self.temporal else ()
+        if not self.conversions and not zero:
+            return picked  # type: ignore[no-any-return]
+        row = list(picked)
+        for index, convert in self.conversions:
+            value = row[index]
+            if value is not None:
+                row[index] = convert(value)
+        for index in zero:
+            row[index] = None
+        return tuple(row)
+
+    def _zero_dates(self, values: dict[str, Any], none_sources: dict[str, str] | None) -> list[int]:
+        """Indexes of zero or partial dates in a row; raises instead under the `error` policy.
+
+        The reader decodes a zero DATE/DATETIME as None (its none_sources tell it from NULL) and a
+        zero TIMESTAMP as the epoch, which no real TIMESTAMP holds (their range starts at 00:00:01 UTC).
+        """
+        found = []
+        for index, name, is_timestamp in self.temporal:
+            if is_timestamp:
+                zero = values.get(name) == _EPOCH
+            else:
+                zero = values.get(name) is None and (none_sources or {}).get(name) in _OUT_OF_RANGE
+            if zero:
+                if any(index == key for key, _ in self.temporal_keys):
+                    raise ZeroDateKeyError(self.schema.table.name, name)
+                if self.zero_dates == "error":
+                    raise ZeroDateError(self.schema.table.name, name)
+                found.append(index)
+        return found
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_OUT_OF_RANGE = frozenset(
+    {NONE_SOURCE.OUT_OF_DATE_RANGE, NONE_SOURCE.OUT_OF_DATETIME_RANGE, NONE_SOURCE.OUT_OF_DATETIME2_RANGE}
+)
+
+
+def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
+    table = schema.table.name
+    if any(str(key).startswith("UNKNOWN_COL") for key in values):
+        return ServerSettingsError("binlog_row_metadata", "MINIMAL", "FULL")
+    added = [key for key in values if key not in schema.column_names]
+    missing = [name for name in schema.column_names if name not in values]
+    return SchemaChangeError(
+        f"columns changed in the binlog (added: {added or '-'}, missing: {missing or '-'})",
+        remedy=f"re-snapshot the table: binlake snapshot --table {table}",
+        table=table,
+    )
+
+
+def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    """Fold the event's rows into `changes`; returns how many row changes it carried."""
+    images = decoder.fast.images(event)
+    if images is not None:
+        if decoder.temporal_keys:
+            decoder.check_keys(images)
+        if isinstance(event, UpdateRowsEvent):
+            pairs = iter(images)
+            for before, after in zip(pairs, pairs, strict=True):
+                changes.update(before, after)
+            return len(images) // 2
+        fold = changes.insert if isinstance(event, WriteRowsEvent) else changes.delete
+        for row in images:
+            fold(row)
+        return len(images)
+    if isinstance(event, WriteRowsEvent):
+        for row in event.rows:
+            changes.insert(decoder.row(row["values"], row.get("none_sources")))
+    elif isinstance(event, UpdateRowsEvent):
+        for row in event.rows:
+            changes.update(
+                decoder.row(row["before_values"], row.get("before_none_sources")),
+                decoder.row(row["after_values"], row.get("after_none_sources")),
+            )
+    elif isinstance(event, DeleteRowsEvent):
+        for row in event.rows:
+            changes.delete(decoder.row(row["values"], row.get("none_sources")))
+    return len(event.rows)

@@ -1,0 +1,128 @@
+"""Whether CDC can work on a server: its binlog settings and the binlake user's grants, checked by every command
+that reads the source before it writes anything."""
+
+from __future__ import annotations
+
+import re
+
+import pymysql
+
+from cdc_lib.errors import MissingGrantError, ServerSettingsError, SourceConnectionError
+from cdc_lib.source.binlog_status import current_position
+from cdc_lib.source.server import query, server_flavour
+
+REQUIRED_SETTINGS = {
+    "log_bin": "ON",
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+}
+#: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
+LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
+
+#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
+#: the old document, which the reader cannot turn into a full row for Delta.
+PARTIAL_JSON_SETTING = "binlog_row_value_options"
+#: MySQL ≥ 8.0.20 only: ON writes each transaction as one zstd-compressed TRANSACTION_PAYLOAD event,
+#: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
+#: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
+TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
+#: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
+#: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
+#: existing row, never as an INSERT.
+EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
+LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
+
+
+def check_server_settings(
+    connection: pymysql.connections.Connection, *, append_inserts: bool = False
+) -> dict[str, str]:
+    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
+    no MySQL transaction compression, and the user may read the binlog and its position.
+
+    With `append_inserts` (the sync's `batch.append_inserts`), also refuse a MySQL replica whose binlog might
+    log an overwrite as an INSERT (`inserts_may_overwrite`): appending such a row would duplicate its key.
+
+    Every command that reads the source calls this before it writes anything.
+
+    Raises:
+        ServerSettingsError: a binlog setting is wrong.
+        MissingGrantError: the user lacks REPLICATION SLAVE or BINLOG MONITOR / REPLICATION CLIENT.
+    """
+    names = ", ".join(
+        f"'{name}'" for name in (
+            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING, *EXEC_MODE_SETTINGS,
+            *LOG_REPLICA_UPDATES_SETTINGS,
+        )
+    )
+    rows = query(connection, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    actual = {str(name).lower(): str(value).upper() for name, value in rows}
+    for setting, expected in REQUIRED_SETTINGS.items():
+        value = actual.get(setting, "<missing>")
+        if value != expected:
+            raise ServerSettingsError(setting, value, expected)
+    if actual.get(PARTIAL_JSON_SETTING, ""):
+        raise ServerSettingsError(
+            PARTIAL_JSON_SETTING,
+            actual[PARTIAL_JSON_SETTING],
+            "",
+            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
+            "values in the binlog, not partial updates",
+        )
+    if actual.get(TRANSACTION_COMPRESSION_SETTING, "OFF") not in ("OFF", "0"):
+        raise ServerSettingsError(
+            TRANSACTION_COMPRESSION_SETTING,
+            actual[TRANSACTION_COMPRESSION_SETTING],
+            "OFF",
+            remedy=f"SET GLOBAL {TRANSACTION_COMPRESSION_SETTING}=OFF (and set it OFF in my.cnf): the binlog reader "
+            "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
+            "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
+        )
+    if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
+        # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never
+        # takes (tests/integration/test_failover.py shows it); MySQL is expected to do the same, but there is
+        # no MySQL server here to show it, so binlake does not rely on it.
+        mode = next(name for name in EXEC_MODE_SETTINGS if actual.get(name) == "IDEMPOTENT")
+        raise ServerSettingsError(
+            mode, "IDEMPOTENT", "STRICT",
+            remedy=f"this MySQL server is a replica that applies in IDEMPOTENT mode and logs what it applies; "
+            f"binlake cannot show that its binlog never records an overwrite as an INSERT: set "
+            f"batch.append_inserts: false in the pipeline config (every change is then MERGEd), or SET GLOBAL "
+            f"{mode}='STRICT' on the replica",
+        )
+    check_grants(connection)
+    return actual
+
+
+def inserts_may_overwrite(settings: dict[str, str]) -> bool:
+    """True when the server's binlog may hold an INSERT of a key that already existed (see EXEC_MODE_SETTINGS)."""
+    idempotent = any(settings.get(name) == "IDEMPOTENT" for name in EXEC_MODE_SETTINGS)
+    return idempotent and any(settings.get(name) in ("ON", "1") for name in LOG_REPLICA_UPDATES_SETTINGS)
+
+
+#: REPLICATION SLAVE under its MySQL and MariaDB names (MariaDB ≥ 10.5.1 also accepts REPLICATION REPLICA);
+#: not MariaDB's REPLICATION SLAVE ADMIN, which manages a replica and does not let the user read the binlog.
+_REPLICATION_SLAVE = re.compile(r"\bREPLICATION (?:SLAVE|REPLICA)\b(?! ADMIN)")
+
+
+def check_grants(connection: pymysql.connections.Connection) -> None:
+    """Raise MissingGrantError unless the user may read the binlog and its status."""
+    flavour = server_flavour(connection)
+    grants = " ".join(str(row[0]).upper() for row in query(connection, "SHOW GRANTS"))
+    if "ALL PRIVILEGES ON *.*" in grants:
+        return
+    if not _REPLICATION_SLAVE.search(grants):
+        raise MissingGrantError(
+            "the user lacks the REPLICATION SLAVE privilege",
+            remedy=f"GRANT {flavour.least_privilege_grants} ON *.* TO the binlake user ({flavour.grant_note})",
+        )
+    try:
+        current_position(connection)
+    except SourceConnectionError as exc:
+        if exc.retryable:
+            raise
+        raise MissingGrantError(
+            f"the user may not read the binlog position ({flavour.status_statements[0]})",
+            remedy=f"GRANT {flavour.position_privilege} ON *.* TO the binlake user ({flavour.grant_note})",
+        ) from None
+

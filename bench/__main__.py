@@ -5,8 +5,8 @@ Starts its own MariaDB, generates the workload server-side, then measures:
   sync         binlake sync --until-caught-up rows/s  vs  a bare python-mysql-replication loop
   read path    binlake's binlog reader alone (decode + fold, no Spark) over the same range
   idle         wall time of a `binlake sync` process with no relevant change (and whether Spark started)
-  snapshot-freshness  the lag of small tables while a big one is snapshotted (bench/snapshot_freshness.py)
-  keep-up      issue 12's table (bench/keepup*.py): sustainable rate vs MariaDB's apply rate (mixed,
+  snapshot-freshness  the lag of small tables while a big one is snapshotted (bench/snapshot/snapshot_freshness.py)
+  keep-up      issue 12's table (bench/keepup/): sustainable rate vs MariaDB's apply rate (mixed,
                insert-only), 100 tables vs 1, snapshot of 200k rows, a new Dagster/CLI process's cost to its
                commit, a table with 10,000 commits; printed after the main table
 Sizes are flags; `--quick` fits in a few minutes.
@@ -30,33 +30,19 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench import huge_transaction, keepup_report, peer, scenarios, snapshot_freshness, snapshot_resume  # noqa: E402
+from bench import peer, scenarios  # noqa: E402
+from bench.common import PASSWORD, USER, load_rows  # noqa: E402
+from bench.keepup import keepup_report  # noqa: E402
+from bench.paths import huge_transaction  # noqa: E402
+from bench.snapshot import snapshot_freshness, snapshot_resume  # noqa: E402
 from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
-
-USER, PASSWORD = "bench", "bench-pw"
-ORDERS = (
-    "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL, amount DECIMAL(12,2) NOT NULL, "
-    "status VARCHAR(16) NOT NULL, note VARCHAR(200), created DATETIME(6) NOT NULL, updated TIMESTAMP(6) NOT NULL)"
-)
 
 
 def median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
     values = [measure() for _ in range(runs)]
     return statistics.median(values), values
-
-
-def load_rows(server: LocalMariaDB, rows: int) -> None:
-    server.execute("DROP DATABASE IF EXISTS bench", "CREATE DATABASE bench", ORDERS)
-    chunk = 200_000
-    for start in range(0, rows, chunk):
-        count = min(chunk, rows - start)
-        server.execute(
-            "INSERT INTO bench.orders SELECT seq, seq % 5000, (seq % 100000) / 100, ELT(1 + seq % 3, 'new', 'paid', "
-            "'shipped'), REPEAT(CHAR(97 + seq % 26), 20 + seq % 150), TIMESTAMP('2026-01-01') + INTERVAL seq SECOND, "
-            f"TIMESTAMP('2026-01-01') + INTERVAL seq SECOND FROM bench.seq_{start + 1}_to_{start + count}"
-        )
 
 
 def make_changes(server: LocalMariaDB, changes: int, first_new_id: int) -> int:

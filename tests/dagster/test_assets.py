@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
 
 import dagster as dg
 import pytest
@@ -14,29 +13,7 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import delta_rows, source_rows
 from tests.dagster.conftest import Shop, freshness_checks_job
-
-
-def materializations(result: dg.ExecuteInProcessResult) -> dict[dg.AssetKey, dict[str, Any]]:
-    found = {}
-    for event in result.get_asset_materialization_events():
-        materialization = event.materialization
-        found[materialization.asset_key] = {key: value.value for key, value in materialization.metadata.items()}
-    return found
-
-
-def observations(result: dg.ExecuteInProcessResult) -> dict[dg.AssetKey, dict[str, Any]]:
-    found = {}
-    for event in result.get_asset_observation_events():
-        observation = event.asset_observation_data.asset_observation
-        found[observation.asset_key] = {key: value.value for key, value in observation.metadata.items()}
-    return found
-
-
-def check_results(result: dg.ExecuteInProcessResult) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
-    return {
-        (evaluation.asset_key.path[-1], evaluation.check_name): evaluation
-        for evaluation in result.get_asset_check_evaluations()
-    }
+from tests.dagster.run_events import check_results, materializations, observations
 
 
 def snapshot_all(shop: Shop, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:

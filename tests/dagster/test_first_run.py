@@ -8,52 +8,17 @@ schedule's first tick), one micro-batch run (that tick), the freshness and recon
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import dagster as dg
 
 from assets.checks import build_freshness_checks
 from assets.discovery import DISCOVERED_KIND
 from assets.naming import PipelineNames
-from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark.writer import read_log_tail
 from orchestration.sensors import freshness_decision
+from tests.dagster.cli_load import delta_versions, load_with_the_cli_path
 from tests.dagster.conftest import Shop
-from tests.dagster.test_assets import check_results, materializations, observations
-from tests.dagster.test_sensors import tick
-
-
-def load_with_the_cli_path(shop: Shop) -> Pipeline:
-    pipeline = Pipeline(shop.config)
-    pipeline.snapshot()
-    pipeline.sync(until_caught_up=True)
-    return pipeline
-
-
-def delta_versions(shop: Shop, pipeline: Pipeline) -> dict[str, int]:
-    versions = {}
-    for table in shop.tables:
-        tail = read_log_tail(pipeline.table_path(table), application=pipeline.application(table))
-        assert tail is not None
-        versions[table] = tail.latest_version
-    return versions
-
-
-def first_ticks(shop: Shop, defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, Any]:
-    """The first evaluation of every sensor, as the daemon does when `dagster dev` starts."""
-    names = shop.names
-    return {
-        name: tick(defs, name, instance, shop)
-        for name in (names.missing_snapshot_sensor, names.table_error_sensor, names.freshness_sensor)
-    }
-
-
-def launch_freshness(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest) -> Any:
-    """What the daemon does with the freshness sensor's run request: run exactly the checks it names."""
-    job = defs.resolve_implicit_global_asset_job_def().get_subset(
-        asset_selection=set(), asset_check_selection=set(request.asset_check_keys or [])
-    )
-    return job.execute_in_process(instance=instance, tags=request.tags)
+from tests.dagster.daemon import first_ticks, launch_freshness, tick
+from tests.dagster.run_events import check_results, materializations, observations
 
 
 def test_tables_loaded_by_the_cli_show_as_materialized_and_every_check_passes(

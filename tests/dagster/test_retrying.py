@@ -13,7 +13,7 @@ from cdc_lib.common.failures import Retrying
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.status.table_status import TableStatus
 from tests.dagster.conftest import Shop
-from tests.dagster.test_sensors import tick
+from tests.dagster.daemon import tick
 
 NOW = dt.datetime(2026, 11, 27, 8, 0, tzinfo=dt.UTC)
 DISK_FULL = Retrying.first_or_next("disk full: Unable to copy data to file: No space left on device (os error 28)",

@@ -15,7 +15,7 @@ import yaml
 from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD
 from tests.dagster.conftest import Shop
-from tests.integration.test_cli_logs import JVM_NOISE
+from tests.jvm_noise import JVM_NOISE
 
 ROOT = Path(__file__).resolve().parents[2]
 

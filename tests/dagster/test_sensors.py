@@ -9,17 +9,7 @@ import dagster as dg
 from cdc_lib.pipeline.pipeline import Pipeline
 from orchestration.sensors import SnapshotCursor
 from tests.dagster.conftest import Shop
-
-
-def tick(
-    defs: dg.Definitions, name: str, instance: dg.DagsterInstance, shop: Shop, cursor: str | None = None, **resource
-) -> dg.SensorExecutionData:
-    sensor = defs.get_repository_def().get_sensor_def(name)
-    context = dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources={shop.names.resource_key: shop.resource(**resource)},
-        definitions=defs,
-    )
-    return sensor.evaluate_tick(context)
+from tests.dagster.daemon import tick
 
 
 def test_missing_snapshots_are_requested_once(shop: Shop, instance: dg.DagsterInstance) -> None:

@@ -22,8 +22,9 @@ import pytest
 
 from cdc_lib.dev.local_mariadb import free_port
 from tests.conftest import CDC_PASSWORD
+from tests.dagster.cli_load import delta_versions, load_with_the_cli_path
 from tests.dagster.conftest import Shop, freshness_checks_job
-from tests.dagster.test_first_run import delta_versions, first_ticks, launch_freshness, load_with_the_cli_path
+from tests.dagster.daemon import first_ticks, launch_freshness
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -1,4 +1,4 @@
-"""Fixtures for fault tests: private servers a test may kill, a cuttable TCP proxy, and output checks.
+"""Fixtures for fault tests: private servers a test may kill, and output checks (the proxies are in tests/net_proxy.py).
 
 The session MariaDB and moto server (tests/conftest.py) are shared, so nothing here ever stops
 them; a test that kills a server starts its own.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,6 @@ from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.state.offset_store import S3OffsetStore
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
-from tests.net_proxy import close_socket
 
 
 @pytest.fixture
@@ -75,83 +73,6 @@ def backlog(server: LocalMariaDB, db: str, *, transactions: int, rows: int) -> i
             changes += 10
         sql(server, *statements, "COMMIT")
     return changes
-
-
-# -- a TCP proxy that can be cut and restored ---------------------------------------------------
-
-
-class TcpProxy:
-    """Forwards 127.0.0.1:`port` to 127.0.0.1:`target_port`.
-
-    `cut()` stops listening and drops every open connection (the far side looks unreachable);
-    `restore()` listens again on the same port.
-    """
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = free_port()
-        self._listener: socket.socket | None = None
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
-
-    def restore(self) -> TcpProxy:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        return self
-
-    def cut(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            # shutdown() wakes the thread blocked in accept(); close() alone would leave it listening.
-            try:
-                listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            listener.close()
-        with self._lock:
-            for connection in list(self._open):
-                close_socket(connection)
-            self._open.clear()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
-                close_socket(client)
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                if self._listener is not listener:
-                    close_socket(client)
-                    close_socket(upstream)
-                    return
-                self._open.update((client, upstream))
-            for source, target in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._open.discard(source)
-                self._open.discard(target)
-            close_socket(source)
-            close_socket(target)
-
-
 
 
 # -- private moto servers ------------------------------------------------------------------------

@@ -14,47 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
-from tests.conftest import run_cli, scan_rows, source_rows, sql, write_config_file
+from tests.conftest import run_cli, scan_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
-
-
-def make_tables(mariadb: Any, db: str, count: int, rows: int = 120) -> list[str]:
-    tables = []
-    for index in range(count):
-        name = f"{db}.t{index}"
-        sql(
-            mariadb,
-            f"CREATE TABLE {name} (id INT PRIMARY KEY, qty INT NOT NULL, price DECIMAL(9,3), label VARCHAR(20))",
-            f"INSERT INTO {name} SELECT seq, seq * 3, seq / 8, 'start' FROM {db}.seq_1_to_{rows}",
-        )
-        tables.append(name)
-    return tables
+from tests.integration.mixed_batches import config_file_with, make_tables, mixed
 
 
 def inserts(mariadb: Any, table: str, first: int, count: int) -> None:
     db = table.split(".")[0]
     sql(mariadb, f"INSERT INTO {table} SELECT {first} + seq, seq, 12.125, 'new' FROM {db}.seq_1_to_{count}")
-
-
-def mixed(mariadb: Any, table: str, round_number: int) -> None:
-    db = table.split(".")[0]
-    base = 10_000 * (round_number + 1)
-    sql(
-        mariadb,
-        "START TRANSACTION",
-        f"INSERT INTO {table} SELECT {base} + seq, seq, 7.375, 'r{round_number}' FROM {db}.seq_1_to_30",
-        f"UPDATE {table} SET qty = qty + 1 WHERE id % 7 = {round_number % 7}",
-        f"DELETE FROM {table} WHERE id % 13 = {round_number % 13} AND id < 1000",
-        f"INSERT INTO {table} VALUES ({base + 500}, 1, 1.5, 'brief')",
-        f"DELETE FROM {table} WHERE id = {base + 500}",
-        "COMMIT",
-    )
 
 
 def delta_log(pipeline: Pipeline, table: str) -> list[dict[str, Any]]:
@@ -78,14 +50,6 @@ def assert_equal_to_source(mariadb: Any, pipeline: Pipeline, table: str) -> None
     delta = sorted(scan_rows(pipeline.table_path(table)))
     assert len({row[0] for row in delta}) == len(delta), f"{table}: a key is in Delta twice"
     assert delta == source_rows(mariadb, table), f"{table}: Delta differs from the source"
-
-
-def config_file_with(config: Any, path: Path, **batch: Any) -> Path:
-    write_config_file(config, path)
-    document = yaml.safe_load(path.read_text())
-    document["batch"].update({"writer": config.batch.writer, **batch})
-    path.write_text(yaml.safe_dump(document))
-    return path
 
 
 @pytest.mark.parametrize("writer", ["spark", "delta-rs"])

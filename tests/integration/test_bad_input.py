@@ -5,7 +5,6 @@ docs/bad-input.md lists every case here with the line a user sees.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from cdc_lib.errors import (
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import CDC_PASSWORD, delta_rows, run_cli, source_rows, sql, write_config_file
+from tests.integration.binlog_purge import purge_all_but_newest
 from tests.integration.conftest import (
     Background,
     ReadOnlyS3,
@@ -127,21 +127,6 @@ def test_missing_grants(mariadb, make_config, database) -> None:
         with pytest.raises(MissingGrantError, match="REPLICATION"):
             command()
     assert_nothing_written(config)
-
-
-def purge_all_but_newest(server: LocalMariaDB) -> None:
-    """PURGE skips files a connected reader still uses; end leftover dumps until the purge takes."""
-    sql(server, "FLUSH BINARY LOGS")
-    newest = sql(server, "SHOW MASTER STATUS")[0][0]
-    for _ in range(20):
-        sql(server, f"PURGE BINARY LOGS TO '{newest}'")
-        if [row[0] for row in sql(server, "SHOW BINARY LOGS")] == [newest]:
-            return
-        for row in sql(server, "SHOW PROCESSLIST"):
-            if str(row[4]).startswith("Binlog Dump"):
-                sql(server, f"KILL CONNECTION {row[0]}")
-        time.sleep(0.5)
-    pytest.fail("the server kept old binlogs")
 
 
 def test_purged_binlog_position(mariadb, make_config, database) -> None:

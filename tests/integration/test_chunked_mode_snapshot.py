@@ -23,7 +23,7 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.state.snapshot_documents import read_document
 from tests.conftest import scan_rows, sql, write_config_file
 from tests.integration.conftest import wait_for
-from tests.integration.test_chunked_snapshot import popen_cli
+from tests.integration.snapshot_runs import popen_cli
 
 BASE = int(time.time()) + 3 * 3600
 DATA = ["id", "amount", "note"]

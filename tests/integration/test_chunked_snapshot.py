@@ -8,8 +8,6 @@ import os
 import random
 import signal
 import socket
-import subprocess
-import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -24,54 +22,16 @@ from cdc_lib.state.snapshot_documents import (
     document_name,
     read_document,
 )
-from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, write_config_file
+from tests.conftest import run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import wait_for
+from tests.integration.snapshot_runs import finished_record, make_items, popen_cli, wave_commits
 
 SEED = int(os.environ.get("BINLAKE_TEST_SEED", "20261123"))
-
-
-def popen_cli(config_path: Path, *arguments: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    environment = {**os.environ, "BINLAKE_TEST_PASSWORD": CDC_PASSWORD, "TZ": "UTC", **env}
-    return subprocess.Popen(
-        [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), *arguments],
-        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )
-
-
-def make_items(mariadb: Any, database: str, rows: int, name: str = "items") -> str:
-    sql(
-        mariadb,
-        f"CREATE TABLE {database}.{name} (id INT PRIMARY KEY, price DECIMAL(9,2) NOT NULL, label VARCHAR(24))",
-        f"INSERT INTO {database}.{name} SELECT CAST(seq AS SIGNED) * 3 - 7, seq * 12.25, CONCAT('n-', seq * 7) "
-        f"FROM {database}.seq_1_to_{rows}",
-    )
-    return f"{database}.{name}"
 
 
 def lake_rows(config: Any, table: str) -> list[tuple[Any, ...]]:
     """The Delta table as delta-rs reads it (not Spark)."""
     return sorted(scan_rows(Pipeline(config).table_path(table)))
-
-
-def finished_record(config: Any, table: str) -> dict[str, Any]:
-    """The document of the table's last installed snapshot (`snapshots-done/`)."""
-    document, _ = Pipeline(config).store.read_document(config.pipeline, f"snapshots-done/{table}.json")
-    assert document is not None, "an installed snapshot keeps its record"
-    return document
-
-
-def wave_commits(config: Any, table: str) -> list[dict[str, Any]]:
-    """The commit metadata of every snapshot wave in the table's Delta log, oldest first."""
-    log_dir = Path(Pipeline(config).table_path(table)) / "_delta_log"
-    found = []
-    for path in sorted(log_dir.glob("*.json")):
-        for line in path.read_text().split("\n"):
-            if '"commitInfo"' in line:
-                info = json.loads(line)["commitInfo"]
-                metadata = json.loads(info.get("userMetadata") or "{}")
-                if "wave" in metadata:
-                    found.append({**metadata, "delta_version": int(path.stem), "timestamp": info["timestamp"]})
-    return found
 
 
 def commit_timestamps(config: Any, table: str) -> dict[int, int]:
@@ -268,7 +228,6 @@ def test_a_lost_table_lease_stops_before_the_next_wave_commit(mariadb, database,
     assert [commit["wave"] for commit in wave_commits(config, table)] == [1], "nothing written after the loss"
     raw, _ = store.read_document(config.pipeline, document_name(table))
     assert raw is not None and raw["lease"]["owner"] == "taker" and len(raw["waves"]) == 1
-
 
 
 def test_a_ddl_during_a_wave_stops_the_snapshot_uninstalled_and_the_next_run_starts_over(

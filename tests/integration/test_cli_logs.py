@@ -12,14 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import delta_rows, run_cli, source_rows, sql, write_config_file
+from tests.jvm_noise import JVM_NOISE
 
-# Lines only the JVM writes: launcher and SLF4J notices, log4j's own warnings, Spark's pattern layout
-# ("25/11/02 10:00:00 WARN NativeCodeLoader: ...") and its structured JSON layout ({"ts": ...}).
-JVM_NOISE = re.compile(
-    r"SLF4J|log4j|incubator|NativeCodeLoader|^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) "
-    r"|^(WARN|INFO|ERROR) |Using Spark's default|^\{\"ts\":",
-    re.MULTILINE,
-)
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
 SNAPSHOT_LINE = re.compile(r"^t_\w+\.items: \d+ rows in [\d.]+s .*Delta version \d+, low .+, high .+$")
 

@@ -147,7 +147,7 @@ def test_xa_prepared_before_the_snapshot_and_committed_after_lands(mariadb, data
 
 def test_a_prepared_xa_whose_prepare_was_purged_stops_the_snapshot(mariadb, database, make_config) -> None:
     from cdc_lib.errors import TableError
-    from tests.integration.test_bad_input import purge_all_but_newest
+    from tests.integration.binlog_purge import purge_all_but_newest
 
     table = f"{database}.t"
     _table(mariadb, table)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -25,9 +24,10 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.delta_rs.writer import DeltaRsWriterError, storage_options, table_uri
 from cdc_lib.sink.spark.session import spark_session
-from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, write_config_file
+from tests.conftest import CDC_PASSWORD, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once, s3_sink
-from tests.integration.test_apply_paths import config_file_with, make_tables, mixed
+from tests.integration.delta_commits import assert_equal_to_source, commits_of
+from tests.integration.mixed_batches import config_file_with, make_tables, mixed
 
 #: Column names DataFusion must quote: upper case, a double quote, a hyphen, non-ASCII; and a backtick, which
 #: Spark's and MySQL's identifiers must double.
@@ -35,29 +35,8 @@ ODD_COLUMNS = ('`ID` INT PRIMARY KEY, `Qty"Total` INT, `Über-Größe` VARCHAR(2
                '`Seen` DATETIME(6), `Tick``s` SMALLINT')
 
 
-def commits_of(pipeline: Pipeline, table: str) -> list[dict[str, Any]]:
-    """binlake's commits of the table: version, operation, engine and writer, in version order."""
-    found = []
-    for file in sorted((Path(pipeline.table_path(table)) / "_delta_log").glob("*.json")):
-        for line in file.read_text().split("\n"):
-            info = json.loads(line).get("commitInfo") if line.strip() else None
-            if info and info.get("userMetadata"):
-                metadata = json.loads(info["userMetadata"])
-                found.append({"version": int(file.stem), "operation": info["operation"],
-                              "engine": info.get("engineInfo", ""), "writer": metadata.get("writer"),
-                              "path": metadata.get("path", metadata["kind"])})
-    return found
-
-
 def with_writer(config: PipelineConfig, writer: str) -> PipelineConfig:
     return replace(config, batch=replace(config.batch, writer=writer))  # type: ignore[arg-type]
-
-
-def assert_equal_to_source(mariadb: Any, pipeline: Pipeline, table: str) -> None:
-    delta = sorted(scan_rows(pipeline.table_path(table)))
-    assert delta == source_rows(mariadb, table), f"{table}: Delta (delta-rs scan) differs from the source"
-    frame = spark_session(pipeline.config.spark).read.format("delta").load(pipeline.table_path(table))
-    assert sorted(tuple(row) for row in frame.collect()) == delta, "Spark reads another table than delta-rs"
 
 
 def test_every_change_kind_on_delta_rs_then_spark_then_delta_rs_again(mariadb, database, make_config) -> None:

@@ -28,7 +28,7 @@ from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.session import spark_session
 from cdc_lib.sink.storage import storage_for
 from tests.conftest import sql
-from tests.integration.test_type_parity import COLUMNS, ROWS
+from tests.integration.type_rows import COLUMNS, ROWS
 
 OP = spark_writer.OPERATION_COLUMN
 

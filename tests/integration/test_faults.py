@@ -24,7 +24,6 @@ from tests.conftest import CDC_PASSWORD, delta_rows, source_rows, sql, write_con
 from tests.integration.conftest import (
     Background,
     MotoServer,
-    TcpProxy,
     assert_each_change_applied_once,
     backlog,
     binlake_commits,
@@ -34,6 +33,7 @@ from tests.integration.conftest import (
     quickly_failing_store,
     wait_for,
 )
+from tests.net_proxy import TcpProxy
 
 
 def assert_converged(config: Any, server: LocalMariaDB, table: str) -> None:

@@ -1,11 +1,11 @@
-"""The differential fuzzer (bench/fuzz.py) in a bounded run: fixed seeds, a few rounds each, every family on.
+"""The differential fuzzer (bench/fuzz/fuzz.py) in a bounded run: fixed seeds, a few rounds each, every family on.
 
 Each round creates random tables over every type and character set, runs random transaction shapes,
 DDL, binlake syncs (one-shot, follow mode, CLI) and crashes, with a config drawn per round (writer threads,
 append path, tiny spill and chunk sizes, `batch.writer` spark/delta-rs/auto and switches between them),
 syncs until caught up and compares source and Delta row by row with
 an independent reader. A failing round prints its seed, round and the smallest reproduction found;
-`python -m bench.fuzz --seed S --round R` replays it.
+`python -m bench.fuzz.fuzz --seed S --round R` replays it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz import FAMILIES, PATHS, Fuzzer, Server, compare_table, parse_families
+from bench.fuzz.fuzz import FAMILIES, PATHS, Fuzzer, Server, compare_table, parse_families
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from tests.conftest import CDC_PASSWORD, CDC_USER, sql
 
@@ -109,7 +109,7 @@ def test_families_are_switchable() -> None:
 
 def test_a_round_is_a_function_of_seed_and_round() -> None:
     """Replay depends on it: the same (seed, round) plans the same statements, another round does not."""
-    from bench.fuzz import Generator
+    from bench.fuzz.fuzz import Generator
 
     alphabets: dict[str, tuple[str, ...]] = {
         "utf8mb4": ("a", "é", "😀", " ", "\\"), "latin1": ("a", "\u0081", "\u009d", "ÿ", "'"),

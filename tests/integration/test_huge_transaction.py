@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from bench.huge_transaction import measure_in_subprocess
+from bench.paths.huge_transaction import measure_in_subprocess
 from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import CDC_PASSWORD, scan_rows, source_rows, sql, write_config_file
 
@@ -180,7 +180,7 @@ def test_the_spilled_path_bounds_python_memory_where_todays_grows(
     print(f"peak RSS growth: spilled {spilled['growth_bytes'] / mb:.1f} MB, "
           f"in memory {in_memory['growth_bytes'] / mb:.1f} MB")
     # The spilled run's growth is fixed costs (Arrow's buffers, the first MERGE's py4j objects), ~20 MB here
-    # whatever the size of the transaction (bench/huge_transaction.py prints the slope); today's grows ~1.6 KB
+    # whatever the size of the transaction (bench/paths/huge_transaction.py prints the slope); today's grows ~1.6 KB
     # a row of this table.
     assert spilled["growth_bytes"] < 40 * mb, spilled
     assert in_memory["growth_bytes"] > 2 * 40 * mb, in_memory

@@ -26,8 +26,8 @@ from cdc_lib.sink.delta_rs import file_layout, key_rewrite
 from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import run_cli, scan_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
-from tests.integration.test_apply_paths import config_file_with
-from tests.integration.test_delta_rs_writes import assert_equal_to_source, commits_of
+from tests.integration.delta_commits import assert_equal_to_source, commits_of
+from tests.integration.mixed_batches import config_file_with
 
 #: Small enough that the tables below snapshot into several files (delta-rs cuts a file past the size).
 SMALL_FILE_BYTES = 12 * 1024

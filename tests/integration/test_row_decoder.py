@@ -16,7 +16,7 @@ from cdc_lib.model.tables import TableRef
 from cdc_lib.source.binlog_status import current_position
 from cdc_lib.source.server import connect, describe_table
 from tests.conftest import sql
-from tests.integration.test_type_parity import (
+from tests.integration.type_rows import (
     COLUMNS,
     ROWS,
     TEMPORAL_COLUMNS,

@@ -22,8 +22,8 @@ from cdc_lib.snapshot.jdbc_read import read_table
 from cdc_lib.source.server import describe_table, source_connection
 from tests.conftest import delta_rows, run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import s3_sink
-from tests.integration.test_chunked_snapshot import finished_record, make_items, wave_commits
-from tests.integration.test_type_parity import COLUMNS, NAMES, ROWS, WIDE_DECIMALS
+from tests.integration.snapshot_runs import finished_record, make_items, wave_commits
+from tests.integration.type_rows import COLUMNS, NAMES, ROWS, WIDE_DECIMALS
 
 
 def commit_infos(path: str) -> list[dict[str, Any]]:

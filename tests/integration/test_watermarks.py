@@ -31,7 +31,8 @@ from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.status.runway import table_runways
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
-from tests.integration.conftest import TcpProxy, backlog, make_items
+from tests.integration.conftest import backlog, make_items
+from tests.net_proxy import TcpProxy
 
 
 class Pause:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.keepup_search import (
+from bench.keepup.keepup_search import (
     FollowSample,
     LagPoint,
     RateSearch,
@@ -115,7 +115,7 @@ def test_catch_up_time() -> None:
 
 
 def test_the_mixed_workload_inserts_updates_and_deletes_its_own_oldest_rows() -> None:
-    from bench.keepup_load import Workload
+    from bench.keepup.keepup_load import Workload
 
     workload = Workload("load_mixed", "mixed", txn_rows=100, first_id=1001, base_rows=1000)
     first = workload.statements()

@@ -24,14 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.keepup import pipeline_config
-from bench.keepup_load import create_table
+from bench.common import create_table, pipeline_config
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.spark import writer as spark_writer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def median_seconds(repeat: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
@@ -39,7 +38,7 @@ def median_seconds(repeat: int, measure: Callable[[], float]) -> tuple[float, li
     return statistics.median(values), values
 
 
-def _write_changes(server: LocalMariaDB, tables: list[str], per_table: int, round_number: int) -> None:
+def write_changes(server: LocalMariaDB, tables: list[str], per_table: int, round_number: int) -> None:
     """`per_table` changes in each table, one transaction per table: half new keys, half updates."""
     connection = server.admin_connection()
     inserts = per_table // 2
@@ -95,7 +94,7 @@ def _one_batch_case(server: LocalMariaDB, work: Path, *, label: str, database: s
     rounds = iter(range(repeat + 1))
 
     def one_batch() -> float:
-        _write_changes(server, names, changes // count, next(rounds))
+        write_changes(server, names, changes // count, next(rounds))
         started = time.perf_counter()
         batches = pipeline.sync(until_caught_up=True)
         seconds = time.perf_counter() - started
@@ -110,7 +109,7 @@ def _one_batch_case(server: LocalMariaDB, work: Path, *, label: str, database: s
 
 def small_snapshot(server: LocalMariaDB, work: Path, *, rows: int, repeat: int) -> dict[str, Any]:
     """Snapshot of a `rows`-row table vs mysqldump of it (medians; the snapshot in a warm SparkSession, end to
-    end; bench/snapshot_profile.py splits it into its steps)."""
+    end; bench/snapshot/snapshot_profile.py splits it into its steps)."""
     connection = server.admin_connection("keepup")
     try:
         create_table(connection, "small_snapshot", rows)

@@ -93,7 +93,7 @@ def judge(series: Sequence[LagPoint], *, window_start: float, window_end: float,
     under `limit_s` all along, not growing over the window's second half (a lag that grows at `max_slope` s/s or
     more would pass `limit_s` later), and the window's last commit applied within `limit_s` of it.
 
-    The series runs on past the window until the follower applied the last commit (`bench.keepup.follow_trial`
+    The series runs on past the window until the follower applied the last commit (`bench.keepup.keepup.follow_trial`
     stops it then): a follower stops between batches only, so a series cut at the window's end may end just
     before it whatever the follower's health. The points after the window count for the lag, not for the slope
     (with no new commits, the oldest one not applied can only age until it is applied).

@@ -1,9 +1,9 @@
 """Differential fuzzer: random tables, values, transaction shapes, DDL, syncs and crashes, then source vs Delta.
 
-    python -m bench.fuzz --minutes 10 --seed 1            # rounds until the time is up (own MariaDB)
-    python -m bench.fuzz --seed 1 --round 7               # replay one round
-    python -m bench.fuzz --seed 1 --families -xa,-crash   # narrow the families
-    python -m bench.fuzz --minutes 60 --long              # + concurrent actors (`race`: re-snapshot, outside writer)
+    python -m bench.fuzz.fuzz --minutes 10 --seed 1          # rounds until the time is up (own MariaDB)
+    python -m bench.fuzz.fuzz --seed 1 --round 7             # replay one round
+    python -m bench.fuzz.fuzz --seed 1 --families -xa,-crash # narrow the families
+    python -m bench.fuzz.fuzz --minutes 60 --long            # + concurrent actors (`race`: re-snapshot, outside writer)
 
 Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
 drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
@@ -64,7 +64,7 @@ time.tzset()
 
 import pymysql  # noqa: E402
 
-from bench.fuzz_values import (  # noqa: E402
+from bench.fuzz.fuzz_values import (  # noqa: E402
     ColumnKind,
     SourceColumn,
     canonical_delta,
@@ -207,7 +207,7 @@ class RoundPlan:
 
     def script(self) -> str:
         """The round as a replayable script (SQL plus binlake steps as comments)."""
-        lines = [f"-- bench.fuzz seed {self.seed} round {self.round}", f"-- config: {self.settings.describe()}"]
+        lines = [f"-- bench.fuzz.fuzz seed {self.seed} round {self.round}", f"-- config: {self.settings.describe()}"]
         lines += [table.create + ";" for table in self.tables]
         for step in self.preload:
             lines += [f"-- preload: {step.label}", *(action.render() for action in step.actions)]
@@ -743,7 +743,7 @@ def _cli(config_file: Path, *arguments: str, failpoint: str | None = None) -> su
             environment["BINLAKE_FAILPOINT_AT"] = arrival
     return subprocess.run([sys.executable, "-m", "cdc_lib.cli", "--config", str(config_file), *arguments],
                           capture_output=True, text=True, env=environment, timeout=600,
-                          cwd=str(Path(__file__).resolve().parent.parent))
+                          cwd=str(Path(__file__).resolve().parents[2]))
 
 
 def _last_line(text: str) -> str:
@@ -1046,7 +1046,7 @@ class _RacingSync:
         environment.pop("BINLAKE_FAILPOINT", None)
         process = subprocess.Popen(
             [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_file), "sync"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=environment, cwd=str(Path(__file__).resolve().parent.parent),
+            stderr=subprocess.PIPE, text=True, env=environment, cwd=str(Path(__file__).resolve().parents[2]),
         )
         deadline = time.monotonic() + 300
         # Paused, or done without a commit to make (its batch had no change for a table: nothing to race).
@@ -1444,7 +1444,7 @@ class Fuzzer:
                                      "reproduction": script})
         self.out(f"FAILURE seed {plan.seed} round {plan.round}: {outcome.result}\n  {outcome.detail[:1500]}\n"
                  f"  smallest reproduction ({runs} shrink runs, {smallest.statements()} statements; "
-                 f"replay: python -m bench.fuzz --seed {plan.seed} --round {plan.round}):\n"
+                 f"replay: python -m bench.fuzz.fuzz --seed {plan.seed} --round {plan.round}):\n"
                  f"  → {final.result}: {final.detail[:800]}\n" + _indent(script, 4, limit=6000))
 
 
@@ -1492,7 +1492,7 @@ def local_server(base: Path) -> Iterator[Server]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fuzz", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.fuzz.fuzz", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0, help="run rounds until this much time has passed")
     parser.add_argument("--seed", type=int, default=None, help="default: a random seed, printed")
@@ -1508,7 +1508,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
     families = parse_families(arguments.families) | (frozenset(LONG_FAMILIES) if arguments.long else frozenset())
-    print(f"bench.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
+    print(f"bench.fuzz.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))
     logging.basicConfig(level=logging.ERROR)
     for handler in logging.getLogger().handlers:

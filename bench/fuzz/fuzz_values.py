@@ -1,4 +1,4 @@
-"""Column types, edge values and the two independent readers of the differential fuzzer (bench/fuzz.py).
+"""Column types, edge values and the two independent readers of the differential fuzzer (bench/fuzz/fuzz.py).
 
 Generation: `ColumnKind`s know their DDL and draw SQL literals from a `random.Random`, edge values first.
 Comparison: both sides are brought to one canonical Python value per column, chosen from what the

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import keepup, keepup_costs
+from bench.keepup import keepup, keepup_costs
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 
 PARTS = ("keepup", "many-tables", "small-snapshot", "process-cost", "long-log")

@@ -1,10 +1,10 @@
 """The files a delta-rs MERGE rewrites, batch after batch of the keep-up workload: the old layout against the new.
 
-    PYTHONPATH=$PWD python -m bench.merge_layout [--batches 60] [--transactions 300] [--base-rows 100000] \
+    PYTHONPATH=$PWD python -m bench.paths.merge_layout [--batches 60] [--transactions 300] [--base-rows 100000] \
         [--variants old,new] [--file-bytes 4194304]
 
 One table per variant, `--base-rows` rows after its "snapshot"; then `--batches` batches, each the fold of
-`--transactions` transactions of bench/keepup_load.py's mixed workload (per 100-row transaction: 50 new top
+`--transactions` transactions of bench/keepup/keepup_load.py's mixed workload (per 100-row transaction: 50 new top
 keys, 33 updates of base keys at a cursor striding over the base, 17 deletes of the oldest keys the workload
 inserted) or, `--workload insert`, of its insert-only one (appended; the new layout merges the small files the
 appends leave), applied to every variant in turn (same process, same batch) through binlake's delta-rs writer
@@ -50,7 +50,7 @@ from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.spark.writer import KeyBounds
 from cdc_lib.sink.storage import storage_for
 
-#: bench/keepup_load.py's table: (name, MySQL data type, column type).
+#: bench/keepup/keepup_load.py's table: (name, MySQL data type, column type).
 COLUMNS = (("id", "bigint", "bigint(20)"), ("customer_id", "int", "int(11)"), ("amount", "decimal", "decimal(12,2)"),
            ("status", "varchar", "varchar(16)"), ("note", "varchar", "varchar(200)"),
            ("created", "datetime", "datetime(6)"), ("updated", "timestamp", "timestamp(6)"))
@@ -118,7 +118,7 @@ def snapshot(variant: Variant, rows: pa.Table) -> None:
 
 
 class MixedWorkload:
-    """bench/keepup_load.py's mixed transactions, folded in memory as the follower folds the binlog."""
+    """bench/keepup/keepup_load.py's mixed transactions, folded in memory as the follower folds the binlog."""
 
     def __init__(self, base: int) -> None:
         self.base = base

@@ -5,7 +5,7 @@ an uninterrupted one (pipeline A); one of pipeline B SIGKILLed just before the c
 half-way chunk; and the resume of B. The re-read is what the snapshot document counts (chunks read by any run
 minus the plan's chunks) times the chunk size.
 
-    python -m bench.snapshot_resume [--rows 2000000] [--rows-per-chunk 100000] [--chunks-per-wave 2]
+    python -m bench.snapshot.snapshot_resume [--rows 2000000] [--rows-per-chunk 100000] [--chunks-per-wave 2]
     (--rows 20000000 for the issue's figure, where the machine allows it)
 """
 
@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import PASSWORD, USER
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-
-USER, PASSWORD = "bench", "bench-pw"
 
 
 def config_text(port: int, work: Path, pipeline: str, *, rows_per_chunk: int, chunks_per_wave: int) -> str:
@@ -127,7 +126,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.snapshot_resume", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.snapshot.snapshot_resume", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--rows-per-chunk", type=int, default=100_000)

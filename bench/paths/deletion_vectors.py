@@ -1,6 +1,6 @@
 """What deletion vectors save on one MERGE: 10,000 changes into a 1,000,000-row table, with and without them.
 
-    python -m bench.deletion_vectors [--rows 1000000] [--changes 10000] [--files 8]
+    python -m bench.paths.deletion_vectors [--rows 1000000] [--changes 10000] [--files 8]
 
 Each run builds the table the way a snapshot does (`delta.enableDeletionVectors` set as a table property), then
 times one MERGE shaped like binlake's (update or delete by primary key; 10% of the changes are deletes) whose keys

@@ -11,9 +11,9 @@ Today's path is measured only at sizes it can hold (`--today-rows`); the spilled
 with `--huge` (84 s of sync for 5M rows on 2 loaded cores, plus loading and the snapshot). The slope (MB per
 100,000 rows) is printed for both.
 
-    PYTHONPATH=$PWD python -m bench.huge_transaction [--rows 50000,200000] [--huge]
+    PYTHONPATH=$PWD python -m bench.paths.huge_transaction [--rows 50000,200000] [--huge]
 
-`python -m bench.huge_transaction --measure CONFIG [CONFIG …]` is the measuring process itself: it syncs each
+`python -m bench.paths.huge_transaction --measure CONFIG [CONFIG …]` is the measuring process itself: it syncs each
 pipeline in turn and prints one JSON line per pipeline (tests/integration/test_huge_transaction.py uses it).
 """
 
@@ -33,7 +33,8 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-USER, PASSWORD = "bench", "bench-pw"
+from bench.common import PASSWORD, USER  # noqa: E402
+
 TODAY_BOUND = 1_000_000_000
 #: The spilled path's `batch.max_buffered_changes`: below the default (200,000) so that the default run's
 #: sizes spill; `--bound 200000` measures the default.
@@ -130,12 +131,12 @@ def measure_in_subprocess(config_paths: list[Path], *, env: dict[str, str] | Non
     One process per config: a second sync in the same process reuses the heap the first one grew and freed
     (the allocator keeps it), so it would look smaller than it is.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     environment = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(root), **(env or {})}
     outcomes = []
     for path in config_paths:
         completed = subprocess.run(
-            [sys.executable, "-m", "bench.huge_transaction", "--measure", str(path)],
+            [sys.executable, "-m", "bench.paths.huge_transaction", "--measure", str(path)],
             capture_output=True, text=True, env=environment, timeout=timeout, cwd=root,
         )
         if completed.returncode != 0:

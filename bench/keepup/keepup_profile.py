@@ -1,22 +1,22 @@
 """Where a followed row's time goes (issue 12): one follow trial at a fixed rate, with time accounting.
 
-Starts its own MariaDB; for each variant creates a keep-up table (`bench.keepup_load`), snapshots it, and
-runs `bench.keepup.follow_trial` (the load writer at `--rate` rows/s in its own process, this process syncing
+Starts its own MariaDB; for each variant creates a keep-up table (`bench.keepup.keepup_load`), snapshots it, and
+runs `bench.keepup.keepup.follow_trial` (the load writer at `--rate` rows/s in its own process, this process syncing
 back to back) with the steps of a batch timed: the binlog read and decode (`read_batch`, wall and CPU of the
 thread that runs it), staging to Arrow, the delta-rs write (load, MERGE or append, commit), the offsets save,
 and the rest of `sync` (lease, server checks, listings). CPU of MariaDB (from /proc), of the load writer (a
 reaped child) and of this process over each trial say how much of the 2 cores is left for binlake.
 
-    python -m bench.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
-    python -m bench.keepup_profile --kept-table-growth 1000     (no MariaDB: delta-rs appends only)
+    python -m bench.keepup.keepup_profile --workload mixed --rate 50000 --seconds 60 [--variants base,...]
+    python -m bench.keepup.keepup_profile --kept-table-growth 1000     (no MariaDB: delta-rs appends only)
 
 Variants (alternated in one process):
-  follow   `cdc_lib.pipeline.follow` as `bench.keepup` now follows: open-ended read-ahead with the cycle floor (a read
-           that follows one which reached the binlog end begins a poll after it), table maps parsed once per
-           reader connection, the fold staged to Arrow a column at a time
+  follow   `cdc_lib.pipeline.follow` as `bench.keepup.keepup` now follows: open-ended read-ahead with the cycle floor
+           (a read that follows one which reached the binlog end begins a poll after it), table maps parsed once
+           per reader connection, the fold staged to Arrow a column at a time
   nofloor  `follow` without the cycle floor: the next read begins as soon as the last one ended (batches back
            to back, as before the floor)
-  sync     the same code, but `Pipeline.sync()` back to back (how `bench.keepup` followed before: no read-ahead)
+  sync     the same code, but `Pipeline.sync()` back to back (how `bench.keepup.keepup` followed before: no read-ahead)
   before   `sync`, with each table map parsed anew and the fold staged as record tuples (the code before)
 """
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import keepup
-from bench.keepup_load import create_table
+from bench.common import PASSWORD, USER, create_table, pipeline_config
+from bench.keepup import keepup
 from cdc_lib.binlog import replication_library
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.load import load_config
@@ -293,7 +293,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="binlake-keepup-profile-"))
     server = LocalMariaDB(work / "mariadb", server_id=13).start()
     try:
-        server.create_cdc_user(keepup.USER, keepup.PASSWORD)
+        server.create_cdc_user(USER, PASSWORD)
         server.execute("CREATE DATABASE keepup")
         instrument()
         trial_number = 0
@@ -308,7 +308,7 @@ def main() -> None:
                     create_table(connection, table.split(".")[1], keepup.BASE_ROWS)
                 finally:
                     connection.close()
-                config = keepup.pipeline_config(work, server.port, f"keepup_profile_{trial_number}", [table],
+                config = pipeline_config(work, server.port, f"keepup_profile_{trial_number}", [table],
                                                 7790 + trial_number, max_events=arguments.max_events)
                 pipeline = Pipeline(load_config(config))
                 pipeline.snapshot()

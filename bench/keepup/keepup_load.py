@@ -1,7 +1,7 @@
 """The keep-up benchmark's load writer: a separate process (so it does not share the follower's GIL) that
 writes one workload to MariaDB at a fixed rate, or as fast as it can, in transactions of `--txn-rows` rows.
 
-    python -m bench.keepup_load --socket S --table keepup.mixed --workload mixed --rate 2000 --seconds 60 \
+    python -m bench.keepup.keepup_load --socket S --table keepup.mixed --workload mixed --rate 2000 --seconds 60 \
         --first-id 100001 --base-rows 100000 --out commits.jsonl
 
 Workloads (rows generated server-side from MariaDB's sequence engine, so the client costs little):
@@ -23,20 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-
-COLUMNS = "(id BIGINT PRIMARY KEY, customer_id INT NOT NULL, amount DECIMAL(12,2) NOT NULL, " \
-    "status VARCHAR(16) NOT NULL, note VARCHAR(200), created DATETIME(6) NOT NULL, updated TIMESTAMP(6) NOT NULL)"
-
-
-def create_table(connection: pymysql.connections.Connection, table: str, rows: int) -> None:
-    """The workload's table with `rows` initial rows (keys 1..rows)."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE {table} {COLUMNS}")
-        if rows:
-            cursor.execute(
-                f"INSERT INTO {table} SELECT seq, seq % 5000, (seq % 100000) / 100, 'new', "
-                f"REPEAT(CHAR(97 + seq % 26), 20 + seq % 150), NOW(6), NOW(6) FROM seq_1_to_{rows}"
-            )
 
 
 class Workload:

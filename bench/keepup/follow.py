@@ -6,7 +6,7 @@ For each, the latency is the time from COMMIT returning to the Delta log's new v
 (polled every 10 ms). Then it stops the follower (SIGTERM) and times fresh `binlake sync` processes applying
 the same kind of change: process start + Spark start + first MERGE + offsets.
 
-    python -m bench.follow [--transactions 50] [--poll 0.25] [--fresh 3]
+    python -m bench.keepup.follow [--transactions 50] [--poll 0.25] [--fresh 3]
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import PASSWORD, USER
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-
-USER, PASSWORD = "bench", "bench-pw"
 
 
 def config_text(port: int, work: Path) -> str:

@@ -11,7 +11,7 @@ With one pipeline lease held by the snapshot from first row to last, every micro
 so the lag grows with the snapshot's length; with snapshots under a table lease of their own, it should stay at
 the sync interval.
 
-    python -m bench.snapshot_freshness [--big-rows 12000000] [--small-tables 5] [--sync-every 3]
+    python -m bench.snapshot.snapshot_freshness [--big-rows 12000000] [--small-tables 5] [--sync-every 3]
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.common import PASSWORD, USER
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ConcurrentRunError
 from cdc_lib.pipeline.pipeline import Pipeline
 
-USER, PASSWORD = "bench", "bench-pw"
 DATABASE = "bench_fresh"
 SAMPLE_SECONDS = 0.5
 WRITE_SECONDS = 0.5

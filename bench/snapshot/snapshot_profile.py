@@ -21,8 +21,8 @@ SetTransaction and metadata; `--stages` picks some of them by label.
 Each snapshot's CPU seconds are read from /proc for the JVM, `mariadbd` and this process (delta-rs's threads
 included): unlike the wall time, they do not move with the load or the run order.
 
-    python -m bench.snapshot_profile --rows 200000 2000000 --repeat 3
-    python -m bench.snapshot_profile --rows 200000 2000000 --repeat 5 --writers spark delta-rs
+    python -m bench.snapshot.snapshot_profile --rows 200000 2000000 --repeat 3
+    python -m bench.snapshot.snapshot_profile --rows 200000 2000000 --repeat 5 --writers spark delta-rs
 """
 
 from __future__ import annotations
@@ -43,13 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.keepup import pipeline_config
-from bench.keepup_load import create_table
+from bench.common import PASSWORD, USER, create_table, pipeline_config
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
-
-USER, PASSWORD = "bench", "bench-pw"
 
 
 @dataclass

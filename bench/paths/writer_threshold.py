@@ -1,6 +1,7 @@
 """Spark MERGE against delta-rs MERGE by source size, into one large table (the `batch.writer: auto` threshold).
 
-    PYTHONPATH=$PWD python -m bench.writer_threshold [--target 2000000] [--sources 1000,100000,1000000] [--repeat 2]
+    PYTHONPATH=$PWD python -m bench.paths.writer_threshold [--target 2000000] [--sources 1000,100000,1000000] \
+        [--repeat 2]
 
 One table of `target` rows (bigint key, an int, a double, a 40-character string, a timestamp), written once by
 Spark; then, per source size and repeat, one MERGE by each engine in turn (alternating, same process, warm JVM),

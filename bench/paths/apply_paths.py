@@ -9,7 +9,7 @@ Variants: `serial` (one table after another, MERGE for every change: the engine 
 work) and `new` (the defaults: tables in parallel, inserts appended). Also prints the rate at which MariaDB
 applied each workload, and the load average, since the machine is shared.
 
-    PYTHONPATH=$PWD python -m bench.apply_paths --repeat 3
+    PYTHONPATH=$PWD python -m bench.paths.apply_paths --repeat 3
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
+from bench.common import PASSWORD, USER  # noqa: E402
 from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
 
-USER, PASSWORD = "bench", "bench-pw"
 TABLES = 100
 BASE_ROWS = 20_000
 VARIANTS = {

@@ -1,6 +1,6 @@
 """What one `read_log_tail` costs on a Delta table with 10 vs 10,000 commits, local and on S3 (moto server).
 
-    python -m bench.log_costs [--commits 10 10000] [--calls 5]
+    python -m bench.paths.log_costs [--commits 10 10000] [--calls 5]
 
 Per table it prints the median time of a `read_log_tail` call, the objects its listing returned and the files it
 read, next to what a listing of the whole `_delta_log` returns (what every call listed before it started from the

@@ -1,11 +1,11 @@
 """Where the time of a batch that changes many tables goes (issue 12: 100 tables vs 1 table ≤ 3×).
 
-    PYTHONPATH=$PWD python -m bench.many_tables [--changes 10000] [--tables 1,20,100] [--repeat 1]
+    PYTHONPATH=$PWD python -m bench.keepup.many_tables [--changes 10000] [--tables 1,20,100] [--repeat 1]
         [--variants 'spark:writer=spark;delta-rs:writer=delta-rs;delta-rs-1:writer=delta-rs,threads=1']
 
 One MariaDB and one warm SparkSession serve every case. Per case: N tables of `changes / N` rows, a snapshot,
 a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
-(half new keys, half updates: `keepup_costs._write_changes`), each `sync(until_caught_up=True)` of one batch.
+(half new keys, half updates: `keepup_costs.write_changes`), each `sync(until_caught_up=True)` of one batch.
 
 For the timed batches it prints the wall seconds and a breakdown: thread-seconds spent in the steps of a
 table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the status tracker's
@@ -26,8 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.keepup import PASSWORD, USER, pipeline_config
-from bench.keepup_costs import _write_changes, create_tables
+from bench.common import PASSWORD, USER, pipeline_config
+from bench.keepup.keepup_costs import create_tables, write_changes
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
@@ -240,7 +240,7 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
     rounds = iter(range(repeat * max(1, len(variants or {})) + 1))
 
     def batch() -> None:
-        _write_changes(server, names, changes // tables, next(rounds))
+        write_changes(server, names, changes // tables, next(rounds))
         batches = pipeline.sync(until_caught_up=True)
         carried = sum(result.row_changes for result in batches)
         assert len(batches) == 1 and carried == changes, (len(batches), carried)

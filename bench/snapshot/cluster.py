@@ -1,6 +1,6 @@
 """Snapshot throughput of one table on local Spark vs a standalone master + one worker on this machine.
 
-    python -m bench.cluster [--rows 200000] [--repeat 2] [--worker-cores 2] [--worker-memory 2g]
+    python -m bench.snapshot.cluster [--rows 200000] [--repeat 2] [--worker-cores 2] [--worker-memory 2g]
 
 Starts its own MariaDB and Spark standalone cluster (127.0.0.1 only), generates the table server-side,
 then, for each master, runs the snapshots in a fresh process (one SparkSession per process, as in
@@ -23,7 +23,7 @@ from typing import Any
 
 os.environ["TZ"] = "UTC"
 
-from bench.__main__ import PASSWORD, USER, load_rows  # noqa: E402
+from bench.common import PASSWORD, USER, load_rows  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.dev.local_spark_cluster import LocalSparkCluster  # noqa: E402
 
@@ -56,7 +56,7 @@ def config_text(port: int, lake: Path, master: str) -> str:
 def measure(work: Path, port: int, master: str, label: str, repeat: int) -> dict[str, Any]:
     config_path = work / f"{label}.yaml"
     config_path.write_text(config_text(port, work / f"lake-{label}", master))
-    environment = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    environment = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, str(config_path), str(repeat)],
         capture_output=True, text=True, env=environment, timeout=3600,

@@ -1,6 +1,6 @@
 """Keeping up with a busy primary (issue 12): MariaDB's apply rate and binlake's sustainable rate.
 
-apply rate        the load writer (`bench.keepup_load`, its own process) writes the workload as fast as it
+apply rate        the load writer (`bench.keepup.keepup_load`, its own process) writes the workload as fast as it
                   can for a few seconds: rows/s this MariaDB applies from one client.
 drain rate        that backlog synced with `sync(until_caught_up=True)`: rows/s with full batches.
 sustainable rate  the writer writes at a fixed rate R (transactions of `txn_rows` rows) for a window while
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.keepup_load import create_table
-from bench.keepup_search import (
+from bench.common import create_table, pipeline_config
+from bench.keepup.keepup_search import (
     FollowSample,
     RateSearch,
     SourceCommit,
@@ -41,7 +41,6 @@ from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.follow import follow
 from cdc_lib.pipeline.pipeline import Pipeline
 
-USER, PASSWORD = "bench", "bench-pw"
 BASE_ROWS = 100_000
 
 
@@ -55,21 +54,6 @@ class KeepupSizes:
     lag_limit_s: float = 60.0
 
 
-def pipeline_config(work: Path, port: int, name: str, tables: list[str], server_id: int,
-                    max_events: int | None = None) -> Path:
-    """A pipeline YAML for `tables`; the shipped batch defaults unless `max_events` is given."""
-    path = work / f"{name}.yaml"
-    batch = f"batch: {{max_events: {max_events}, max_seconds: 600}}\n" if max_events else ""
-    path.write_text(
-        f"pipeline: {name}\n"
-        f"source: {{host: 127.0.0.1, port: {port}, user: {USER}, password: {PASSWORD}, server_id: {server_id}, "
-        f"tables: [{', '.join(tables)}]}}\n"
-        f"sink: {{path: {work / ('lake-' + name)}}}\n"
-        'spark: {master: "local[2]"}\n' + batch
-    )
-    return path
-
-
 class Writer:
     """Runs the load writer process, carrying its key counters from one run to the next."""
 
@@ -79,14 +63,14 @@ class Writer:
 
     def start(self, *, rate: float, seconds: float, out: Path | None) -> subprocess.Popen[str]:
         command = [
-            sys.executable, "-m", "bench.keepup_load", "--socket", str(self.server.socket_path),
+            sys.executable, "-m", "bench.keepup.keepup_load", "--socket", str(self.server.socket_path),
             "--table", self.table, "--workload", self.workload, "--rate", str(rate), "--seconds", str(seconds),
             "--txn-rows", str(self.txn_rows), "--first-id", str(self.next_id), "--oldest-own", str(self.oldest_own),
             "--base-rows", str(BASE_ROWS),
         ]
         if out is not None:
             command += ["--out", str(out)]
-        return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+        return subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
 
     def finish(self, process: subprocess.Popen[str]) -> dict[str, Any]:
         output, _ = process.communicate()

@@ -4,8 +4,9 @@ binlake reaches past the library's public API where the API has no way in: a tab
 connection (the library's `TableMapEvent` constructor is replaced), the bytes of a rows event that
 `row_decoder` decodes itself, the stream's name-mangled settings, a rows event rebuilt from a decompressed
 packet, and the events inside a MySQL TRANSACTION_PAYLOAD parsed as the stream parses its own. None of that is
-a contract: another release may rename or repurpose any of these attributes without a word, and rows would then decode wrongly or not at all. So every reader refuses a version other than
-`VERIFIED_VERSION` (`check_version`), and no other module touches the library's private attributes
+a contract: another release may rename or repurpose any of these attributes without a word, and rows would
+then decode wrongly or not at all. So every reader refuses a version other than `VERIFIED_VERSION`
+(`check_version`), and no other module touches the library's private attributes
 (tests/unit/binlog/test_replication_library.py scans for it). Upgrading the library means re-reading each
 function here against the new release's source, then moving `VERIFIED_VERSION` and the pin in pyproject.toml
 together.

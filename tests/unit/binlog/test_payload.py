@@ -20,7 +20,8 @@ from cdc_lib.binlog.batch import BinlogRead, SpillPlan, TableCursor
 from cdc_lib.binlog.payload import PayloadError, PayloadTooLargeError, inner_events, parse_header
 from cdc_lib.binlog.stream import _Payloads, open_stream, read_batch
 from cdc_lib.config.model import BatchConfig, SourceConfig
-from cdc_lib.errors import UnreadableEventError
+from cdc_lib.config.parse import parse_config
+from cdc_lib.errors import ConfigError, UnreadableEventError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
@@ -320,3 +321,13 @@ def test_read_batch_stops_every_table_on_a_payload_it_cannot_open(stub: BinlogSt
     assert "compression type 1" in str(failure.error)
     assert "SET GLOBAL binlog_transaction_compression=OFF" in failure.error.remedy
     assert not read.changes.get("test.tb1")
+
+
+def test_the_bound_is_a_batch_setting() -> None:
+    document = {"pipeline": "shop", "source": {"host": "h", "user": "u", "password": "p", "server_id": 5,
+                                               "tables": ["a.b"]}, "sink": {"path": "/lake"}}
+    assert parse_config(document).batch.max_payload_event_bytes == 256 * 1024 * 1024
+    assert parse_config({**document, "batch": {"max_payload_event_bytes": 1 << 30}}).batch.max_payload_event_bytes \
+        == 1 << 30
+    with pytest.raises(ConfigError, match="max_payload_event_bytes"):
+        parse_config({**document, "batch": {"max_payload_event_bytes": 100}})

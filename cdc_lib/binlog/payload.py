@@ -7,8 +7,9 @@ inner events have the 19-byte common header but no checksum, and log_pos 0: they
 own in the binlog, only the payload event has one.
 
 The inner events are decompressed one at a time (a zstd stream), so memory holds the compressed event (the
-library has read it whole already) and one inner event, never the whole transaction; an inner event larger
-than `batch.max_payload_event_bytes` is refused (`PayloadTooLargeError`) before its bytes are read.
+library has read it whole already) and two inner events (the reader looks one ahead), never the whole
+transaction; an inner event larger than `batch.max_payload_event_bytes` is refused (`PayloadTooLargeError`)
+before its bytes are read.
 """
 
 from __future__ import annotations

@@ -291,12 +291,20 @@ class _Payloads:
         read, end = self.read, event.packet.log_pos
         where = f"{read.current_file}:{end}"
         raw = raw_event(event, checksum=stream_setting(self.stream, "use_checksum"))
+        inners = inner_events(raw.data[raw.body_start:raw.body_end], end_pos=end,
+                              max_event_bytes=self.max_event_bytes, where=where)
         try:
-            for inner in inner_events(raw.data[raw.body_start:raw.body_end], end_pos=end,
-                                      max_event_bytes=self.max_event_bytes, where=where):
-                decoded = payload_event(self.stream, inner)
+            # One event ahead: the payload's last event (its commit) is handed out only once the rest of the
+            # payload has decoded and matched its header, and with `inside` cleared, so a batch may end there.
+            current = next(inners, None)
+            while current is not None:
+                following = next(inners, None)
+                if following is None:
+                    self.inside = False
+                decoded = payload_event(self.stream, current)
                 if decoded is not None:
                     yield decoded
+                current = following
         except PayloadError as exc:
             # Events of the payload read before the failure may have been handed out: every table stops,
             # so none of them is applied.

@@ -158,10 +158,13 @@ class BinlogStub(MySQLStub):
             packet = wire.receive(new_command=True)
             command, payload = packet[0], packet[1:]
             if command == COM_BINLOG_DUMP:
-                self.queries.append("<COM_BINLOG_DUMP>")
-                wire.send(b"\x00" + fake_rotate(self.binlog_name))
+                position = struct.unpack("<I", payload[:4])[0]
+                self.queries.append(f"<COM_BINLOG_DUMP {position}>")
+                wire.send(b"\x00" + fake_rotate(self.binlog_name, position))
+                # As a server does: the file's FORMAT_DESCRIPTION, then the events from the position asked for.
                 for event in self.binlog:
-                    wire.send(b"\x00" + event)
+                    if event[4] == 15 or end_pos(event) - len(event) >= position:
+                        wire.send(b"\x00" + event)
                 wire.send(b"\xfe\0\0\0\0")  # end of a non-blocking dump
             elif command == COM_QUERY:
                 sql = payload.decode()
@@ -177,9 +180,9 @@ class BinlogStub(MySQLStub):
     binlog_name = ""
 
 
-def fake_rotate(name: str) -> bytes:
+def fake_rotate(name: str, position: int) -> bytes:
     """The artificial ROTATE a binlog dump starts with (timestamp 0, LOG_EVENT_ARTIFICIAL_F), with its CRC32."""
-    body = struct.pack("<Q", 4) + name.encode()
+    body = struct.pack("<Q", position) + name.encode()
     header = struct.pack("<IBIIIH", 0, ROTATE, 1, 19 + len(body) + 4, 0, 0x20)
     return header + body + struct.pack("<I", zlib.crc32(header + body))
 
@@ -227,20 +230,18 @@ def with_column_names(path: Path, names: list[str]) -> list[bytes]:
     named = b"".join(bytes([len(name)]) + name.encode() for name in names)
     table_map = inner[1] + bytes([4, len(named)]) + named
     inner[1] = table_map[:9] + struct.pack("<I", len(table_map)) + table_map[13:]
-    start = end_pos(payload) - len(payload)
-    rebuilt = [*file_events[:index]]
-    shift = 0
-    for event in [rebuild_payload(payload, synthetic_payload(inner)), *file_events[index + 1:]]:
-        original = payload if event[4] == PAYLOAD else event
-        shift += len(event) - len(original)
-        header = event[:9] + struct.pack("<II", len(event), end_pos(original) + shift) + event[17:19]
-        rebuilt.append(header + event[19:-4] + struct.pack("<I", zlib.crc32(header + event[19:-4])))
-    assert end_pos(rebuilt[index]) == start + len(rebuilt[index])
-    return rebuilt
+    file_events[index] = payload[:19] + synthetic_payload(inner) + b"\0\0\0\0"
+    return renumbered(file_events)
 
 
-def rebuild_payload(payload: bytes, new_body: bytes) -> bytes:
-    return payload[:19] + new_body + b"\0\0\0\0"  # header fields and checksum are rewritten by the caller
+def renumbered(file_events: list[bytes]) -> list[bytes]:
+    """The events laid one after another from offset 4: sizes, end positions and CRC32s rewritten to match."""
+    laid, position = [], 4
+    for event in file_events:
+        position += len(event)
+        header = event[:9] + struct.pack("<II", len(event), position) + event[17:19]
+        laid.append(header + event[19:-4] + struct.pack("<I", zlib.crc32(header + event[19:-4])))
+    return laid
 
 
 def test_the_stream_yields_the_library_events_inside_a_payload(stub: BinlogStub, tmp_path: Path) -> None:
@@ -283,6 +284,25 @@ def test_the_real_files_minimal_metadata_stops_the_table_as_uncompressed_it_woul
     failure = read.table_errors["test.tb1"]
     assert "binlog_row_metadata is 'MINIMAL', binlake needs 'FULL'" in str(failure.error)
     assert failure.position.pos == 4
+
+
+def test_a_batch_ends_after_a_payload_and_the_next_resumes_at_its_end(stub: BinlogStub) -> None:
+    """Two compressed transactions, one row each, read one per batch: the offset is the payload's end."""
+    file_events = with_column_names(RUST, ["c1"])
+    index = next(i for i, event in enumerate(file_events) if event[4] == PAYLOAD)
+    group = file_events[index - 1: index + 1]  # ANONYMOUS_GTID, TRANSACTION_PAYLOAD
+    stub.binlog = renumbered([*file_events[:index + 1], *group, *file_events[index + 1:]])
+    stub.binlog_name = RUST.name
+    first_end, second_end = (end_pos(event) for event in stub.binlog if event[4] == PAYLOAD)
+    table = cursor("test.tb1", RUST, [("c1", "int", "int")])
+    first = read_batch(source_for(stub), [table], BatchConfig(max_events=1))
+    assert (first.transactions, first.row_changes, first.reached_end) == (1, 1, False)
+    assert (first.end.file, first.end.pos) == (RUST.name, first_end)
+    resumed = TableCursor(table.name, first.end, table.schema)
+    second = read_batch(source_for(stub), [resumed], BatchConfig(max_events=1))
+    assert (second.transactions, second.row_changes) == (1, 1) and not second.table_errors
+    assert second.changes["test.tb1"].rows[(1,)] == ("upsert", (1,))
+    assert f"<COM_BINLOG_DUMP {first_end}>" in stub.queries and second_end > first_end
 
 
 def test_read_batch_applies_the_update_inside_the_connector_java_payload(stub: BinlogStub) -> None:

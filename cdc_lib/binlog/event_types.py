@@ -8,7 +8,8 @@ the read covers, as a replica stops on an event it cannot apply.
 
 MariaDB's compressed events (`log_bin_compress=ON`) are decoded here: the QUERY_COMPRESSED statement
 text, and compressed rows events are rebuilt as the plain rows event they stand for, which the
-library and the fast decoder then read like any other.
+library and the fast decoder then read like any other. MySQL's compressed transactions
+(`binlog_transaction_compression=ON`) are opened by `cdc_lib.binlog.payload`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from typing import Any, Literal
 #: transaction control or `ddl.table_effects` · rotate: the next binlog file · harmless: cannot change
 #: a row (headers, context for the next statement, annotations, heartbeats) · stop_table: changes rows
 #: of the table its table id names in a way binlake cannot apply · stop_all: may change rows of any
-#: table and cannot be read · context: the library keeps it (table maps).
+#: table and cannot be read · context: the library keeps it (table maps) · payload: a MySQL compressed
+#: transaction, whose events are decompressed and read as if they stood in the binlog themselves.
 Handling = Literal["rows", "gtid", "xid", "xa_prepare", "query", "rotate", "harmless", "stop_table", "stop_all",
-                   "context"]
+                   "context", "payload"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ _TYPES = (
     EventType(38, "XA_PREPARE_LOG_EVENT", "xa_prepare"),
     EventType(39, "PARTIAL_UPDATE_ROWS_EVENT", "stop_table",
               "binlog_row_value_options=PARTIAL_JSON: JSON diffs, not full row images"),
-    EventType(40, "TRANSACTION_PAYLOAD_EVENT", "stop_all", "binlog_transaction_compression=ON: compressed group"),
+    EventType(40, "TRANSACTION_PAYLOAD_EVENT", "payload",
+              "binlog_transaction_compression=ON: a zstd-compressed group, decompressed and its events read"),
     EventType(41, "HEARTBEAT_LOG_EVENT_V2", "harmless", "keep-alive"),
     EventType(42, "GTID_TAGGED_LOG_EVENT", "gtid", "MySQL 8.3+ tagged GTID: starts a group"),
     EventType(160, "ANNOTATE_ROWS_EVENT", "harmless", "MariaDB: the statement behind the next rows events"),

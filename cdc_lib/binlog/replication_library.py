@@ -2,10 +2,11 @@
 
 binlake reaches past the library's public API where the API has no way in: a table map parsed once per
 connection (the library's `TableMapEvent` constructor is replaced), the bytes of a rows event that
-`row_decoder` decodes itself, the stream's name-mangled settings, and a rows event rebuilt from a decompressed
-packet. None of that is a contract: another release may rename or repurpose any of these attributes without a
-word, and rows would then decode wrongly or not at all. So every reader refuses a version other than
-`VERIFIED_VERSION` (`check_version`), and no other module touches the library's private attributes
+`row_decoder` decodes itself, the stream's name-mangled settings, a rows event rebuilt from a decompressed
+packet, and the events inside a MySQL TRANSACTION_PAYLOAD parsed as the stream parses its own. None of that is
+a contract: another release may rename or repurpose any of these attributes without a word, and rows would
+then decode wrongly or not at all. So every reader refuses a version other than `VERIFIED_VERSION`
+(`check_version`), and no other module touches the library's private attributes
 (tests/unit/binlog/test_replication_library.py scans for it). Upgrading the library means re-reading each
 function here against the new release's source, then moving `VERIFIED_VERSION` and the pin in pyproject.toml
 together.
@@ -149,26 +150,51 @@ def stream_setting(stream: BinLogStreamReader, name: str) -> Any:
 
 def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
     """The library's rows event for a rebuilt (decompressed) packet, read with the stream's own settings."""
+    return _wrapper(stream, packet_bytes, frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
+                    checksum=stream_setting(stream, "use_checksum")).event
+
+
+def payload_event(stream: BinLogStreamReader, event_bytes: bytes) -> Any:
+    """The library's event for one event inside a TRANSACTION_PAYLOAD (header and body, no checksum), or None.
+
+    What `BinLogStreamReader.fetchone` does for an event it reads off the wire is done here too: the packet is
+    parsed with the stream's settings and the stream's table maps, a table map joins them, and an event the
+    stream would filter out is None. The library's `fetchone` has no way to be fed bytes that did not come off
+    the connection, so this is the one place that stands in for it.
+    """
+    wrapper = _wrapper(stream, b"\x00" + event_bytes, stream_setting(stream, "allowed_events_in_packet"),
+                       checksum=False)  # inner events carry no checksum: the payload event's covers them
+    event = wrapper.event
+    if event is None:
+        return None
+    if isinstance(event, TableMapEvent):
+        stream.table_map[event.table_id] = event.get_table()
+    if event.__class__ not in stream_setting(stream, "allowed_events"):
+        return None
+    return event
+
+
+def _wrapper(stream: BinLogStreamReader, packet_bytes: bytes, allowed: frozenset[type], *, checksum: bool) -> Any:
+    """The library's packet wrapper (which parses the event) for `packet_bytes`: an OK byte, then the event."""
     from pymysql.protocol import MysqlPacket
     from pymysqlreplication.packet import BinLogPacketWrapper
 
-    wrapper = BinLogPacketWrapper(
+    return BinLogPacketWrapper(
         MysqlPacket(packet_bytes, stream._ctl_connection.encoding),
         stream.table_map,
         stream._ctl_connection,
         stream.mysql_version,
-        stream_setting(stream, "use_checksum"),
-        frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
+        checksum,
+        allowed,
         stream_setting(stream, "only_tables"),
         stream_setting(stream, "ignored_tables"),
         stream_setting(stream, "only_schemas"),
         stream_setting(stream, "ignored_schemas"),
         stream_setting(stream, "freeze_schema"),
         stream_setting(stream, "ignore_decode_errors"),
-        False,  # the checksum bytes belong to the compressed event
+        False,  # the checksum is not verified: a rebuilt packet's belongs to the compressed event
         stream_setting(stream, "optional_meta_data"),
         False,
         stream_setting(stream, "use_column_name_cache"),
         stream_setting(stream, "post_header_lengths"),
     )
-    return wrapper.event

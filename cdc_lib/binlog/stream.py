@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ from cdc_lib.binlog.event_types import (
     raw_event,
     uncompressed_query,
 )
-from cdc_lib.binlog.replication_library import caching_table_maps, check_version, stream_setting
+from cdc_lib.binlog.payload import PayloadError, inner_events
+from cdc_lib.binlog.replication_library import caching_table_maps, check_version, payload_event, stream_setting
 from cdc_lib.binlog.transaction import XaId
 from cdc_lib.changes.spill import default_spill_root
 from cdc_lib.common.faults import failpoint
@@ -169,8 +170,9 @@ def _read_once(
         gtid_state=read.start_state, server=server,
     )
     started = time.monotonic()
+    payloads = _Payloads(stream, read, batch.max_payload_event_bytes)
     try:
-        for event in stream:
+        for event in payloads.events():
             result.events_read += 1
             if progress is not None and not result.events_read & _PROGRESS_EVERY:
                 progress()
@@ -227,12 +229,11 @@ def _read_once(
                 _stop_by_table_id(read, stream, event, kind)
                 continue
             else:  # stop_all
-                remedy = ("SET GLOBAL binlog_transaction_compression=OFF, then re-snapshot the tables: binlake snapshot"
-                          if code == 40 else "re-snapshot the tables: binlake snapshot --table db.t")
                 read.stop_all(f"the binlog holds a {kind.name} event at {read.current_file}:{event.packet.log_pos} "
-                              f"({kind.why}), which binlake cannot turn into row changes", remedy)
+                              f"({kind.why}), which binlake cannot turn into row changes",
+                              "re-snapshot the tables: binlake snapshot --table db.t")
                 continue
-            if read.transaction is None and (
+            if read.transaction is None and not payloads.inside and (
                 result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds
             ):
                 # While an XA branch is prepared, the tables with rows in it stay before its PREPARE and the
@@ -259,6 +260,60 @@ def _read_once(
     read.finish()
     result.seconds = time.monotonic() - started
     return result
+
+
+class _Payloads:
+    """The stream's events, with each MySQL compressed transaction (TRANSACTION_PAYLOAD) replaced by its events.
+
+    The inner events are parsed by the library as the stream parses its own (`replication_library.payload_event`)
+    and carry the payload event's end as their log_pos (`payload.inner_events`), so the read loop handles them
+    exactly as the same transaction written uncompressed, and its commit lands at the payload's end.
+    """
+
+    def __init__(self, stream: BinLogStreamReader, read: BinlogRead, max_event_bytes: int) -> None:
+        self.stream, self.read, self.max_event_bytes = stream, read, max_event_bytes
+        #: True while a payload's events are handed out: a batch never ends inside one, since the offset after
+        #: any of its events is the payload's end, past the events not read yet.
+        self.inside = False
+
+    def events(self) -> Iterator[Any]:
+        for event in self.stream:
+            if handling_of(event.event_type, event.packet.flags).handling != "payload":
+                yield event
+                continue
+            self.inside = True
+            try:
+                yield from self._opened(event)
+            finally:
+                self.inside = False
+
+    def _opened(self, event: Any) -> Iterator[Any]:
+        read, end = self.read, event.packet.log_pos
+        where = f"{read.current_file}:{end}"
+        raw = raw_event(event, checksum=stream_setting(self.stream, "use_checksum"))
+        inners = inner_events(raw.data[raw.body_start:raw.body_end], end_pos=end,
+                              max_event_bytes=self.max_event_bytes, where=where)
+        try:
+            # One event ahead: the payload's last event (its commit) is handed out only once the rest of the
+            # payload has decoded and matched its header, and with `inside` cleared, so a batch may end there.
+            current = next(inners, None)
+            while current is not None:
+                following = next(inners, None)
+                if following is None:
+                    self.inside = False
+                decoded = payload_event(self.stream, current)
+                if decoded is not None:
+                    yield decoded
+                current = following
+        except PayloadError as exc:
+            # Events of the payload read before the failure may have been handed out: every table stops,
+            # so none of them is applied.
+            read.stop_all(
+                f"the compressed transaction (binlog_transaction_compression) ending at {where} could not be "
+                f"read ({exc})",
+                "SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), then "
+                "re-snapshot the tables: binlake snapshot",
+            )
 
 
 #: Types the library parses itself (its own harmless events are not worth a log line).

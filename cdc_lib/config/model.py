@@ -167,6 +167,11 @@ class BatchConfig:
     spill_path: str | None = None
     #: The engine that writes a mirror table's changes: `auto`, `spark` or `delta-rs` (cdc_lib.sink.delta_rs.writer).
     writer: BatchWriter = "auto"
+    #: The largest event inside a MySQL compressed transaction (binlog_transaction_compression=ON) the reader
+    #: decompresses; a larger one stops the read with PayloadTooLargeError (cdc_lib/binlog/payload.py). The
+    #: inner events are decompressed one at a time (two are held: the reader looks one ahead), so this, not the
+    #: transaction's size, bounds what is held.
+    max_payload_event_bytes: int = 256 * 1024 * 1024
 
     def threads_for(self, tables: int, *, delta_rs: bool = False) -> int:
         """Writer threads for a batch that changes `tables` tables: never more threads than tables.

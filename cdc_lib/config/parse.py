@@ -119,7 +119,8 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     )
     batch_doc = _mapping(root.get("batch") or {}, "batch")
     _reject_unknown(batch_doc, "batch.", {"max_events", "max_seconds", "apply_threads", "append_inserts",
-                                          "max_buffered_changes", "spill_path", "writer"})
+                                          "max_buffered_changes", "spill_path", "writer",
+                                          "max_payload_event_bytes"})
     spill_path = _optional_string(batch_doc, "spill_path", "batch.")
     if spill_path is not None and "://" in spill_path:
         raise ConfigError(
@@ -145,6 +146,10 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         ),
         spill_path=_local_or_uri(spill_path, base_dir) if spill_path is not None else None,
         writer=_writer(batch_doc.get("writer"), "batch.writer"),
+        max_payload_event_bytes=_integer(
+            batch_doc, "max_payload_event_bytes", "batch.", default=_default(BatchConfig, "max_payload_event_bytes"),
+            low=1 << 16, high=1 << 32,
+        ),
     )
     snapshot_doc = _mapping(root.get("snapshot") or {}, "snapshot")
     _reject_unknown(

@@ -23,10 +23,6 @@ LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
 #: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
 #: the old document, which the reader cannot turn into a full row for Delta.
 PARTIAL_JSON_SETTING = "binlog_row_value_options"
-#: MySQL ≥ 8.0.20 only: ON writes each transaction as one zstd-compressed TRANSACTION_PAYLOAD event,
-#: which python-mysql-replication cannot open, so the rows inside would never reach Delta. MariaDB's
-#: own compression (`log_bin_compress`) writes per-event compressed events, which the reader handles.
-TRANSACTION_COMPRESSION_SETTING = "binlog_transaction_compression"
 #: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
 #: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
 #: existing row, never as an INSERT.
@@ -38,7 +34,10 @@ def check_server_settings(
     connection: pymysql.connections.Connection, *, append_inserts: bool = False
 ) -> dict[str, str]:
     """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
-    no MySQL transaction compression, and the user may read the binlog and its position.
+    and the user may read the binlog and its position.
+
+    MySQL's `binlog_transaction_compression=ON` is read (cdc_lib/binlog/payload.py), as is MariaDB's
+    `log_bin_compress`: neither is refused here.
 
     With `append_inserts` (the sync's `batch.append_inserts`), also refuse a MySQL replica whose binlog might
     log an overwrite as an INSERT (`inserts_may_overwrite`): appending such a row would duplicate its key.
@@ -51,7 +50,7 @@ def check_server_settings(
     """
     names = ", ".join(
         f"'{name}'" for name in (
-            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, TRANSACTION_COMPRESSION_SETTING, *EXEC_MODE_SETTINGS,
+            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, *EXEC_MODE_SETTINGS,
             *LOG_REPLICA_UPDATES_SETTINGS,
         )
     )
@@ -68,15 +67,6 @@ def check_server_settings(
             "",
             remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
             "values in the binlog, not partial updates",
-        )
-    if actual.get(TRANSACTION_COMPRESSION_SETTING, "OFF") not in ("OFF", "0"):
-        raise ServerSettingsError(
-            TRANSACTION_COMPRESSION_SETTING,
-            actual[TRANSACTION_COMPRESSION_SETTING],
-            "OFF",
-            remedy=f"SET GLOBAL {TRANSACTION_COMPRESSION_SETTING}=OFF (and set it OFF in my.cnf): the binlog reader "
-            "cannot open MySQL's compressed TRANSACTION_PAYLOAD events; binlog written while it was ON cannot be "
-            "read, so re-snapshot the tables (binlake snapshot) once it is OFF",
         )
     if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
         # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never

@@ -37,8 +37,8 @@ def test_a_wrong_guess_of_the_statement_falls_back_on_the_parse_error(mariadb: L
 
 def test_mariadb_log_bin_compress_is_not_a_settings_refusal(mariadb: LocalMariaDB, make_config,
                                                            database: str) -> None:
-    """MariaDB's per-event compression is the binlog reader's to decode or stop on; MySQL's
-    binlog_transaction_compression (no such variable on MariaDB) is refused (tests/unit/source/test_mysql84_stub.py)."""
+    """MariaDB's per-event compression is the binlog reader's to decode or stop on, as MySQL's
+    binlog_transaction_compression (no such variable on MariaDB) is (tests/unit/binlog/test_payload.py)."""
     config = make_config([f"{database}.t"])
     sql(mariadb, "SET GLOBAL log_bin_compress = ON")
     try:

@@ -29,7 +29,7 @@ from bench.keepup_load import create_table
 from cdc_lib.config.model import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import delta_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -274,7 +274,7 @@ def _log_case(server: LocalMariaDB, work: Path, *, label: str, count: int, serve
     application = pipeline.application(name)
     calls = max(repeat, 5)
     figures["read_log_tail_s"], _ = median_seconds(
-        calls, lambda: timed(lambda: spark_writer.read_log_tail(path, application=application))
+        calls, lambda: timed(lambda: delta_log.read_log_tail(path, application=application))
     )
     figures["idle_sync_s"], _ = median_seconds(calls, lambda: timed(pipeline.sync))
     figures["status_s"], _ = median_seconds(calls, lambda: timed(pipeline.status))

@@ -16,7 +16,7 @@ from assets.checks import build_freshness_checks
 from assets.discovery import DISCOVERED_KIND
 from assets.naming import PipelineNames
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark.writer import read_log_tail
+from cdc_lib.sink.delta_log import read_log_tail
 from orchestration.sensors import freshness_decision
 from tests.dagster.conftest import Shop
 from tests.dagster.test_assets import check_results, materializations, observations

@@ -140,7 +140,7 @@ def delta_rs_write_before(
     path: str, schema: Any, batch: Any, *, application: str, txn_version: int, metadata: dict[str, Any],
     storage: Any, known_log: Any = None,
 ) -> int:
-    """`delta_rs_writer._write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
+    """`delta_rs_writer.write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
     a fresh `DeltaTable` load per write, and every batch a MERGE with the operation-testing clauses (no DELETE
     for a delete-only batch, no plain clauses for one without deletes)."""
     import json as json_module
@@ -291,15 +291,15 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
         spark_writer.merge_settings = lambda rows: {}  # type: ignore[assignment]
-    write_batch, key_rewrite = delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE
+    write_batch, key_rewrite = delta_rs_writer.write_batch, delta_rs_writer.KEY_REWRITE
     delta_rs_writer.KEY_REWRITE = rewrite != "off"
     if delta_rs == "before":
-        delta_rs_writer._write_batch = delta_rs_write_before
+        delta_rs_writer.write_batch = delta_rs_write_before
     try:
         yield
     finally:
         spark_writer.merge_settings = merge_settings
-        delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE = write_batch, key_rewrite
+        delta_rs_writer.write_batch, delta_rs_writer.KEY_REWRITE = write_batch, key_rewrite
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cdc_lib.common.formats import COMMIT_FORMAT
@@ -29,6 +30,18 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 #: applied). Carried from commit to commit; a table is exactly the source at its offset only once the offset
 #: has reached it.
 APPLIED_THROUGH = "applied_through"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchCommit:
+    """One table's commit of a batch, as `merge.merge_changes` hands it to an engine: the table, the
+    SetTransaction (`application`, `txn_version`) and the commit's metadata."""
+
+    path: str
+    application: str
+    txn_version: int
+    metadata: dict[str, Any]
+    storage: SinkStorage
 
 
 def app_id(pipeline: str, table: str) -> str:
@@ -58,6 +71,7 @@ def existing_tail(path: str, schema: TableSchema, *, application: str, storage: 
 
 
 __all__ = [
-    "APPLIED_THROUGH", "CHANGE_DATA_FEED", "DELETION_VECTORS", "OPERATION_COLUMN", "app_id", "existing_tail",
+    "APPLIED_THROUGH", "CHANGE_DATA_FEED", "DELETION_VECTORS", "OPERATION_COLUMN", "BatchCommit", "app_id",
+    "existing_tail",
     "fence_metadata", "user_metadata",
 ]

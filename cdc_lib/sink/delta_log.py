@@ -126,6 +126,13 @@ def _list_tail(storage: SinkStorage, directory: str) -> _Listing | None:
     return _Listing(commits=commits, checkpoint=checkpoint)
 
 
+def _listed(path: str, storage: SinkStorage | None) -> tuple[SinkStorage, str, _Listing | None]:
+    """How to reach the table at `path`, its log folder, and the log's files from the last checkpoint on."""
+    storage = storage or storage_for(path)
+    directory = log_dir(path)
+    return storage, directory, _list_tail(storage, directory)
+
+
 def _newest_complete_checkpoint(names: list[str]) -> _Checkpoint | None:
     """The newest checkpoint whose files are all there (a multi-part write cut short leaves some parts only)."""
     by_version: dict[int, dict[str, list[str]]] = {}
@@ -171,9 +178,7 @@ def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = 
         path: the table's location, a local folder or s3a://bucket/prefix.
         storage: how to reach it (the sink's S3 settings); inferred from `path` when omitted.
     """
-    storage = storage or storage_for(path)
-    directory = log_dir(path)
-    listing = _list_tail(storage, directory)
+    storage, directory, listing = _listed(path, storage)
     if listing is None:
         return None
     checkpoint = listing.checkpoint
@@ -339,9 +344,7 @@ def table_detail(path: str, *, storage: SinkStorage | None = None) -> TableDetai
     a listing and a few small reads instead of a Spark job that rebuilds the table's whole state. None when
     there is no table or its log holds no readable pair (then the caller asks Spark).
     """
-    storage = storage or storage_for(path)
-    directory = log_dir(path)
-    listing = _list_tail(storage, directory)
+    storage, directory, listing = _listed(path, storage)
     if listing is None:
         return None
     checkpoint = listing.checkpoint

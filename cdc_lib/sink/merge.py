@@ -82,12 +82,12 @@ def merge_changes(
                                 options=delta_rs_writer.storage_options(path, storage), known=KnownLog(
                                     latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version),
                                 ) if exact else None
+    commit = commits.BatchCommit(path=path, application=application, txn_version=txn_version, metadata=metadata,
+                                 storage=storage)
     if writer == "delta-rs":
-        return delta_rs_writer.write_changes(path, schema, changes, live, application=application,
-                                             txn_version=txn_version, metadata=metadata, storage=storage, tail=tail)
+        return delta_rs_writer.write_changes(schema, changes, live, commit, tail)
     assert spark is not None, "the Spark writer needs a SparkSession"
-    return spark_writer.write_changes(spark, path, schema, changes, live, application=application,
-                                      txn_version=txn_version, metadata=metadata, storage=storage)
+    return spark_writer.write_changes(spark, schema, changes, live, commit)
 
 
 def _applied_through(commit: BinlakeCommit | None) -> BinlogPosition | None:

@@ -20,6 +20,8 @@ exactly and whose batch did not spill. Everything else stays on Spark (docs/perf
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from cdc_lib.errors import DeltaStateError, SinkError
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import spark_type_ddl
 from cdc_lib.sink import delta_log, key_absence
-from cdc_lib.sink.commits import OPERATION_COLUMN, user_metadata
+from cdc_lib.sink.commits import OPERATION_COLUMN, BatchCommit, user_metadata
 from cdc_lib.sink.delta_rs import file_layout, key_rewrite
 from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.loaded_tables import LOADED_TABLES, KnownLog
@@ -141,15 +143,7 @@ class BatchWrite:
 
 
 def write_changes(
-    path: str,
-    schema: TableSchema,
-    changes: TableChanges,
-    live: key_absence.LiveKeys | None,
-    *,
-    application: str,
-    txn_version: int,
-    metadata: dict[str, Any],
-    storage: SinkStorage,
+    schema: TableSchema, changes: TableChanges, live: key_absence.LiveKeys | None, commit: BatchCommit,
     tail: delta_log.LogTail,
 ) -> int:
     """The Spark path's plan (append when only keys proven new, else MERGE pruned to the keys' range) on delta-rs.
@@ -171,8 +165,8 @@ def write_changes(
     )
     kind = {"kind": "merge", "path": "append"} if batch.append else {"kind": "merge"}
     known = KnownLog(latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version)
-    return write_batch(path, schema, batch, application=application, txn_version=txn_version,
-                       metadata={**metadata, **kind}, storage=storage, known_log=known)
+    return write_batch(commit.path, schema, batch, application=commit.application, txn_version=commit.txn_version,
+                       metadata={**commit.metadata, **kind}, storage=commit.storage, known_log=known)
 
 
 def write_batch(
@@ -197,9 +191,67 @@ def write_batch(
             OSError): the run fails before any offset moves and the next run retries, as a Spark write's
             unreachable sink does; it is not the table's fault.
     """
+    with _reported_as_sink_error(path):
+        from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+        options = storage_options(path, storage)
+        uri = table_uri(path)
+        table = LOADED_TABLES.take(uri, options, known_log)
+        # The exactly-once check on the very snapshot the commit goes onto (delta-rs does not skip a replay itself).
+        committed = table.transaction_version(application)
+        if committed is not None and committed >= txn_version:
+            LOADED_TABLES.keep(uri, options, table)
+            return delta_log.version_of(path, application, txn_version, storage)
+        loaded = table.version()
+        custom_metadata = {"userMetadata": user_metadata({**metadata, "writer": "delta-rs"}, application)}
+        transactions = [Transaction(app_id=application, version=txn_version)]
+        commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
+        # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
+        # next checkpoint removes expired log files as it always does.
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        if batch.append:
+            rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
+            # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
+            compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
+                key_rewrite.compacting_append(table, schema, rows, storage_options=options,
+                                              custom_metadata=custom_metadata, transactions=transactions,
+                                              hooks=hooks) is not None
+            if not compacted:
+                write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+        else:
+            deleted_keys = _delete_predicate(schema, batch)
+            if deleted_keys is not None:
+                table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
+            elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
+                _merge(table, schema, batch, commit, hooks)
+            if table.version() == loaded:
+                # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
+                # table does not hold, e.g. rows deleted before the snapshot read them). The batch must still leave its
+                # SetTransaction, as Spark's MERGE does: an empty append carries it.
+                write_deltalake(table, batch.records.drop_columns([OPERATION_COLUMN]).slice(0, 0), mode="append",
+                                commit_properties=commit, post_commithook_properties=hooks)
+        # delta-rs moves the table's state to the commit it just made (MERGE, DELETE and write all do): its version is
+        # the commit's, without listing and reading the log again (~2 ms a table, docs/performance.md).
+        version = table.version()
+        if version <= loaded:
+            raise DeltaStateError(
+                f"delta-rs reported no new commit in {path} for batch {txn_version} (version {version})",
+                remedy="retry the run; if it repeats, write the table with Spark (batch.writer: spark) and report it",
+                table=metadata.get("table"),
+            )
+        interval = int(table.metadata().configuration.get("delta.checkpointInterval") or SPARK_CHECKPOINT_INTERVAL)
+        if version % interval == 0:
+            table.create_checkpoint()
+        # Kept only after a write that went through: a failed one may leave the object's state anywhere.
+        LOADED_TABLES.keep(uri, options, table)
+        return version
+
+
+@contextmanager
+def _reported_as_sink_error(path: str) -> Iterator[None]:
+    """delta-rs's object-store errors (OSError) as a retryable SinkError (see `write_batch`)."""
     try:
-        return _write_batch(path, schema, batch, application=application, txn_version=txn_version,
-                            metadata=metadata, storage=storage, known_log=known_log)
+        yield
     except OSError as exc:
         raise SinkError(
             f"delta-rs could not read or write {path} ({type(exc).__name__}: {str(exc)[:300]})",
@@ -207,72 +259,6 @@ def write_batch(
             "retries the batch",
             retryable=True,
         ) from exc
-
-
-def _write_batch(
-    path: str,
-    schema: TableSchema,
-    batch: BatchWrite,
-    *,
-    application: str,
-    txn_version: int,
-    metadata: dict[str, Any],
-    storage: SinkStorage,
-    known_log: KnownLog | None = None,
-) -> int:
-    from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
-
-    options = storage_options(path, storage)
-    uri = table_uri(path)
-    table = LOADED_TABLES.take(uri, options, known_log)
-    # The exactly-once check on the very snapshot the commit goes onto (delta-rs does not skip a replay itself).
-    committed = table.transaction_version(application)
-    if committed is not None and committed >= txn_version:
-        LOADED_TABLES.keep(uri, options, table)
-        return delta_log.version_of(path, application, txn_version, storage)
-    loaded = table.version()
-    custom_metadata = {"userMetadata": user_metadata({**metadata, "writer": "delta-rs"}, application)}
-    transactions = [Transaction(app_id=application, version=txn_version)]
-    commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
-    # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
-    # next checkpoint removes expired log files as it always does.
-    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
-    if batch.append:
-        rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
-        # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
-        compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
-            key_rewrite.compacting_append(table, schema, rows, storage_options=options,
-                                          custom_metadata=custom_metadata, transactions=transactions,
-                                          hooks=hooks) is not None
-        if not compacted:
-            write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
-    else:
-        deleted_keys = _delete_predicate(schema, batch)
-        if deleted_keys is not None:
-            table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
-        elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
-            _merge(table, schema, batch, commit, hooks)
-        if table.version() == loaded:
-            # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
-            # table does not hold, e.g. rows deleted before the snapshot read them). The batch must still leave its
-            # SetTransaction, as Spark's MERGE does: an empty append carries it.
-            write_deltalake(table, batch.records.drop_columns([OPERATION_COLUMN]).slice(0, 0), mode="append",
-                            commit_properties=commit, post_commithook_properties=hooks)
-    # delta-rs moves the table's state to the commit it just made (MERGE, DELETE and write all do): its version is
-    # the commit's, without listing and reading the log again (~2 ms a table, docs/performance.md).
-    version = table.version()
-    if version <= loaded:
-        raise DeltaStateError(
-            f"delta-rs reported no new commit in {path} for batch {txn_version} (version {version})",
-            remedy="retry the run; if it repeats, write the table with Spark (batch.writer: spark) and report it",
-            table=metadata.get("table"),
-        )
-    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or SPARK_CHECKPOINT_INTERVAL)
-    if version % interval == 0:
-        table.create_checkpoint()
-    # Kept only after a write that went through: a failed one may leave the object's state anywhere.
-    LOADED_TABLES.keep(uri, options, table)
-    return version
 
 
 def _rewritten_by_key(table: Any, schema: TableSchema, batch: BatchWrite, options: dict[str, str] | None,

@@ -14,7 +14,7 @@ from cdc_lib.changes.spill import SpilledChanges, folds_of
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
 from cdc_lib.sink import delta_log, key_absence
-from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS, OPERATION_COLUMN
+from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS, OPERATION_COLUMN, BatchCommit
 from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.staging import StagedChanges, mirror_records
@@ -122,19 +122,13 @@ def _drop_deletion_vectors(spark: SparkSession, path: str, storage: SinkStorage)
 
 
 def write_changes(
-    spark: SparkSession,
-    path: str,
-    schema: TableSchema,
-    changes: TableChanges,
-    live: key_absence.LiveKeys | None,
-    *,
-    application: str,
-    txn_version: int,
-    metadata: dict[str, Any],
-    storage: SinkStorage,
+    spark: SparkSession, schema: TableSchema, changes: TableChanges, live: key_absence.LiveKeys | None,
+    commit: BatchCommit,
 ) -> int:
     """MERGE a batch's net changes into the Delta table in one idempotent commit (or append them when `live` proves
     every inserted key new); return its version. `cdc_lib.sink.merge.merge_changes` checks for a replay first."""
+    path, application, txn_version = commit.path, commit.application, commit.txn_version
+    metadata, storage = commit.metadata, commit.storage
     # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.changes.spill), each staged as
     # it comes, so a spilled batch never sits in Python whole.
     bounds = KeyBounds(schema)  # of the keys that may be in the table: only they bound the MERGE's file pruning

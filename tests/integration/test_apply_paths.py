@@ -135,12 +135,12 @@ def test_append_is_refused_while_the_delta_log_shows_rows_past_the_offset(mariad
         first.update((3, 9, Decimal("0.375"), "start"), (3, 9, Decimal("0.375"), "drei"))
         application, path = pipeline.application(table), pipeline.table_path(table)
         merge.merge_changes(spark, path, schema, first, txn_version=state.batch_seq + 1, application=application,
-                                   metadata={"end": offset.to_json()}, applied_through=through)
+                            metadata={"end": offset.to_json()}, applied_through=through)
         replay = TableChanges(key_positions=(0,))
         replay.insert((11, 33, Decimal("1.375"), "again") if ahead else (517, 1, Decimal("2.5"), "fresh"))
         merge.merge_changes(spark, path, schema, replay, txn_version=state.batch_seq + 2,
-                                   application=application, metadata={"end": through.to_json()},
-                                   applied_through=through, append_from=offset)
+                            application=application, metadata={"end": through.to_json()},
+                            applied_through=through, append_from=offset)
         rows = sorted(scan_rows(pipeline.table_path(table)))
         outcomes[table] = (len(rows), [row for row in rows if row[0] in (3, 11, 517)],
                            [commit["operation"] for commit in delta_log(pipeline, table)][-2:])

@@ -90,7 +90,7 @@ def spark_merge(spark: Any, path: str, staged: str, *, application: str, txn_ver
         .whenNotMatchedInsert(condition=f"s.{OP} = 'u'", values=columns)
     )
     with IdempotentCommit(spark, application, txn_version,
-                                        _metadata(application, txn_version, "spark")):
+                          _metadata(application, txn_version, "spark")):
         builder.execute()
 
 

@@ -23,7 +23,7 @@ import dagster as dg
 
 from assets.naming import PipelineNames
 from cdc_lib.pipeline.pipeline import Pipeline, TableStatus
-from cdc_lib.sink.spark.writer import read_log_tail
+from cdc_lib.sink.delta_log import read_log_tail
 from cdc_lib.state.offsets import PipelineState
 
 DISCOVERED_KIND = "discovered"

@@ -24,7 +24,7 @@ def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: in
 
     from cdc_lib.changes.events import TableChanges
     from cdc_lib.model.tables import TableRef, TableSchema
-    from cdc_lib.sink.spark import writer as spark_writer
+    from cdc_lib.sink import merge
     from cdc_lib.sink.spark.session import spark_session
 
     spark = spark_session(pipeline.config.spark)
@@ -57,7 +57,7 @@ def merge_scaling(pipeline: Pipeline, sizes: list[int], changes: int, repeat: in
             for _ in range(changes // 4):
                 batch.delete((chooser.randint(1, size), 0, Decimal("0"), "", "", stamp, stamp_utc))
             started = time.perf_counter()
-            spark_writer.merge_changes(
+            merge.merge_changes(
                 spark, path, schema, batch, application=f"bench:{size}", txn_version=attempt + 1,
                 metadata={"end": {"file": "x", "pos": 4}},
             )

@@ -873,12 +873,12 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                 errors.append(f"snapshot CLI exited {crashed.returncode}: {_last_line(crashed.stderr)}")
             if crashed.returncode == -9 and "@" in plan.snapshot_crash:
                 outcome.took("crash_chunked")
-        from cdc_lib.sink.spark import writer as spark_writer
+        from cdc_lib.sink import delta_log
 
         # A table with waves in Delta but no installed snapshot waits for the workload's `snapshot` step (a
         # completed one is installed by the next sync); a table with nothing in Delta is snapshotted now.
         missing = [f"{database}.{t.name}" for t in plan.tables
-                   if not spark_writer.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
+                   if not delta_log.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
         if missing:
             try:
                 pipeline.snapshot(missing)

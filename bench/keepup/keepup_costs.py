@@ -28,7 +28,7 @@ from bench.common import create_table, pipeline_config
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import delta_log
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -273,7 +273,7 @@ def _log_case(server: LocalMariaDB, work: Path, *, label: str, count: int, serve
     application = pipeline.application(name)
     calls = max(repeat, 5)
     figures["read_log_tail_s"], _ = median_seconds(
-        calls, lambda: timed(lambda: spark_writer.read_log_tail(path, application=application))
+        calls, lambda: timed(lambda: delta_log.read_log_tail(path, application=application))
     )
     figures["idle_sync_s"], _ = median_seconds(calls, lambda: timed(pipeline.sync))
     figures["status_s"], _ = median_seconds(calls, lambda: timed(pipeline.status))

@@ -44,6 +44,7 @@ from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline import read_ahead, sync
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import commits
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.state import offset_store
@@ -130,12 +131,12 @@ def instrument() -> None:
     """Wrap the steps of a batch where their callers look them up (module attributes)."""
     sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
     read_ahead.read_batch = sync.read_batch
-    spark_writer._mirror_records = timed("fold → records (before)", spark_writer._mirror_records)
+    spark_writer.mirror_records = timed("fold → records (before)", spark_writer.mirror_records)
     delta_rs_writer.arrow_records = timed("records → Arrow (before)", delta_rs_writer.arrow_records)
     delta_rs_writer.arrow_fold = timed("fold → Arrow", delta_rs_writer.arrow_fold)
     delta_rs_writer.write_batch = timed_write(delta_rs_writer.write_batch)
     delta_rs_writer._merge = timed("  of which MERGE execute", delta_rs_writer._merge)
-    spark_writer.existing_tail = timed("log-tail read", spark_writer.existing_tail)
+    commits.existing_tail = timed("log-tail read", commits.existing_tail)
     offset_store.StateHandle.save = timed("offsets save", offset_store.StateHandle.save)  # type: ignore[method-assign]
     sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
     sync.run_batch = timed("run_batch (whole)", sync.run_batch)
@@ -201,7 +202,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     if variant == "before":
         replication_library.TABLE_MAPS_KEPT = 0
         delta_rs_writer.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_writer.arrow_records(
-            schema, spark_writer._mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
+            schema, spark_writer.mirror_records(schema, _fold_of(schema, upserts, deleted_keys)))
     try:
         result = keepup.follow_trial(pipeline, writer, table, rate=rate, window_s=seconds, limit_s=60.0, work=work,
                                      mode=mode)

@@ -74,18 +74,19 @@ def instrument(clock: StepClock) -> None:
     from delta.tables import DeltaMergeBuilder, DeltaTable
 
     from cdc_lib.pipeline import sync
-    from cdc_lib.sink import delta_log
+    from cdc_lib.sink import commits, delta_log
     from cdc_lib.sink.delta_rs import writer as delta_rs_writer
     from cdc_lib.sink.spark import parallel_apply
     from cdc_lib.sink.spark import writer as spark_writer
+    from cdc_lib.sink.spark.staging import StagedChanges
 
     clock.wrap(sync, "_write_table", "table apply, whole (incl. waits)")
     clock.wrap(sync, "snapshot_begun", "snapshot document read")
-    clock.wrap(spark_writer, "read_log_tail", "log tail read (Python)")
+    clock.wrap(commits, "existing_tail", "log tail read (Python)")
     clock.wrap(delta_log, "version_of", "version after commit (Python)")
-    clock.wrap(spark_writer.StagedChanges, "add", "staging: records → Arrow → Parquet")
-    clock.wrap(spark_writer.StagedChanges, "frame", "staging: Parquet → DataFrame")
-    clock.wrap(spark_writer, "_mirror_records", "staging: fold → records")
+    clock.wrap(StagedChanges, "add", "staging: records → Arrow → Parquet")
+    clock.wrap(StagedChanges, "frame", "staging: Parquet → DataFrame")
+    clock.wrap(spark_writer, "mirror_records", "staging: fold → records")
     clock.wrap(DeltaTable, "forPath", "DeltaTable.forPath (snapshot load)")
     clock.wrap(DeltaMergeBuilder, "execute", "MERGE execute (jobs + commit)")
     clock.wrap(spark_writer, "_append", "append (jobs + commit)")
@@ -118,11 +119,11 @@ def instrument_delta_rs(clock: StepClock) -> None:
     import deltalake
     from deltalake.table import TableMerger
 
-    from cdc_lib.sink import delta_log
+    from cdc_lib.sink import choice, delta_log
     from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 
-    clock.wrap(delta_rs_writer, "writer_for", "delta-rs: writer choice (writer_for, whole)")
-    clock.wrap(delta_log, "table_settings", "delta-rs: table settings read (Python)")
+    clock.wrap(choice, "writer_for", "delta-rs: writer choice (writer_for, whole)")
+    clock.wrap(delta_log, "table_detail", "delta-rs: table settings read (Python)")
     clock.wrap(delta_rs_writer, "arrow_records", "delta-rs: records → Arrow")
     clock.wrap(deltalake.DeltaTable, "__init__", "delta-rs: DeltaTable load")
     clock.wrap(deltalake.DeltaTable, "transaction_version", "delta-rs: transaction_version")
@@ -139,7 +140,7 @@ def delta_rs_write_before(
     path: str, schema: Any, batch: Any, *, application: str, txn_version: int, metadata: dict[str, Any],
     storage: Any, known_log: Any = None,
 ) -> int:
-    """`delta_rs_writer._write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
+    """`delta_rs_writer.write_batch` before the kept tables (`--variants 'before:writer=delta-rs,delta_rs=before'`):
     a fresh `DeltaTable` load per write, and every batch a MERGE with the operation-testing clauses (no DELETE
     for a delete-only batch, no plain clauses for one without deletes)."""
     import json as json_module
@@ -148,9 +149,10 @@ def delta_rs_write_before(
 
     from cdc_lib.model.types import spark_type_ddl
     from cdc_lib.sink import delta_log
+    from cdc_lib.sink.commits import OPERATION_COLUMN
     from cdc_lib.sink.delta_rs import file_layout
     from cdc_lib.sink.delta_rs import writer as delta_rs_writer
-    from cdc_lib.sink.delta_rs.writer import OPERATION_COLUMN, quote
+    from cdc_lib.sink.delta_rs.writer import quote
 
     table = DeltaTable(delta_rs_writer.table_uri(path), storage_options=delta_rs_writer.storage_options(path, storage))
     committed = table.transaction_version(application)
@@ -289,15 +291,15 @@ def _variant(pipeline: Pipeline, spark: Any, settings: dict[str, str]) -> Iterat
     object.__setattr__(pipeline.context, "config", replace(config, batch=batch))
     if engine == "before":
         spark_writer.merge_settings = lambda rows: {}  # type: ignore[assignment]
-    write_batch, key_rewrite = delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE
+    write_batch, key_rewrite = delta_rs_writer.write_batch, delta_rs_writer.KEY_REWRITE
     delta_rs_writer.KEY_REWRITE = rewrite != "off"
     if delta_rs == "before":
-        delta_rs_writer._write_batch = delta_rs_write_before
+        delta_rs_writer.write_batch = delta_rs_write_before
     try:
         yield
     finally:
         spark_writer.merge_settings = merge_settings
-        delta_rs_writer._write_batch, delta_rs_writer.KEY_REWRITE = write_batch, key_rewrite
+        delta_rs_writer.write_batch, delta_rs_writer.KEY_REWRITE = write_batch, key_rewrite
         object.__setattr__(pipeline.context, "config", config)
         for key, value in previous.items():
             if value is None:

@@ -8,7 +8,7 @@ One table per variant, `--base-rows` rows after its "snapshot"; then `--batches`
 keys, 33 updates of base keys at a cursor striding over the base, 17 deletes of the oldest keys the workload
 inserted) or, `--workload insert`, of its insert-only one (appended; the new layout merges the small files the
 appends leave), applied to every variant in turn (same process, same batch) through binlake's delta-rs writer
-(`delta_rs_writer.write_batch`, the batch planned as `delta_sink.merge_changes` plans it).
+(`delta_rs_writer.write_batch`, the batch planned as `cdc_lib.sink.merge.merge_changes` plans it).
 
 Variants:
   old        the snapshot as one file (delta-rs's default 100 MiB target), the MERGE pruned by one
@@ -45,9 +45,10 @@ from cdc_lib.changes.events import TableChanges
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
 from cdc_lib.sink import delta_log
+from cdc_lib.sink.commits import OPERATION_COLUMN
 from cdc_lib.sink.delta_rs import file_layout
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
-from cdc_lib.sink.spark.writer import KeyBounds
+from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.storage import storage_for
 
 #: bench/keepup/keepup_load.py's table: (name, MySQL data type, column type).
@@ -78,7 +79,7 @@ def base_rows(schema: TableSchema, count: int) -> pa.Table:
     """keepup_load's base rows (keys 1..count), typed as binlake stages them."""
     rows = [row(key, "new", chr(97 + key % 26) * (20 + key % 150), Decimal(key % 100_000) / 100)
             for key in range(1, count + 1)]
-    return delta_rs_writer.arrow_fold(schema, rows, []).drop_columns([delta_rs_writer.OPERATION_COLUMN])
+    return delta_rs_writer.arrow_fold(schema, rows, []).drop_columns([OPERATION_COLUMN])
 
 
 @dataclass

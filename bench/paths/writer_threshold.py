@@ -6,7 +6,7 @@
 One table of `target` rows (bigint key, an int, a double, a 40-character string, a timestamp), written once by
 Spark; then, per source size and repeat, one MERGE by each engine in turn (alternating, same process, warm JVM),
 of a source that is half updates of existing keys, half new keys, in the staged shape binlake merges (the row's
-columns and `_binlake_op`). Each MERGE goes through binlake's own writers (`spark_writer.merge_changes` with
+columns and `_binlake_op`). Each MERGE goes through binlake's own writers (`merge.merge_changes` with
 `writer=spark` or `delta-rs`), so the figures include staging, the log reads and the commit. Prints wall seconds
 and peak RSS growth per engine and size.
 """
@@ -26,7 +26,7 @@ from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.model import SparkConfig
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import merge
 from cdc_lib.sink.spark.session import spark_session
 
 COLUMNS = (("id", "bigint", "bigint(20)"), ("qty", "int", "int(11)"), ("price", "double", "double"),
@@ -88,7 +88,7 @@ def main() -> None:
                 changes = changes_of(size, arguments.target, round_number)
                 rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 started = time.perf_counter()
-                spark_writer.merge_changes(
+                merge.merge_changes(
                     spark if engine == "spark" else None, path, schema, changes, application="bench:wide",
                     txn_version=round_number, metadata={"bench": True}, writer=engine,  # type: ignore[arg-type]
                 )

@@ -3,7 +3,7 @@
 The pure parts live here: the metadata columns each mode adds, the `_binlake_sequence` of a version, how
 one key's versions in a batch become Delta rows given the key's current version (`resolve_versions`), and
 which rows of a table are its live ones (what reconciliation compares with the source). The Spark side
-(the MERGEs) is `mode_sink.py`.
+(the MERGEs) is `cdc_lib/sink/spark/modes.py`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Three kinds of document outlive the binlake that wrote them: the pipeline's state document in the offset store
 (`offsets.py`: every table's offset, and the pipeline lease), a table's snapshot document beside it
 (`snapshot_documents.py`: plan, waves, table lease), and the `userMetadata` of each binlake commit in a Delta log
-(`delta_sink.py`, `delta_rs_sink.py`, `snapshot_delta_rs.py`; read back by `delta_log.py`). Each carries a
+(built by `sink/commits.py` for both engines; read back by `sink/delta_log.py`). Each carries a
 `format` number. A document without one is format 1 (commit metadata before formats were written).
 
 The rule: a binlake reads every format up to its own and refuses a newer one, before acting on it, because

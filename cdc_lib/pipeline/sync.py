@@ -35,10 +35,9 @@ from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.read_ahead import ReadAhead
 from cdc_lib.pipeline.schema_changes import apply_schema_change
 from cdc_lib.pipeline.table_failures import write_failure, write_with_retries
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
-from cdc_lib.sink.delta_rs.writer import Engine
+from cdc_lib.sink import choice, merge
+from cdc_lib.sink.choice import Engine
 from cdc_lib.sink.spark import modes as spark_modes
-from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.parallel_apply import apply_all, run_all
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
@@ -376,13 +375,13 @@ def _write_tables(
     """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
     (each its own idempotent commit), the others only moving their offsets; and whether Spark wrote any.
 
-    Each changed table's engine is chosen first (`delta_rs_writer.writer_for`, `batch.writer`): the SparkSession is
+    Each changed table's engine is chosen first (`choice.writer_for`, `batch.writer`): the SparkSession is
     built only when some table takes Spark, whose tables each get a Spark session of their own
     (`parallel_apply`); delta-rs tables run on plain threads (delta-rs releases the GIL while it merges).
     """
     changed = [cursor for cursor in cursors if seq is not None and relevant.get(cursor.name) is not None]
     engines = {
-        cursor.name: delta_rs_writer.writer_for(
+        cursor.name: choice.writer_for(
             context.config.batch.writer, mode=cursor.mode, changes=relevant[cursor.name],
             path=context.table_path(cursor.name), storage=context.sink, table=cursor.name,
             spark_conf=context.config.spark.conf,
@@ -503,7 +502,7 @@ def _merge(
         # nothing applied past it, which merge_changes checks): inserted keys can be appended.
         consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
         append_from = table_state.position if consistent and context.config.batch.append_inserts else None
-        return spark_writer.merge_changes(
+        return merge.merge_changes(
             spark, context.table_path(name), cursor.schema, changes,
             application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
             applied_through=read.end, append_from=append_from, writer=engine,

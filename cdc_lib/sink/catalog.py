@@ -22,20 +22,45 @@ remedy, and `binlake register` retries it without re-reading anything.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from cdc_lib.config.model import CATALOG_NAME_PART, CatalogConfig
+from cdc_lib.config.model import CATALOG_NAME_PART, CatalogConfig, PipelineConfig
 from cdc_lib.errors import BinlakeError, TableError
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import quote_identifier
-from cdc_lib.sink.spark import writer as spark_writer
-from cdc_lib.state.context import PipelineContext
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.storage import SinkStorage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("binlake")
+
+
+class SnapshottedTables(Protocol):
+    """A pipeline's stored state, as far as registering reads it: the tables that have a snapshot."""
+
+    @property
+    def tables(self) -> Mapping[str, object]: ...
+
+
+class RegistrationContext(Protocol):
+    """What registering a pipeline's tables needs of it: a `PipelineContext` (cdc_lib.state.context), named
+    here by these few members so that the sink stays below `state`."""
+
+    @property
+    def config(self) -> PipelineConfig: ...
+
+    @property
+    def sink(self) -> SinkStorage: ...
+
+    def table_path(self, name: str) -> str: ...
+
+    def spark(self) -> SparkSession: ...
+
+    def read_state(self) -> SnapshottedTables: ...
 
 
 class CatalogRegistrationError(BinlakeError):
@@ -170,7 +195,7 @@ def register_table(
     return Registration(table=table, name=name.qualified, location=location, created=created, columns=columns)
 
 
-def register_after_snapshot(context: PipelineContext, table: str) -> tuple[Registration | None, str | None]:
+def register_after_snapshot(context: RegistrationContext, table: str) -> tuple[Registration | None, str | None]:
     """Register a table whose snapshot just committed; never raises (the snapshot stands either way).
 
     Returns:
@@ -190,7 +215,7 @@ def register_after_snapshot(context: PipelineContext, table: str) -> tuple[Regis
         return None, str(error)
 
 
-def check_after_schema_change(context: PipelineContext, table: str) -> None:
+def check_after_schema_change(context: RegistrationContext, table: str) -> None:
     """After an ALTER evolved the Delta table: the catalog name must show the new columns (logged, never raised).
 
     Delta-by-location entries take their schema from the Delta log, so this normally finds nothing to do;
@@ -216,7 +241,7 @@ def check_after_schema_change(context: PipelineContext, table: str) -> None:
                     else f"checking its catalog entry failed: {_first_line(error)} — remedy: run `binlake register`")
 
 
-def register_tables(context: PipelineContext, tables: list[str] | None = None) -> list[RegistrationOutcome]:
+def register_tables(context: RegistrationContext, tables: list[str] | None = None) -> list[RegistrationOutcome]:
     """(Re)register the snapshotted tables (all by default): `binlake register`.
 
     Raises:
@@ -245,9 +270,9 @@ def register_tables(context: PipelineContext, tables: list[str] | None = None) -
     return outcomes
 
 
-def _register(context: PipelineContext, table: str) -> Registration:
+def _register(context: RegistrationContext, table: str) -> Registration:
     location = context.table_path(table)
-    if not spark_writer.table_exists(location, storage=context.sink):
+    if not delta_log.table_exists(location, storage=context.sink):
         raise CatalogRegistrationError(
             f"there is no Delta table at {location} to register",
             remedy=f"snapshot the table first: binlake snapshot --table {table}",
@@ -310,7 +335,9 @@ __all__ = [
     "CatalogName",
     "CatalogRegistrationError",
     "Registration",
+    "RegistrationContext",
     "RegistrationOutcome",
+    "SnapshottedTables",
     "catalog_name",
     "check_after_schema_change",
     "check_session",

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cdc_lib.errors import BinlakeError, DeltaStateError
-from cdc_lib.sink.delta_log import log_dir, newest_version
-from cdc_lib.sink.spark.writer import _IdempotentCommit, read_log_tail
+from cdc_lib.sink.delta_log import log_dir, newest_version, read_log_tail
+from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.storage import SinkStorage, storage_for
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def consume(
         else:
             with (
                 feed_errors(source_path, after_version=cursor.source_version, table=table),
-                _IdempotentCommit(spark, feed_app_id(consumer.name), sequence, {**metadata, "kind": "changes"}),
+                IdempotentCommit(spark, feed_app_id(consumer.name), sequence, {**metadata, "kind": "changes"}),
             ):
                 # An empty feed (versions that changed no row) still commits: the cursor moves past them.
                 consumer.merge(spark, output_path, batch.changes)
@@ -350,7 +350,7 @@ def consume(
                 output_version=_committed(output_path, consumer.name, sequence, storage), change_rows=batch.rows,
             )
     rows = spark.read.format("delta").option("versionAsOf", latest).load(source_path)
-    with _IdempotentCommit(spark, feed_app_id(consumer.name), sequence, {**metadata, "kind": "full"}):
+    with IdempotentCommit(spark, feed_app_id(consumer.name), sequence, {**metadata, "kind": "full"}):
         (
             consumer.compute(rows).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
             .save(output_path)

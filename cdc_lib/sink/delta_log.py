@@ -21,7 +21,7 @@ Checkpoints come in three shapes, and Delta 4.0 writes all of them: classic
 Two engines may write one table (`batch.writer`): delta-spark and delta-rs (`deltalake`). Their logs read
 the same here — delta-rs's classic checkpoints and `_last_checkpoint`, its `commitInfo` (no Spark fields;
 `userMetadata` as binlake passes it) — except its metric names, which `commit_metrics` gives under Spark's.
-`delta_rs_write_blocker` says which tables delta-rs writes exactly (tests/integration/test_engine_interplay.py).
+Which tables delta-rs writes exactly is `cdc_lib.sink.choice`'s question (tests/integration/test_engine_interplay.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +126,13 @@ def _list_tail(storage: SinkStorage, directory: str) -> _Listing | None:
     return _Listing(commits=commits, checkpoint=checkpoint)
 
 
+def _listed(path: str, storage: SinkStorage | None) -> tuple[SinkStorage, str, _Listing | None]:
+    """How to reach the table at `path`, its log folder, and the log's files from the last checkpoint on."""
+    storage = storage or storage_for(path)
+    directory = log_dir(path)
+    return storage, directory, _list_tail(storage, directory)
+
+
 def _newest_complete_checkpoint(names: list[str]) -> _Checkpoint | None:
     """The newest checkpoint whose files are all there (a multi-part write cut short leaves some parts only)."""
     by_version: dict[int, dict[str, list[str]]] = {}
@@ -172,9 +178,7 @@ def read_log_tail(path: str, *, application: str, storage: SinkStorage | None = 
         path: the table's location, a local folder or s3a://bucket/prefix.
         storage: how to reach it (the sink's S3 settings); inferred from `path` when omitted.
     """
-    storage = storage or storage_for(path)
-    directory = log_dir(path)
-    listing = _list_tail(storage, directory)
+    storage, directory, listing = _listed(path, storage)
     if listing is None:
         return None
     checkpoint = listing.checkpoint
@@ -316,8 +320,10 @@ def version_of(path: str, application: str, txn_version: int, storage: SinkStora
 
 
 @dataclass(frozen=True)
-class TableSettings:
-    """A table's newest `metaData.configuration` (its properties) and protocol features (reader and writer)."""
+class TableDetail:
+    """A table's newest `metaData` and `protocol` actions, as `DESCRIBE DETAIL` reports them: its properties
+    (`metaData.configuration`), protocol versions and features, and columns. (Not `config.model.TableSettings`,
+    a table's settings in the config file.)"""
 
     properties: dict[str, str]
     features: frozenset[str]
@@ -330,7 +336,7 @@ class TableSettings:
     column_metadata_keys: frozenset[str] = frozenset()
 
 
-def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSettings | None:
+def table_detail(path: str, *, storage: SinkStorage | None = None) -> TableDetail | None:
     """The table's properties and protocol features as of its newest version, read without Spark.
 
     The newest `metaData` and `protocol` actions win: the commits after the last checkpoint are read newest
@@ -338,9 +344,7 @@ def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSet
     a listing and a few small reads instead of a Spark job that rebuilds the table's whole state. None when
     there is no table or its log holds no readable pair (then the caller asks Spark).
     """
-    storage = storage or storage_for(path)
-    directory = log_dir(path)
-    listing = _list_tail(storage, directory)
+    storage, directory, listing = _listed(path, storage)
     if listing is None:
         return None
     checkpoint = listing.checkpoint
@@ -368,7 +372,7 @@ def table_settings(path: str, *, storage: SinkStorage | None = None) -> TableSet
     protocol = found["protocol"]
     features = [*(protocol.get("readerFeatures") or []), *(protocol.get("writerFeatures") or [])]
     fields = _schema_fields(found["metaData"])
-    return TableSettings(properties={str(key): str(value) for key, value in configuration.items()},
+    return TableDetail(properties={str(key): str(value) for key, value in configuration.items()},
                          features=frozenset(features), reader_version=int(protocol.get("minReaderVersion", 1)),
                          writer_version=int(protocol.get("minWriterVersion", 2)),
                          column_types=_column_types(fields),
@@ -474,98 +478,8 @@ def engine_of(engine_info: object) -> str:
     return text
 
 
-# -- which tables delta-rs writes exactly ------------------------------------------------------------
-
-#: Table features `deltalake` 1.6.6 writes exactly, as tests/integration/test_engine_interplay.py shows on
-#: tables Spark created: `timestampNtz`, `changeDataFeed` (`cdc` files Spark's change feed reads), and
-#: `deletionVectors`, whose tables it MERGEs into by rewriting files (it writes no vector; the rows a vector
-#: deleted stay deleted). Also `columnMapping` in `name` mode (checked apart: `id` mode is not proven).
-DELTA_RS_WRITABLE_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "changeDataFeed",
-                                        "deletionVectors"})
-#: What a legacy protocol (no feature lists) lets a writer use, by `minWriterVersion`.
-_LEGACY_WRITER_FEATURES = {
-    2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
-    5: {"columnMapping"}, 6: {"identityColumns"},
-}
-#: delta-rs 1.6.6 keeps exact min/max statistics of a DECIMAL up to this precision (through a 64-bit float),
-#: and of a DECIMAL(p, 0) up to 18 digits (a 64-bit integer); beyond, they are rounded or clamped.
-DELTA_RS_EXACT_DECIMAL_DIGITS = 15
-_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
-#: Delta's default number of leading columns with statistics (`delta.dataSkippingNumIndexedCols`).
-_DEFAULT_INDEXED_COLUMNS = 32
-
-
-def delta_rs_write_blocker(settings: TableSettings) -> str | None:
-    """Why `deltalake` 1.6.6 cannot write this table exactly; None when it can.
-
-    None means a delta-rs MERGE or append leaves a table that Spark and delta-rs read alike, whose log binlake
-    reads back, and whose statistics do not make any reader's data skipping miss rows. Otherwise the reason,
-    with what to do, for the caller to fall back on Spark (`batch.writer: auto`) or refuse (`delta-rs`).
-    """
-    features = set(settings.features)
-    if not features:  # a legacy protocol: what its writer version allows and the table actually uses
-        features = {feature for version, named in _LEGACY_WRITER_FEATURES.items() if version <= settings.writer_version
-                    for feature in named}
-        features -= {"checkConstraints", "generatedColumns", "identityColumns"} - _in_use(settings)
-        if settings.properties.get("delta.columnMapping.mode", "none") == "none":
-            features.discard("columnMapping")
-    if "checkpointProtection" in features:
-        return ("the table has the checkpointProtection feature (left by `DROP FEATURE deletionVectors` when a "
-                "re-snapshot turned deletion vectors off), which deltalake 1.6.6 refuses to write; the table stays "
-                "on Spark (batch.writer: spark or auto) until it is re-created without it")
-    if "columnMapping" in features and settings.properties.get("delta.columnMapping.mode") == "name":
-        features.discard("columnMapping")  # by name: delta-rs writes the physical names Spark reads back
-    unsupported = sorted(features - DELTA_RS_WRITABLE_FEATURES)
-    if unsupported:
-        return (f"the table uses Delta features deltalake 1.6.6 does not write exactly: {', '.join(unsupported)}; "
-                "write it with Spark (batch.writer: spark or auto)")
-    inexact = inexact_statistics(settings.column_types, settings.properties)
-    if inexact:
-        return (f"deltalake 1.6.6 writes inexact min/max statistics for {', '.join(inexact)} (DECIMAL beyond "
-                f"{DELTA_RS_EXACT_DECIMAL_DIGITS} digits, or beyond 18 without a scale: rounded through a float or "
-                "clamped to 64 bits), and data skipping then misses rows (binlake's own MERGE prunes by key range); "
-                "exclude them from statistics (delta.dataSkippingStatsColumns) or write with Spark")
-    return None
-
-
-def _in_use(settings: TableSettings) -> set[str]:
-    """The legacy-protocol features the table shows in use: a CHECK constraint, a generated or identity column."""
-    used = set()
-    if any(key.startswith("delta.constraints.") for key in settings.properties):
-        used.add("checkConstraints")
-    if "delta.generationExpression" in settings.column_metadata_keys:
-        used.add("generatedColumns")
-    if any(key.startswith("delta.identity.") for key in settings.column_metadata_keys):
-        used.add("identityColumns")
-    return used
-
-
-def inexact_statistics(column_types: Iterable[tuple[str, str]], properties: Mapping[str, str]) -> list[str]:
-    """The columns (name, Delta type) delta-rs would keep statistics for, under the table's `properties`, whose
-    min/max it cannot write exactly; for a table that does not exist yet, its first write's columns."""
-    column_types = tuple(column_types)
-    listed = properties.get("delta.dataSkippingStatsColumns")
-    if listed is not None:
-        wanted = {name.strip().strip("`") for name in listed.split(",") if name.strip()}
-        indexed = [name for name, _ in column_types if name in wanted]
-    else:
-        count = int(properties.get("delta.dataSkippingNumIndexedCols", _DEFAULT_INDEXED_COLUMNS))
-        names = [name for name, _ in column_types]
-        indexed = names if count < 0 else names[:count]
-    types = dict(column_types)
-    inexact = []
-    for name in indexed:
-        match = _DECIMAL.match(types[name].replace(" ", ""))
-        if match is None:
-            continue
-        precision, scale = int(match.group(1)), int(match.group(2))
-        if precision > DELTA_RS_EXACT_DECIMAL_DIGITS and not (scale == 0 and precision <= 18):
-            inexact.append(f"{name} ({types[name]})")
-    return inexact
-
-
 __all__ = [
-    "DELTA_RS_ENGINE", "DELTA_RS_WRITABLE_FEATURES", "BinlakeCommit", "LogTail", "TableSettings", "commit_engine",
-    "commit_file", "commit_metrics", "delta_rs_write_blocker", "engine_of", "inexact_statistics", "log_dir",
-    "newest_version", "read_log_tail", "table_exists", "table_settings", "version_of", "written_rows",
+    "DELTA_RS_ENGINE", "BinlakeCommit", "LogTail", "TableDetail", "commit_engine", "commit_file", "commit_metrics",
+    "engine_of", "log_dir", "newest_version", "read_log_tail", "table_exists", "table_detail", "version_of",
+    "written_rows",
 ]

@@ -24,7 +24,6 @@ Who fences what (docs/snapshots.md "Beside the sync"):
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib.errors import SinkError
 from cdc_lib.sink import delta_log
+from cdc_lib.sink.choice import spark_log_store, spark_only_reasons
+from cdc_lib.sink.commits import fence_metadata
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.storage import SinkStorage
 
@@ -65,9 +66,8 @@ def fence_table(
     """
     if not delta_log.table_exists(path, storage=storage):
         return None
-    settings = delta_log.table_settings(path, storage=storage)
-    on_spark = settings is None or bool(delta_rs_writer.spark_only_reasons(settings)) or \
-        delta_rs_writer.spark_log_store(spark_conf) is not None
+    settings = delta_log.table_detail(path, storage=storage)
+    on_spark = settings is None or bool(spark_only_reasons(settings)) or spark_log_store(spark_conf) is not None
     for attempt in range(1, ATTEMPTS + 1):
         try:
             if on_spark:
@@ -91,10 +91,6 @@ def _conflict(exc: BaseException) -> bool:
     return "Concurrent" in kind or kind == "CommitFailedError" or "ConcurrentTransaction" in str(exc)[:500]
 
 
-def _fence_metadata(metadata: Mapping[str, Any], fences: Mapping[str, int]) -> str:
-    return json.dumps({**metadata, "kind": delta_log.FENCE_KIND, "fences": dict(fences)}, sort_keys=True)
-
-
 def _fence_with_delta_rs(
     path: str, fences: Mapping[str, int], metadata: Mapping[str, Any], storage: SinkStorage
 ) -> int:
@@ -103,7 +99,7 @@ def _fence_with_delta_rs(
     table = DeltaTable(delta_rs_writer.table_uri(path), storage_options=delta_rs_writer.storage_options(path, storage))
     versions = {app: max(version, table.transaction_version(app) or 0) for app, version in fences.items()}
     commit = CommitProperties(
-        custom_metadata={"userMetadata": _fence_metadata(metadata, versions)},
+        custom_metadata={"userMetadata": fence_metadata(metadata, versions)},
         app_transactions=[Transaction(app_id=app, version=version) for app, version in sorted(versions.items())],
     )
     table.create_write_transaction(
@@ -126,7 +122,7 @@ def _fence_with_spark(
         # Spark skips the commit when the log holds this version or a newer one: then the fence is there already.
         (spark.read.format("delta").load(path).limit(0).write.format("delta").mode("append")
          .option("txnAppId", app).option("txnVersion", str(max(wanted, held)))
-         .option("userMetadata", _fence_metadata(metadata, {app: max(wanted, held)}))
+         .option("userMetadata", fence_metadata(metadata, {app: max(wanted, held)}))
          .save(path))
         version = max(version, delta_log.newest_version(path, storage=storage) or -1)
     return version

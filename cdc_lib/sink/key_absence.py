@@ -1,6 +1,6 @@
 """Proving that a key is absent from a Delta table before a batch appends it (issue 24, case 4).
 
-The append path (`delta_sink.merge_changes`, `append_from`) writes the rows of keys a batch inserts without a
+The append path (`cdc_lib.sink.merge.merge_changes`, `append_from`) writes the rows of keys a batch inserts without a
 join. The binlog alone does not prove such a key new: a row deleted with `sql_log_bin=0`, a failover to a replica
 that lacks a row, or a source replicating in IDEMPOTENT mode leave a key in the Delta table that the binlog never
 showed leaving, and an INSERT of it then looked new; appended, the table held two rows with one key. So the
@@ -17,7 +17,7 @@ string and timestamp statistics (to 32 characters, to milliseconds) and delta-rs
 case stays an append: auto-increment inserts lie past the largest key, one comparison per key.
 
 The statistics are read from the table's state at the version binlake's own log read just found (the `KnownLog`
-of the batch), through the same kept delta-rs table the delta-rs writer commits with (`delta_rs_tables`).
+of the batch), through the same kept delta-rs table the delta-rs writer commits with (`loaded_tables`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import spark_type_ddl
+from cdc_lib.sink.key_bounds import file_keys
 from cdc_lib.sink.loaded_tables import LOADED_TABLES, KnownLog
 
 if TYPE_CHECKING:
@@ -93,18 +94,9 @@ def spans_of(lows: Sequence[Any], highs: Sequence[Any], null_counts: Sequence[An
 
 def file_spans(table: DeltaTable, key: str) -> KeySpans | None:
     """The spans of `key` over the live files of `table` (a delta-rs table at the version to be proven)."""
-    import pyarrow as pa
-
-    actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows == 0:
-        return KeySpans((), ())
-    names = actions.column_names
-
-    def column(name: str) -> list[Any]:
-        return actions.column(name).to_pylist() if name in names else [None] * actions.num_rows
-
-    return spans_of(column(f"min.{key}"), column(f"max.{key}"), column(f"null_count.{key}"),
-                    column("num_records"))
+    files = file_keys(table, key)
+    return spans_of([file.low for file in files], [file.high for file in files],
+                    [file.null_count for file in files], [file.records for file in files])
 
 
 def provable(schema: TableSchema) -> bool:

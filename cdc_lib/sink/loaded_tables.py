@@ -1,4 +1,4 @@
-"""delta-rs `DeltaTable`s kept between the batches of one process (`LOADED_TABLES`), for `delta_rs_sink`.
+"""delta-rs `DeltaTable`s kept between the batches of one process (`LOADED_TABLES`), for the delta-rs writer.
 
 A small write's second cost after its MERGE is loading the table's state; a kept table is moved forward with
 `update_incremental` instead, and used only when binlake's own read of the log agrees with it

@@ -338,7 +338,7 @@ def _run_wave(
     if end >= len(document.plan):
         failpoint("after_snapshot_commit")  # the snapshot's last commit, before anything records it
     high = binlog_status.current_position(connection)
-    rows = spark_writer.written_rows(path, version, storage=context.sink)
+    rows = delta_log.written_rows(path, version, storage=context.sink)
     document.waves.append(Wave(number=number, first_chunk=first, end_chunk=end, rows=rows, low=low, high=high,
                                delta_version=version))
     _check_schema_unchanged(connection, handle, document)

@@ -51,7 +51,9 @@ from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
 from cdc_lib.sink import delta_log
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.commits import OPERATION_COLUMN
+from cdc_lib.sink.spark.commit import IdempotentCommit
+from cdc_lib.sink.spark.staging import StagedChanges
 from cdc_lib.source.mysql_errors import ReadingBinlog, mysql_error
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import utc_now
@@ -85,7 +87,7 @@ class BeforeImages(TableChanges):
     scan's checks).
     """
 
-    staged: spark_writer.StagedChanges | None = None
+    staged: StagedChanges | None = None
     images: int = 0
     buffer: list[tuple[Any, ...]] = field(default_factory=list)
 
@@ -126,7 +128,7 @@ class WindowScan:
 
 def scan_window(
     source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *,
-    staged: spark_writer.StagedChanges | None = None,
+    staged: StagedChanges | None = None,
 ) -> WindowScan:
     """Read the binlog from `low` to `high` for one table; stage its row images (`BeforeImages`) into `staged`.
 
@@ -249,7 +251,7 @@ def finish_mode_snapshot(
     elif not correction.done:
         if history:
             spark = context.spark()
-            with spark_writer.StagedChanges(spark, schema, ((_ORDINAL, "bigint"),)) as staged:
+            with StagedChanges(spark, schema, ((_ORDINAL, "bigint"),)) as staged:
                 scan = _scan(context, handle, schema, document, staged)
                 if scan.images:
                     if before_commit is not None:
@@ -272,7 +274,7 @@ def finish_mode_snapshot(
 
 def _scan(
     context: PipelineContext, handle: DocumentHandle, schema: TableSchema, document: SnapshotDocument,
-    staged: spark_writer.StagedChanges | None,
+    staged: StagedChanges | None,
 ) -> WindowScan:
     """The scan of [first low, last high]; a refusal is put on record (the sync reports it) before it is raised."""
     try:
@@ -297,7 +299,7 @@ def _committed_correction(
 
 
 def _correct_history(
-    context: PipelineContext, schema: TableSchema, document: SnapshotDocument, staged: spark_writer.StagedChanges,
+    context: PipelineContext, schema: TableSchema, document: SnapshotDocument, staged: StagedChanges,
     application: str,
 ) -> tuple[int, int]:
     """One MERGE: each changed key's wave row is replaced by its row at the first low watermark, or removed when
@@ -311,7 +313,7 @@ def _correct_history(
     path = context.table_path(document.table)
     assert document.correction is not None and document.snapshot_time is not None
     moment = timestamp_micros(dt.datetime.fromisoformat(document.snapshot_time))
-    operation = spark_writer.OPERATION_COLUMN
+    operation = OPERATION_COLUMN
     keys = [F.col(quote_identifier(key)) for key in schema.primary_key]
     first_image = Window.partitionBy(*keys).orderBy(F.col(_ORDINAL))
     first = (
@@ -336,7 +338,7 @@ def _correct_history(
         .whenMatchedUpdate(set=data)
         .whenNotMatchedInsert(condition=f"s.{quote_identifier(operation)} = '{_ROW}'", values=opened)
     )
-    with spark_writer._IdempotentCommit(spark, application, document.correction.txn_version, metadata):
+    with IdempotentCommit(spark, application, document.correction.txn_version, metadata):
         builder.execute()
     return delta_log.version_of(path, application, document.correction.txn_version, context.sink), key_count
 

@@ -27,6 +27,7 @@ from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import ConcurrentRunError, TableError
 from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.sink import delta_log
 from cdc_lib.sink.catalog import register_after_snapshot
 from cdc_lib.sink.spark import modes as spark_modes
 from cdc_lib.sink.spark import writer as spark_writer
@@ -220,7 +221,7 @@ def snapshot_table(
     high = binlog_status.current_position(connection)
     failpoint("after_snapshot_commit")
     rows = (
-        spark_writer.written_rows(path, version, storage=context.sink) if snapshot_time is None
+        delta_log.written_rows(path, version, storage=context.sink) if snapshot_time is None
         else live_rows(spark.read.format("delta").load(path)).count()
     )
     previous = handle.state.tables.get(name)

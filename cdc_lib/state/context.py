@@ -13,7 +13,7 @@ import pymysql
 
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.model.tables import TableRef
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.commits import app_id
 from cdc_lib.sink.spark.session import spark_session
 from cdc_lib.sink.storage import SinkStorage
 from cdc_lib.source import server as mysql
@@ -45,7 +45,7 @@ class PipelineContext:
 
     def application(self, name: str) -> str:
         """The Delta SetTransaction app id of the table's commits."""
-        return spark_writer.app_id(self.config.pipeline, name)
+        return app_id(self.config.pipeline, name)
 
     def spark(self) -> SparkSession:
         """The process's SparkSession (built on first use), carrying the sink settings (s3a endpoint, credentials)."""

@@ -13,7 +13,7 @@ import pymysql
 
 from cdc_lib.errors import DeltaStateError
 from cdc_lib.model.positions import BinlogPosition, state_contains
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import delta_log
 from cdc_lib.source import binlog_status
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import PipelineState, TableState, utc_now
@@ -31,7 +31,7 @@ def reconcile_with_delta(
     adopted = []
     for name in sorted(set(state.tables) | set(_delta_tables_on_disk(context, state))):
         table_state = state.tables.get(name)
-        tail = spark_writer.read_log_tail(
+        tail = delta_log.read_log_tail(
             context.table_path(name), application=context.application(name), storage=context.sink
         )
         if tail is None:
@@ -61,7 +61,7 @@ def reconcile_with_delta(
                 schema=commit.metadata["schema"],
                 applied_seq=commit.txn_version,
                 delta_version=commit.delta_version,
-                rows_snapshotted=spark_writer.written_rows(
+                rows_snapshotted=delta_log.written_rows(
                     context.table_path(name), commit.delta_version, storage=context.sink
                 ),
             )
@@ -81,7 +81,7 @@ def _delta_tables_on_disk(context: PipelineContext, state: PipelineState) -> lis
     for pattern in context.config.source.tables:
         if "*" in pattern:
             continue
-        if pattern not in state.tables and spark_writer.table_exists(context.table_path(pattern), storage=context.sink):
+        if pattern not in state.tables and delta_log.table_exists(context.table_path(pattern), storage=context.sink):
             names.append(pattern)
     return names
 

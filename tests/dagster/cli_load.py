@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark.writer import read_log_tail
+from cdc_lib.sink.delta_log import read_log_tail
 from tests.dagster.conftest import Shop
 
 

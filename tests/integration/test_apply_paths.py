@@ -18,6 +18,8 @@ import pytest
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink import merge
+from cdc_lib.sink.commits import APPLIED_THROUGH
 from cdc_lib.sink.spark import writer as spark_writer
 from tests.conftest import run_cli, scan_rows, source_rows, sql
 from tests.integration.conftest import assert_each_change_applied_once
@@ -72,7 +74,7 @@ def test_inserted_keys_are_appended_once_the_table_is_consistent(mariadb, databa
     assert len(operations) == 3 and operations[1:] == ["WRITE", "MERGE" if writer == "spark" else "WRITE"], operations
     assert commits[2]["metadata"]["path"] == "append" and "path" not in commits[3]["metadata"]
     assert [commit["metadata"]["writer"] for commit in commits[2:]] == [writer, writer]
-    assert all(spark_writer.APPLIED_THROUGH in commit["metadata"] for commit in commits[1:])
+    assert all(APPLIED_THROUGH in commit["metadata"] for commit in commits[1:])
     assert_equal_to_source(mariadb, pipeline, table)
     assert_each_change_applied_once(pipeline.config, table)
 
@@ -96,13 +98,13 @@ def test_append_is_refused_while_the_delta_log_shows_rows_past_the_offset(mariad
         first = TableChanges(key_positions=(0,))
         first.update((3, 9, Decimal("0.375"), "start"), (3, 9, Decimal("0.375"), "drei"))
         application, path = pipeline.application(table), pipeline.table_path(table)
-        spark_writer.merge_changes(spark, path, schema, first, txn_version=state.batch_seq + 1, application=application,
-                                   metadata={"end": offset.to_json()}, applied_through=through)
+        merge.merge_changes(spark, path, schema, first, txn_version=state.batch_seq + 1, application=application,
+                            metadata={"end": offset.to_json()}, applied_through=through)
         replay = TableChanges(key_positions=(0,))
         replay.insert((11, 33, Decimal("1.375"), "again") if ahead else (517, 1, Decimal("2.5"), "fresh"))
-        spark_writer.merge_changes(spark, path, schema, replay, txn_version=state.batch_seq + 2,
-                                   application=application, metadata={"end": through.to_json()},
-                                   applied_through=through, append_from=offset)
+        merge.merge_changes(spark, path, schema, replay, txn_version=state.batch_seq + 2,
+                            application=application, metadata={"end": through.to_json()},
+                            applied_through=through, append_from=offset)
         rows = sorted(scan_rows(pipeline.table_path(table)))
         outcomes[table] = (len(rows), [row for row in rows if row[0] in (3, 11, 517)],
                            [commit["operation"] for commit in delta_log(pipeline, table)][-2:])

@@ -23,7 +23,7 @@ from cdc_lib.model import charset_tables, charsets
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import ColumnInfo, spark_type_ddl
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import delta_log
 from cdc_lib.source.binlog_status import current_position
 from cdc_lib.source.server import connect, describe_table
 from tests.conftest import delta_rows, scan_rows, source_rows, sql
@@ -312,7 +312,7 @@ def test_a_surrogate_code_point_stops_the_snapshot_by_name_and_neighbouring_text
             pipeline.snapshot()
         assert (raised.value.table, raised.value.column) == (table, column)
         assert f"binlake snapshot --table {table}" in raised.value.remedy
-        assert spark_writer.read_log_tail(pipeline.table_path(table), application="-") is None, "nothing written"
+        assert delta_log.read_log_tail(pipeline.table_path(table), application="-") is None, "nothing written"
         sql(mariadb, f"UPDATE {table} SET {column} = NULL WHERE id = 3")
 
     pipeline.snapshot()

@@ -22,7 +22,8 @@ from deltalake import DeltaTable, QueryBuilder
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
-from cdc_lib.sink.delta_rs.writer import DeltaRsWriterError, storage_options, table_uri
+from cdc_lib.sink.choice import DeltaRsWriterError
+from cdc_lib.sink.delta_rs.writer import storage_options, table_uri
 from cdc_lib.sink.spark.session import spark_session
 from tests.conftest import CDC_PASSWORD, run_cli, source_rows, sql, write_config_file
 from tests.integration.conftest import assert_each_change_applied_once, s3_sink

@@ -24,13 +24,16 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Tr
 from cdc_lib.config.model import SparkConfig
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
+from cdc_lib.sink.choice import delta_rs_write_blocker
+from cdc_lib.sink.commits import OPERATION_COLUMN
 from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.session import spark_session
 from cdc_lib.sink.storage import storage_for
 from tests.conftest import sql
 from tests.integration.type_rows import COLUMNS, ROWS
 
-OP = spark_writer.OPERATION_COLUMN
+OP = OPERATION_COLUMN
 
 
 # -- the two writers, as binlake's batches use them ------------------------------------------------
@@ -86,8 +89,8 @@ def spark_merge(spark: Any, path: str, staged: str, *, application: str, txn_ver
         .whenMatchedUpdate(set=columns)
         .whenNotMatchedInsert(condition=f"s.{OP} = 'u'", values=columns)
     )
-    with spark_writer._IdempotentCommit(spark, application, txn_version,
-                                        _metadata(application, txn_version, "spark")):
+    with IdempotentCommit(spark, application, txn_version,
+                          _metadata(application, txn_version, "spark")):
         builder.execute()
 
 
@@ -230,7 +233,7 @@ def test_spark_and_delta_rs_take_turns_on_a_table_of_every_type(mariadb, databas
             inserted = inserts
             assert (metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"],
                     metrics["numTargetRowsDeleted"]) == (inserted, len(updates), len(deletes)), (what, metrics)
-        settings = delta_log.table_settings(path)
+        settings = delta_log.table_detail(path)
         assert settings is not None
         assert settings.properties["delta.checkpointInterval"] == "5"
         assert settings.properties["delta.enableDeletionVectors"] == "false", what
@@ -313,9 +316,9 @@ def test_delta_rs_write_blocker_matches_what_delta_rs_does(case: str, tmp_path: 
         frame = spark.read.format("delta").load(path)
         spark_writer.write_snapshot(spark, frame.localCheckpoint(), path, application="binlake:interplay:features",
                                     txn_version=2, metadata={"end": {}}, deletion_vectors=False)
-    settings = delta_log.table_settings(path)
+    settings = delta_log.table_detail(path)
     assert settings is not None
-    blocker = delta_log.delta_rs_write_blocker(settings)
+    blocker = delta_rs_write_blocker(settings)
     expected = spark_rows(spark, path)
     schema = arrow_schema(path).append(pa.field(OP, pa.string()))
     at = {"at": dt.datetime(2024, 2, 29, 12, 0, 59, 250000)} if "at" in schema.names else {}
@@ -364,9 +367,9 @@ def test_delta_rs_decimal_statistics_make_spark_skip_rows_unless_excluded(tmp_pa
             .format("delta").save(path)
         if excluded:
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 's,k')")
-        settings = delta_log.table_settings(path)
+        settings = delta_log.table_detail(path)
         assert settings is not None
-        blocker = delta_log.delta_rs_write_blocker(settings)
+        blocker = delta_rs_write_blocker(settings)
         write_deltalake(path, pa.Table.from_pylist([row], schema=schema), mode="append")
         frame = spark.read.format("delta").load(path)
         found = {column: frame.where(f"{column} = {value}").count() for column, value in row.items()}

@@ -18,7 +18,7 @@ from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ServerHistoryError
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark.writer import read_log_tail
+from cdc_lib.sink.delta_log import read_log_tail
 from tests.conftest import CDC_PASSWORD, CDC_USER, delta_rows, run_cli, source_rows, sql, write_config_file
 
 SMALL = {

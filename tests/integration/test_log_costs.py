@@ -17,8 +17,8 @@ from cdc_lib.common.s3 import S3Settings
 from cdc_lib.config.model import SparkConfig
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
+from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.session import spark_session
-from cdc_lib.sink.spark.writer import _IdempotentCommit
 from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
 from cdc_lib.state.offset_store import LocalOffsetStore
 from cdc_lib.state.offsets import PipelineState
@@ -39,7 +39,7 @@ def _spark() -> Any:
 
 def _binlake_append(spark: Any, path: str, txn: int, options: dict[str, str] | None = None) -> None:
     frame = spark.createDataFrame([(txn * 7 + 3, f"v{txn}")], "id int, label string")
-    with _IdempotentCommit(spark, APP, txn, {"kind": "merge", "end": {"batch": txn}}):
+    with IdempotentCommit(spark, APP, txn, {"kind": "merge", "end": {"batch": txn}}):
         frame.write.format("delta").mode("append").options(**(options or {})).save(path)
 
 
@@ -255,7 +255,7 @@ def test_table_settings_match_describe_detail(shape: str, tmp_path: Path) -> Non
     path = str(tmp_path / "t")
     _build(path, shape)
     storage = LocalSinkStorage()
-    settings = delta_log.table_settings(path, storage=storage)
+    settings = delta_log.table_detail(path, storage=storage)
     detail = _spark().sql(f"DESCRIBE DETAIL delta.`{path}`").select("properties", "tableFeatures").first()
     assert settings is not None and detail is not None
     assert settings.properties == dict(detail[0]) and settings.properties["binlake.test.note"] == "6"
@@ -264,6 +264,6 @@ def test_table_settings_match_describe_detail(shape: str, tmp_path: Path) -> Non
 
     # A property set, then dropped again: the newest commit's metaData wins over the checkpoint's.
     _spark().sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
-    settings = delta_log.table_settings(path, storage=LocalSinkStorage())
+    settings = delta_log.table_detail(path, storage=LocalSinkStorage())
     assert settings is not None and settings.properties["delta.enableDeletionVectors"] == "false"
-    assert delta_log.table_settings(str(tmp_path / "none"), storage=LocalSinkStorage()) is None
+    assert delta_log.table_detail(str(tmp_path / "none"), storage=LocalSinkStorage()) is None

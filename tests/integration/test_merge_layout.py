@@ -274,7 +274,7 @@ def test_a_re_snapshot_keeps_a_file_size_the_table_was_given_and_refuses_one_tha
     path = pipeline.table_path(table)
     DeltaTable(path).alter.set_table_properties({file_layout.TARGET_FILE_SIZE_PROPERTY: "48kb"})
     pipeline.snapshot([table], restart=True)
-    settings = delta_log.table_settings(path)
+    settings = delta_log.table_detail(path)
     assert settings is not None and settings.properties[file_layout.TARGET_FILE_SIZE_PROPERTY] == "48kb"
     larger = len(data_files(pipeline, table))
     assert larger < small, f"the re-snapshot did not write by the table's 48kb: {small} files, then {larger}"

@@ -51,8 +51,8 @@ from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.commits import app_id
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
-from cdc_lib.sink.spark.writer import app_id
 from tests.mysql_stub import (
     BINLOG_DUMP_NON_BLOCK,
     COM_BINLOG_DUMP,

@@ -8,7 +8,7 @@ import pytest
 
 from cdc_lib.errors import ZeroDateError
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink import delta_log
 from tests.conftest import delta_rows, sql
 
 COLUMNS = "id INT PRIMARY KEY, d DATE NULL, dt DATETIME(3) NULL, ts TIMESTAMP NULL DEFAULT NULL"
@@ -49,7 +49,7 @@ def test_error_policy_stops_the_snapshot_naming_table_and_column(mariadb, databa
     assert "2024-00-10" in str(raised.value)
     assert f"binlake snapshot --table {database}.snap" in raised.value.remedy
     assert "source.zero_dates: null" in raised.value.remedy
-    assert spark_writer.read_log_tail(pipeline.table_path(f"{database}.snap"), application="-") is None
+    assert delta_log.read_log_tail(pipeline.table_path(f"{database}.snap"), application="-") is None
     assert f"{database}.snap" not in pipeline.read_state().tables
 
     # Once the row is corrected, the snapshot the remedy names goes through.

@@ -41,7 +41,7 @@ ROWS = [
 NAMES = ["id", "flag", "ti", "tiu", "si", "siu", "mi", "miu", "i", "iu", "bi", "biu", "f", "d", "dec_small", "dec_wide",
          "b1", "b64", "c", "vc", "tx", "bin", "vbin", "bl", "e", "st", "dte", "dt0", "dt6", "ts0", "ts6", "tm0", "tm6",
          "yr", "js"]
-#: COLUMNS that are DECIMALs wider than delta-rs 1.6.6 writes statistics for exactly (`delta_log.inexact_statistics`).
+#: COLUMNS that are DECIMALs wider than delta-rs 1.6.6 writes statistics for exactly (`choice.inexact_statistics`).
 WIDE_DECIMALS = ("biu", "dec_wide", "b64")
 
 

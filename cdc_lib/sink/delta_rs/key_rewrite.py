@@ -35,6 +35,7 @@ from urllib.parse import unquote
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import spark_type_ddl
 from cdc_lib.sink.delta_rs import file_layout
+from cdc_lib.sink.key_bounds import ORDERED_KEY_TYPES, FileKeys, file_keys
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,8 +47,6 @@ SCRATCH_FOLDER = "binlake-files"
 #: The most Parquet bytes of candidate files one batch rewrites in memory: a batch whose keys are in more (e.g.
 #: updates all over a large table) goes to delta-rs's MERGE, which streams (`rewrite_batch` returns None).
 MAX_CANDIDATE_BYTES = 256 * 1024 * 1024
-#: Key types whose values order as numbers (the min/max statistics compare as the keys do).
-_ORDERED_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "decimal(20,0)")
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def applies(schema: TableSchema, truncated: bool) -> bool:
     if truncated or len(schema.primary_key) != 1:
         return False
     column = next(column for column in schema.columns if column.name == schema.primary_key[0])
-    return spark_type_ddl(column) in _ORDERED_KEY_TYPES
+    return spark_type_ddl(column) in ORDERED_KEY_TYPES
 
 
 def rewrite_batch(
@@ -80,7 +79,7 @@ def rewrite_batch(
     transactions: list[Transaction],
     hooks: PostCommitHookProperties,
 ) -> Rewrite | None:
-    """Apply the staged mirror records (`delta_rs_sink.arrow_fold`: upserts, then deleted keys) to `table` in one
+    """Apply the staged mirror records (`writer.arrow_fold`: upserts, then deleted keys) to `table` in one
     commit that replaces only the files holding one of their keys. Commits nothing when no file holds one and
     nothing is upserted (the caller then leaves the SetTransaction with an empty append). None, having done
     nothing, when the candidate files are more than `MAX_CANDIDATE_BYTES` or one is named by an absolute path
@@ -94,7 +93,7 @@ def rewrite_batch(
     key = schema.primary_key[0]
     batch_keys = records.column(key)
     key_values = sorted(set(batch_keys.to_pylist()))
-    files = _files(table, key)
+    files = file_keys(table, key)
     candidates = [file for file in files if _may_hold(file, key_values)]
     if sum(file.size for file in candidates) > MAX_CANDIDATE_BYTES or any(
             "://" in file.path or file.path.startswith("/") for file in candidates):
@@ -103,7 +102,7 @@ def rewrite_batch(
     storage = DeltaStorageHandler(root, storage_options)
     filesystem = pa.fs.PyFileSystem(storage)
     target = _target_schema(records, operation_column)
-    touched: list[_File] = []
+    touched: list[FileKeys] = []
     kept: list[pa.Table] = []
     found: list[pa.ChunkedArray] = []  # the batch's keys the table held
     for file in candidates:
@@ -217,20 +216,20 @@ def _commit(table: DeltaTable, actions: list[Any], metrics: dict[str, int], *, c
     table.update_incremental()
 
 
-def small_files_at_top(table: DeltaTable, key: str) -> list[_File]:
+def small_files_at_top(table: DeltaTable, key: str) -> list[FileKeys]:
     """The small files that come last in the order of `key`, next to each other, up to the table's target size in
     all: an insert-only table's recent appends, which the next append merges once there are
     `COMPACT_MIN_FILES`."""
-    return _top_small_files(_files(table, key), _target_bytes(table))
+    return _top_small_files(file_keys(table, key), _target_bytes(table))
 
 
-def _top_small_files(files: list[_File], target_bytes: int) -> list[_File]:
+def _top_small_files(files: list[FileKeys], target_bytes: int) -> list[FileKeys]:
     """`small_files_at_top` of `files`. A file without key statistics ends the run (its place is unknown)."""
     ordered = sorted((file for file in files if file.low is not None and file.high is not None),
                      key=lambda file: (file.low, file.high))
     if len(ordered) < len(files):
         return []
-    run: list[_File] = []
+    run: list[FileKeys] = []
     total = 0
     for file in reversed(ordered):
         if file.size * SMALL_FILE_SHARE >= target_bytes or total + file.size > target_bytes:
@@ -246,26 +245,7 @@ def _target_bytes(table: DeltaTable) -> int:
     return file_layout.target_file_bytes(table.metadata().configuration)
 
 
-@dataclass(frozen=True)
-class _File:
-    path: str  # as the log names it (relative and URL-encoded, or absolute)
-    size: int
-    low: Any  # the key's min statistic; None: no statistics (the file is always a candidate)
-    high: Any
-
-
-def _files(table: DeltaTable, key: str) -> list[_File]:
-    import pyarrow as pa
-
-    actions = pa.table(table.get_add_actions(flatten=True))
-    names = actions.column_names
-    lows = actions.column(f"min.{key}").to_pylist() if f"min.{key}" in names else [None] * actions.num_rows
-    highs = actions.column(f"max.{key}").to_pylist() if f"max.{key}" in names else [None] * actions.num_rows
-    return [_File(path, size, low, high) for path, size, low, high in zip(
-        actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), lows, highs, strict=True)]
-
-
-def _may_hold(file: _File, sorted_keys: list[Any]) -> bool:
+def _may_hold(file: FileKeys, sorted_keys: list[Any]) -> bool:
     """Whether a key of `sorted_keys` lies within the file's min/max (a file without statistics: always)."""
     if file.low is None or file.high is None:
         return True

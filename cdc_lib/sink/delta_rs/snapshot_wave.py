@@ -13,29 +13,29 @@ module does it first: a replayed wave writes nothing and returns the version of 
 
 What delta-rs cannot write exactly stays on Spark (`delta_rs_refusal`): deletion vectors and the change data
 feed (`write_snapshot` sets those table properties and may drop the feature), soft-delete and history
-tables, an existing table the change writer would not write (`delta_rs_sink.spark_only_reasons`), and columns
-whose statistics delta-rs writes inexactly (wide DECIMALs, `delta_log.inexact_statistics`). So does what it
+tables, an existing table the change writer would not write (`choice.spark_only_reasons`), and columns
+whose statistics delta-rs writes inexactly (wide DECIMALs, `choice.inexact_statistics`). So does what it
 would write worse or around Spark's coordination (`choose_writer`): a wave too large to hold in the driver
 (`ARROW_WAVE_BYTES`), Spark on a cluster, whose executors write in parallel, and a Delta log store set for Spark
-(S3's DynamoDB one). An S3 sink is written with the sink's S3 settings (`delta_rs_sink.storage_options`).
+(S3's DynamoDB one). An S3 sink is written with the sink's S3 settings (`writer.storage_options`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_lib.common.faults import failpoint
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.common.logs import about_table
 from cdc_lib.config.model import SnapshotWriter
 from cdc_lib.errors import TableError
 from cdc_lib.sink import delta_log
+from cdc_lib.sink.choice import inexact_statistics, spark_log_store, spark_only_reasons
+from cdc_lib.sink.commits import DELETION_VECTORS, user_metadata
 from cdc_lib.sink.delta_rs import file_layout
-from cdc_lib.sink.delta_rs.writer import spark_log_store, spark_only_reasons, storage_options, table_uri
+from cdc_lib.sink.delta_rs.writer import storage_options, table_uri
 from cdc_lib.sink.storage import SinkStorage, storage_for
 
 if TYPE_CHECKING:
@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger("binlake")
-
-_DELETION_VECTORS = "delta.enableDeletionVectors"
-
 
 class SnapshotWriterError(TableError):
     """`snapshot.writer: delta-rs` names a table delta-rs cannot write exactly as Spark would."""
@@ -109,12 +106,12 @@ def delta_rs_refusal(
         return "the table has deletion vectors on (sink.deletion_vectors)"
     if change_data_feed:
         return "the table has the change data feed on (sink.change_data_feed)"
-    settings = delta_log.table_settings(path, storage=storage)
+    settings = delta_log.table_detail(path, storage=storage)
     if settings is None:
         if delta_log.table_exists(path, storage=storage):
             return "the table's settings are unreadable"
         # A new table: delta-rs creates it with the wave's columns, under Delta's default statistics settings.
-        inexact = delta_log.inexact_statistics(column_types, {})
+        inexact = inexact_statistics(column_types, {})
         return f"delta-rs writes inexact min/max statistics for {', '.join(inexact)}" if inexact else None
     # An overwrite keeps the table's protocol and properties: the change writer's rules (`batch.writer`) apply.
     reasons = spark_only_reasons(replace(settings, column_types=tuple(column_types)))
@@ -144,7 +141,7 @@ def write_wave(
         frame: the wave's rows as Spark reads and casts them; collected to the driver as Arrow (bounded by the
             wave's size).
         overwrite: the first wave (or a one-wave snapshot): replace the table and its schema, as
-            `delta_sink.write_snapshot`; later waves append, as `delta_sink.append_snapshot_wave`.
+            `spark.writer.write_snapshot`; later waves append, as `spark.writer.append_snapshot_wave`.
         sort_key: the table's primary key: the wave is written sorted by it, in files of about the table's
             `file_layout.target_file_bytes` whose key ranges do not overlap, so a later MERGE rewrites only the
             files its keys fall in (docs/performance.md "Files a MERGE rewrites").
@@ -158,7 +155,7 @@ def write_wave(
     if done is not None:
         return done  # a replay of a wave already in the log: Spark's writer would skip it too
     exists = delta_log.table_exists(path, storage=storage)
-    settings = delta_log.table_settings(path, storage=storage) if exists else None
+    settings = delta_log.table_detail(path, storage=storage) if exists else None
     properties = settings.properties if settings is not None else {}
     target_size = {file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES)}
     # A size the table already has (binlake's, or one a person chose) stays; a table without one gets binlake's.
@@ -181,8 +178,6 @@ def write_wave(
     failpoint("snapshot_wave_read")
     if sort_key and not _ascending(rows, sort_key):
         rows = rows.sort_by([(name, "ascending") for name in sort_key])
-    user_metadata = json.dumps({**metadata, "kind": "snapshot", "app_id": application, "format": COMMIT_FORMAT},
-                               sort_keys=True)
     try:
         write_deltalake(
             target,
@@ -193,10 +188,10 @@ def write_wave(
             schema_mode="overwrite" if overwrite else None,
             # As Spark's writer creates the table: deletion vectors off, said explicitly (write_snapshot's options).
             # The file size also sets how large delta-rs's later MERGEs and appends write theirs.
-            configuration={_DELETION_VECTORS: "false", **target_size} if not exists else None,
+            configuration={DELETION_VECTORS: "false", **target_size} if not exists else None,
             target_file_size=file_bytes,
             commit_properties=CommitProperties(
-                custom_metadata={"userMetadata": user_metadata},
+                custom_metadata={"userMetadata": user_metadata({**metadata, "kind": "snapshot"}, application)},
                 app_transactions=[Transaction(app_id=application, version=txn_version)],
             ),
         )

@@ -14,140 +14,38 @@ Which files a batch rewrites: a one-column integer key's mixed batch replaces on
 by key (`key_rewrite`); other batches MERGE, pruned by the keys' ranges (docs/performance.md "Files a MERGE
 rewrites").
 
-Which tables (`batch.writer`, `writer_for`): a mirror table whose Delta protocol delta-rs writes exactly and whose
-batch did not spill. Everything else stays on Spark (docs/performance.md "A writer without Spark").
+Which tables (`batch.writer`, `cdc_lib.sink.choice.writer_for`): a mirror table whose Delta protocol delta-rs writes
+exactly and whose batch did not spill. Everything else stays on Spark (docs/performance.md "A writer without Spark").
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from cdc_lib.changes.events import TableChanges
-from cdc_lib.changes.spill import SpilledChanges, arrow_type
-from cdc_lib.common.formats import COMMIT_FORMAT
+from cdc_lib.changes.spill import arrow_type
 from cdc_lib.common.s3 import S3Settings, is_s3_uri
-from cdc_lib.config.model import BatchWriter, TableMode
-from cdc_lib.errors import BinlakeError, DeltaStateError, SinkError
+from cdc_lib.errors import DeltaStateError, SinkError
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import spark_type_ddl
-from cdc_lib.sink import delta_log
+from cdc_lib.sink import delta_log, key_absence
+from cdc_lib.sink.commits import OPERATION_COLUMN, BatchCommit, user_metadata
 from cdc_lib.sink.delta_rs import file_layout, key_rewrite
+from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.loaded_tables import LOADED_TABLES, KnownLog
 from cdc_lib.sink.storage import S3SinkStorage, SinkStorage
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-Engine = Literal["spark", "delta-rs"]
-OPERATION_COLUMN = "_binlake_op"
-
-#: The writer features delta-rs 1.6.6 writes exactly on binlake's tables (tested, docs/performance.md).
-#: `appendOnly` and `invariants` are the legacy features Spark lists in every table-features protocol.
-WRITABLE_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz"})
-#: Properties whose `true` (or value) turns on what delta-rs does not write as Spark does.
-_SPARK_ONLY_PROPERTIES: Mapping[str, str] = {
-    "delta.enableDeletionVectors": "deletion vectors",
-    "delta.enableChangeDataFeed": "the change data feed",
-    "delta.enableTypeWidening": "type widening",
-    "delta.enableRowTracking": "row tracking",
-    "delta.appendOnly": "an append-only table",
-}
 #: Spark writes a checkpoint every this many commits unless the table sets `delta.checkpointInterval`.
 SPARK_CHECKPOINT_INTERVAL = 10
 #: A batch that only deletes at most this many integer keys is a DELETE (`DeltaTable.delete`, no join) instead
 #: of a MERGE; more keys make the predicate's IN list longer than the join costs.
 DELETE_KEYS_LIMIT = 1000
-
-
-class DeltaRsWriterError(BinlakeError):
-    """`batch.writer: delta-rs` names a table whose Delta protocol delta-rs cannot write exactly."""
-
-
-@dataclass(frozen=True)
-class WriterChoice:
-    engine: Engine
-    #: Why Spark writes the table (empty when delta-rs does).
-    reason: str = ""
-
-
-def spark_only_reasons(settings: delta_log.TableSettings) -> list[str]:
-    """What in the table's protocol or properties delta-rs does not write exactly (empty: it does)."""
-    reasons = []
-    if settings.reader_version > 3 or settings.writer_version > 7:
-        reasons.append(f"protocol ({settings.reader_version}, {settings.writer_version}) is newer than delta-rs's")
-    elif settings.writer_version < 7 and (settings.reader_version > 1 or settings.writer_version > 2):
-        # Legacy versions 2-6 bring column mapping, check constraints, generated or identity columns, CDF.
-        reasons.append(f"legacy protocol ({settings.reader_version}, {settings.writer_version})")
-    unknown = sorted(settings.features - WRITABLE_FEATURES)
-    if unknown:
-        reasons.append(f"table features {', '.join(unknown)}")
-    for key, what in _SPARK_ONLY_PROPERTIES.items():
-        if settings.properties.get(key, "false").lower() == "true":
-            reasons.append(f"{what} ({key})")
-    if settings.properties.get("delta.columnMapping.mode", "none") != "none":
-        reasons.append("column mapping (delta.columnMapping.mode)")
-    if settings.properties.get("delta.checkpointPolicy", "classic") != "classic":
-        reasons.append("v2 checkpoints (delta.checkpointPolicy)")
-    if any(key.startswith("delta.constraints.") for key in settings.properties):
-        reasons.append("CHECK constraints")
-    # What delta-rs itself writes inexactly (e.g. wide DECIMAL statistics) where binlake's policy above allows it.
-    blocker = delta_log.delta_rs_write_blocker(settings)
-    if blocker is not None and not reasons:
-        reasons.append(blocker)
-    return reasons
-
-
-def spark_log_store(spark_conf: Mapping[str, str] | None) -> str | None:
-    """Why a Delta log store set for Spark keeps a table's writes on Spark (None: none is set).
-
-    e.g. the DynamoDB log store for S3: Spark's commits coordinate through it, and delta-rs would bypass it.
-    """
-    if any(key.startswith("spark.delta.logStore.") for key in spark_conf or {}):
-        return "a Delta log store is set under spark.conf (spark.delta.logStore.*), which delta-rs would bypass"
-    return None
-
-
-def writer_for(
-    configured: BatchWriter,
-    *,
-    mode: TableMode,
-    changes: TableChanges,
-    path: str,
-    storage: SinkStorage,
-    table: str,
-    spark_conf: Mapping[str, str] | None = None,
-) -> WriterChoice:
-    """The engine that writes `table`'s share of a batch; DeltaRsWriterError when `delta-rs` is forced on a table
-    it cannot write.
-
-    No size threshold: delta-rs MERGEd faster than Spark at every source size measured (1k to 1M rows into a
-    2M-row table, bench/writer_threshold.py), and a table's batch larger than `batch.max_buffered_changes`
-    spills, which goes to Spark (its parts are staged for Spark a bucket at a time, with bounded memory).
-    """
-    if configured == "spark":
-        return WriterChoice("spark", "batch.writer: spark")
-    reasons: list[str] = []
-    if mode != "mirror":
-        reasons.append(f"the {mode} table mode")
-    if isinstance(changes, SpilledChanges):
-        reasons.append("a spilled batch (batch.max_buffered_changes)")
-    if (log_store := spark_log_store(spark_conf)) is not None:
-        reasons.append(log_store)
-    settings = delta_log.table_settings(path, storage=storage)
-    if settings is not None:
-        reasons += spark_only_reasons(settings)
-    if reasons and configured == "delta-rs":
-        raise DeltaRsWriterError(
-            f"batch.writer is delta-rs, but delta-rs cannot write this batch exactly: {'; '.join(reasons)}",
-            remedy="set batch.writer to auto (Spark writes such tables) or spark"
-            + (", or raise batch.max_buffered_changes above the batch's size" if isinstance(changes, SpilledChanges)
-               else ""),
-            table=table,
-        )
-    return WriterChoice("spark", "; ".join(reasons)) if reasons else WriterChoice("delta-rs")
 
 
 def quote(name: str) -> str:
@@ -234,7 +132,7 @@ def table_uri(path: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class BatchWrite:
-    """One table's staged batch and how it goes in (see `delta_sink.merge_changes`)."""
+    """One table's staged batch and how it goes in (see `cdc_lib.sink.merge.merge_changes`)."""
 
     records: pa.Table
     #: Only new keys: appended without a join.
@@ -242,6 +140,33 @@ class BatchWrite:
     #: The smallest and largest leading key the table may hold among the batch's keys (integer keys).
     key_range: tuple[Any, Any] | None
     truncated: bool
+
+
+def write_changes(
+    schema: TableSchema, changes: TableChanges, live: key_absence.LiveKeys | None, commit: BatchCommit,
+    tail: delta_log.LogTail,
+) -> int:
+    """The Spark path's plan (append when only keys proven new, else MERGE pruned to the keys' range) on delta-rs.
+
+    A spilled batch never comes here (`choice.writer_for`): it is staged in one Arrow table. `tail`, the
+    log read that just checked for a replay, lets the writer use a `DeltaTable` kept from an earlier batch when
+    the log agrees with it (`loaded_tables.LoadedTables`).
+    """
+    rows = changes.rows
+    if live is not None:
+        _, rest = live.split(changes)
+        rows = rest.rows
+    bounds = KeyBounds(schema)
+    bounds.add(rows)
+    batch = BatchWrite(
+        records=arrow_fold(schema, changes.upserts(), changes.deleted_keys()),
+        append=live is not None and not rows, key_range=None if changes.truncated else bounds.range(),
+        truncated=changes.truncated,
+    )
+    kind = {"kind": "merge", "path": "append"} if batch.append else {"kind": "merge"}
+    known = KnownLog(latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version)
+    return write_batch(commit.path, schema, batch, application=commit.application, txn_version=commit.txn_version,
+                       metadata={**commit.metadata, **kind}, storage=commit.storage, known_log=known)
 
 
 def write_batch(
@@ -259,16 +184,74 @@ def write_batch(
 
     A replay of a committed `txn_version` writes nothing and returns the committed version. `known_log`: the
     caller's read of the log just before (lets a `DeltaTable` kept from an earlier batch be used,
-    `delta_rs_tables.LoadedTables`).
+    `loaded_tables.LoadedTables`).
 
     Raises:
         SinkError: (retryable) delta-rs could not read or write the sink's files (its object-store errors are
             OSError): the run fails before any offset moves and the next run retries, as a Spark write's
             unreachable sink does; it is not the table's fault.
     """
+    with _reported_as_sink_error(path):
+        from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+        options = storage_options(path, storage)
+        uri = table_uri(path)
+        table = LOADED_TABLES.take(uri, options, known_log)
+        # The exactly-once check on the very snapshot the commit goes onto (delta-rs does not skip a replay itself).
+        committed = table.transaction_version(application)
+        if committed is not None and committed >= txn_version:
+            LOADED_TABLES.keep(uri, options, table)
+            return delta_log.version_of(path, application, txn_version, storage)
+        loaded = table.version()
+        custom_metadata = {"userMetadata": user_metadata({**metadata, "writer": "delta-rs"}, application)}
+        transactions = [Transaction(app_id=application, version=txn_version)]
+        commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
+        # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
+        # next checkpoint removes expired log files as it always does.
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        if batch.append:
+            rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
+            # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
+            compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
+                key_rewrite.compacting_append(table, schema, rows, storage_options=options,
+                                              custom_metadata=custom_metadata, transactions=transactions,
+                                              hooks=hooks) is not None
+            if not compacted:
+                write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
+        else:
+            deleted_keys = _delete_predicate(schema, batch)
+            if deleted_keys is not None:
+                table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
+            elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
+                _merge(table, schema, batch, commit, hooks)
+            if table.version() == loaded:
+                # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
+                # table does not hold, e.g. rows deleted before the snapshot read them). The batch must still leave its
+                # SetTransaction, as Spark's MERGE does: an empty append carries it.
+                write_deltalake(table, batch.records.drop_columns([OPERATION_COLUMN]).slice(0, 0), mode="append",
+                                commit_properties=commit, post_commithook_properties=hooks)
+        # delta-rs moves the table's state to the commit it just made (MERGE, DELETE and write all do): its version is
+        # the commit's, without listing and reading the log again (~2 ms a table, docs/performance.md).
+        version = table.version()
+        if version <= loaded:
+            raise DeltaStateError(
+                f"delta-rs reported no new commit in {path} for batch {txn_version} (version {version})",
+                remedy="retry the run; if it repeats, write the table with Spark (batch.writer: spark) and report it",
+                table=metadata.get("table"),
+            )
+        interval = int(table.metadata().configuration.get("delta.checkpointInterval") or SPARK_CHECKPOINT_INTERVAL)
+        if version % interval == 0:
+            table.create_checkpoint()
+        # Kept only after a write that went through: a failed one may leave the object's state anywhere.
+        LOADED_TABLES.keep(uri, options, table)
+        return version
+
+
+@contextmanager
+def _reported_as_sink_error(path: str) -> Iterator[None]:
+    """delta-rs's object-store errors (OSError) as a retryable SinkError (see `write_batch`)."""
     try:
-        return _write_batch(path, schema, batch, application=application, txn_version=txn_version,
-                            metadata=metadata, storage=storage, known_log=known_log)
+        yield
     except OSError as exc:
         raise SinkError(
             f"delta-rs could not read or write {path} ({type(exc).__name__}: {str(exc)[:300]})",
@@ -276,74 +259,6 @@ def write_batch(
             "retries the batch",
             retryable=True,
         ) from exc
-
-
-def _write_batch(
-    path: str,
-    schema: TableSchema,
-    batch: BatchWrite,
-    *,
-    application: str,
-    txn_version: int,
-    metadata: dict[str, Any],
-    storage: SinkStorage,
-    known_log: KnownLog | None = None,
-) -> int:
-    from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
-
-    options = storage_options(path, storage)
-    uri = table_uri(path)
-    table = LOADED_TABLES.take(uri, options, known_log)
-    # The exactly-once check on the very snapshot the commit goes onto (delta-rs does not skip a replay itself).
-    committed = table.transaction_version(application)
-    if committed is not None and committed >= txn_version:
-        LOADED_TABLES.keep(uri, options, table)
-        return delta_log.version_of(path, application, txn_version, storage)
-    loaded = table.version()
-    custom_metadata = {"userMetadata": json.dumps(
-        {**metadata, "app_id": application, "writer": "delta-rs", "format": COMMIT_FORMAT}, sort_keys=True
-    )}
-    transactions = [Transaction(app_id=application, version=txn_version)]
-    commit = CommitProperties(custom_metadata=custom_metadata, app_transactions=transactions)
-    # Checkpoints at Spark's cadence (below), never log cleanup: delta-rs would delete by its own rules; Spark's
-    # next checkpoint removes expired log files as it always does.
-    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
-    if batch.append:
-        rows = batch.records.filter(_is_upsert(batch.records)).drop_columns([OPERATION_COLUMN])
-        # The earlier appends' small files are merged in the same commit once enough lie at the top of the keys.
-        compacted = KEY_REWRITE and key_rewrite.applies(schema, batch.truncated) and rows.num_rows > 0 and \
-            key_rewrite.compacting_append(table, schema, rows, storage_options=options,
-                                          custom_metadata=custom_metadata, transactions=transactions,
-                                          hooks=hooks) is not None
-        if not compacted:
-            write_deltalake(table, rows, mode="append", commit_properties=commit, post_commithook_properties=hooks)
-    else:
-        deleted_keys = _delete_predicate(schema, batch)
-        if deleted_keys is not None:
-            table.delete(deleted_keys, commit_properties=commit, post_commithook_properties=hooks)
-        elif not _rewritten_by_key(table, schema, batch, options, custom_metadata, transactions, hooks):
-            _merge(table, schema, batch, commit, hooks)
-        if table.version() == loaded:
-            # delta-rs commits nothing when a MERGE or DELETE changes no row (a batch that deletes only keys the
-            # table does not hold, e.g. rows deleted before the snapshot read them). The batch must still leave its
-            # SetTransaction, as Spark's MERGE does: an empty append carries it.
-            write_deltalake(table, batch.records.drop_columns([OPERATION_COLUMN]).slice(0, 0), mode="append",
-                            commit_properties=commit, post_commithook_properties=hooks)
-    # delta-rs moves the table's state to the commit it just made (MERGE, DELETE and write all do): its version is
-    # the commit's, without listing and reading the log again (~2 ms a table, docs/performance.md).
-    version = table.version()
-    if version <= loaded:
-        raise DeltaStateError(
-            f"delta-rs reported no new commit in {path} for batch {txn_version} (version {version})",
-            remedy="retry the run; if it repeats, write the table with Spark (batch.writer: spark) and report it",
-            table=metadata.get("table"),
-        )
-    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or SPARK_CHECKPOINT_INTERVAL)
-    if version % interval == 0:
-        table.create_checkpoint()
-    # Kept only after a write that went through: a failed one may leave the object's state anywhere.
-    LOADED_TABLES.keep(uri, options, table)
-    return version
 
 
 def _rewritten_by_key(table: Any, schema: TableSchema, batch: BatchWrite, options: dict[str, str] | None,
@@ -419,7 +334,7 @@ KEY_RANGES_LIMIT = file_layout.MAX_KEY_RANGES
 def _ranges_predicate(schema: TableSchema, batch: BatchWrite) -> str:
     """The target's leading key in a few ranges that hold every key of the batch the table may hold.
 
-    `batch.key_range` bounds those keys (the batch's keys that are not provably new, `delta_sink.merge_changes`);
+    `batch.key_range` bounds those keys (the batch's keys that are not provably new, `write_changes`);
     the batch's leading key values inside it, cut at their largest gaps (`file_layout.key_ranges`), cover every
     one of them, so a file the predicate lets delta-rs skip holds none of the batch's keys. A source row whose key
     lies outside every range (a new key above the bound) joins nothing, as with the single range: it is inserted.
@@ -434,6 +349,6 @@ def _ranges_predicate(schema: TableSchema, batch: BatchWrite) -> str:
 
 
 __all__ = [
-    "LOADED_TABLES", "BatchWrite", "DeltaRsWriterError", "KnownLog", "WriterChoice", "arrow_records", "arrow_schema",
-    "quote", "spark_only_reasons", "storage_options", "table_uri", "write_batch", "writer_for",
+    "LOADED_TABLES", "BatchWrite", "KnownLog", "arrow_records", "arrow_schema", "quote", "storage_options", "table_uri",
+    "write_batch", "write_changes",
 ]

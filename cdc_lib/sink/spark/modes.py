@@ -8,7 +8,7 @@ Delta (read first: whether it exists, when it began, and whether it equals the b
 one MERGE closes current versions (source rows tagged `c`, matched on key and `_binlake_is_current`) and
 inserts the new ones (rows tagged `i`, which the merge condition never matches): the "staged union".
 
-Both carry the SetTransaction of `spark_writer._IdempotentCommit`, so a replay after a crash writes nothing
+Both carry the SetTransaction of `commit.IdempotentCommit`, so a replay after a crash writes nothing
 twice. The first snapshot of a table is written with the mode's columns (`with_mode_columns`): chunked, by
 `cdc_lib.snapshot.chunked`; a re-snapshot of a table already in that mode is a one-shot MERGE that keeps what the
 mode keeps (`write_mode_snapshot`, docs/table-modes.md).
@@ -39,13 +39,18 @@ from cdc_lib.changes.modes import (
 from cdc_lib.changes.spill import SpilledChanges, folds_of
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier, spark_type_ddl
+from cdc_lib.sink import delta_log
+from cdc_lib.sink.commits import OPERATION_COLUMN, existing_tail
+from cdc_lib.sink.key_bounds import KeyBounds, key_range_filter
 from cdc_lib.sink.spark import writer as spark_writer
+from cdc_lib.sink.spark.commit import IdempotentCommit
+from cdc_lib.sink.spark.staging import StagedChanges, staged_source
 from cdc_lib.sink.storage import SinkStorage, storage_for
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-_OP = spark_writer.OPERATION_COLUMN
+_OP = OPERATION_COLUMN
 _PROBE = "_binlake_probe"
 
 
@@ -67,7 +72,7 @@ def merge_mode_changes(
         TableModeError: the Delta table was written in another mode (re-snapshot to change a table's mode).
     """
     storage = storage or storage_for(path)
-    tail = spark_writer.existing_tail(path, schema, application=application, storage=storage)
+    tail = existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
         if isinstance(changes, SpilledChanges):
@@ -86,12 +91,12 @@ def merge_mode_changes(
             "or set its sink mode back",
             table=table,
         )
-    commit = spark_writer._IdempotentCommit(
+    commit = IdempotentCommit(
         spark, application, txn_version, {**metadata, "mode": mode, "kind": "merge"}
     )
     spilled = isinstance(changes, SpilledChanges)
     try:
-        with spark_writer.StagedChanges(spark, schema, METADATA_COLUMNS[mode], spilled=spilled) as staged:
+        with StagedChanges(spark, schema, METADATA_COLUMNS[mode], spilled=spilled) as staged:
             if mode == "soft_delete":
                 _merge_soft_delete(spark, path, schema, folds_of(changes), staged, commit)
             elif mode == "history":
@@ -101,7 +106,7 @@ def merge_mode_changes(
     finally:
         if isinstance(changes, SpilledChanges):
             changes.remove()
-    return spark_writer._version_of(path, application, txn_version, storage)
+    return delta_log.version_of(path, application, txn_version, storage)
 
 
 def _key_condition(schema: TableSchema) -> str:
@@ -127,12 +132,12 @@ def _timestamp_sql(moment: dt.datetime) -> str:
 
 def _merge_soft_delete(
     spark: SparkSession, path: str, schema: TableSchema, parts: Iterable[TableChanges],
-    staged: spark_writer.StagedChanges, commit: spark_writer._IdempotentCommit,
+    staged: StagedChanges, commit: IdempotentCommit,
 ) -> None:
     """`parts`: the batch's fold in parts with disjoint keys (cdc_lib.changes.spill.folds_of), staged one by one."""
     from delta.tables import DeltaTable
 
-    bounds = spark_writer.KeyBounds(schema)
+    bounds = KeyBounds(schema)
     truncated_at: dt.datetime | None = None
     for changes in parts:
         if not isinstance(changes, SoftDeleteChanges):
@@ -180,11 +185,11 @@ def _current_versions(
     if not records:
         return {}
     target = spark.read.format("delta").load(path).alias("t").where(F.col(f"t.`{IS_CURRENT}`"))
-    key_filter = spark_writer.key_range_filter(schema, keys)
+    key_filter = key_range_filter(schema, keys)
     if key_filter:
         target = target.where(F.expr(key_filter))
     found: dict[tuple[Any, ...], CurrentVersion] = {}
-    with spark_writer._staged_source(spark, schema, records, ((_PROBE, "bigint"),)) as probe:
+    with staged_source(spark, schema, records, ((_PROBE, "bigint"),)) as probe:
         rows = (
             probe.alias("s").join(target, on=F.expr(_key_condition(schema)), how="inner")
             .select(
@@ -212,13 +217,13 @@ def _current_versions(
 
 def _merge_history(
     spark: SparkSession, path: str, schema: TableSchema, parts: Iterable[TableChanges],
-    staged: spark_writer.StagedChanges, commit: spark_writer._IdempotentCommit, txn_version: int,
+    staged: StagedChanges, commit: IdempotentCommit, txn_version: int,
 ) -> None:
     """`parts`: the batch's fold in parts with disjoint keys (cdc_lib.changes.spill.folds_of), each resolved against
     Delta's current versions of its keys and staged before the next is read."""
     from delta.tables import DeltaTable
 
-    bounds = spark_writer.KeyBounds(schema)
+    bounds = KeyBounds(schema)
     first_truncation: dt.datetime | None = None
     for changes in parts:
         if not isinstance(changes, HistoryChanges):
@@ -297,12 +302,12 @@ def write_mode_snapshot(
     _add_new_columns(spark, path, schema)
     # The source is read more than once below (a JDBC read): pin one reading of it.
     pinned = frame.localCheckpoint(eager=True)
-    commit = spark_writer._IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"})
+    commit = IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"})
     if mode == "soft_delete":
         _resnapshot_soft_delete(spark, pinned, path, schema, snapshot_time, commit)
     else:
         _resnapshot_history(spark, pinned, path, schema, snapshot_time, txn_version, commit)
-    return spark_writer._version_of(path, application, txn_version, storage)
+    return delta_log.version_of(path, application, txn_version, storage)
 
 
 def existing_mode(spark: SparkSession, path: str, *, application: str, storage: SinkStorage) -> str | None:
@@ -311,9 +316,9 @@ def existing_mode(spark: SparkSession, path: str, *, application: str, storage: 
     A snapshot of a table already in the configured mode is a repair MERGE that keeps its tombstones or history
     (`write_mode_snapshot`); any other is a fresh start (`cdc_lib.snapshot.tables` chunks those).
     """
-    if not spark_writer.table_exists(path, storage=storage):
+    if not delta_log.table_exists(path, storage=storage):
         return None
-    tail = spark_writer.read_log_tail(path, application=application, storage=storage)
+    tail = delta_log.read_log_tail(path, application=application, storage=storage)
     last = tail.last_binlake_commit if tail is not None else None
     if last is not None:
         return mode_of_commit(last.metadata)
@@ -375,7 +380,7 @@ def _data_columns(schema: TableSchema, extra: dict[str, str]) -> dict[str, str |
 
 def _resnapshot_soft_delete(
     spark: SparkSession, frame: DataFrame, path: str, schema: TableSchema, snapshot_time: dt.datetime,
-    commit: spark_writer._IdempotentCommit,
+    commit: IdempotentCommit,
 ) -> None:
     from delta.tables import DeltaTable
 
@@ -394,7 +399,7 @@ def _resnapshot_soft_delete(
 
 def _resnapshot_history(
     spark: SparkSession, frame: DataFrame, path: str, schema: TableSchema, snapshot_time: dt.datetime,
-    txn_version: int, commit: spark_writer._IdempotentCommit,
+    txn_version: int, commit: IdempotentCommit,
 ) -> None:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F

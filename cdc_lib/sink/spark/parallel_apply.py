@@ -1,6 +1,6 @@
 """Writing several tables' shares of a batch to Delta at once, each in its own idempotent commit.
 
-A binlake commit is made idempotent by SQL confs of the Spark session that runs it (`delta_sink._IdempotentCommit`:
+A binlake commit is made idempotent by SQL confs of the Spark session that runs it (`commit.IdempotentCommit`:
 the SetTransaction's app id and version, the commit's user metadata). A session's confs are shared by every
 thread that uses it, so two tables written at once from one session would stamp each other's commits. Each
 writer thread therefore works in a session of its own: a clone of the pipeline's session (same SparkContext and

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc_lib.sink.delta_log import TableSettings, commit_engine, commit_metrics, delta_rs_write_blocker, written_rows
+from cdc_lib.sink.choice import delta_rs_write_blocker
+from cdc_lib.sink.delta_log import TableDetail, commit_engine, commit_metrics, written_rows
 
 NTZ_TABLE = frozenset({"appendOnly", "invariants", "timestampNtz"})
 COLUMNS = (("id", "integer"), ("at", "timestamp_ntz"), ("price", "decimal(12,2)"))
@@ -19,10 +20,10 @@ COLUMNS = (("id", "integer"), ("at", "timestamp_ntz"), ("price", "decimal(12,2)"
 
 def settings(features: frozenset[str] = NTZ_TABLE, *, writer_version: int = 7,
              columns: tuple[tuple[str, str], ...] = COLUMNS, metadata_keys: frozenset[str] = frozenset(),
-             **properties: str) -> TableSettings:
-    return TableSettings(properties={key.replace("_", "."): value for key, value in properties.items()},
-                         features=features, reader_version=3 if features else 1, writer_version=writer_version,
-                         column_types=columns, column_metadata_keys=metadata_keys)
+             **properties: str) -> TableDetail:
+    return TableDetail(properties={key.replace("_", "."): value for key, value in properties.items()},
+                       features=features, reader_version=3 if features else 1, writer_version=writer_version,
+                       column_types=columns, column_metadata_keys=metadata_keys)
 
 
 @pytest.mark.parametrize("features", [

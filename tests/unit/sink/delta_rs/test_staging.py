@@ -11,7 +11,7 @@ from cdc_lib.changes.events import TableChanges
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
 from cdc_lib.sink.delta_rs.writer import arrow_fold, arrow_records
-from cdc_lib.sink.spark.writer import _mirror_records
+from cdc_lib.sink.spark.staging import mirror_records
 
 SCHEMA = TableSchema(
     TableRef.parse("shop.lines"),
@@ -41,7 +41,7 @@ def fold(*, upserts: int, deletes: int) -> TableChanges:
 def test_column_staging_equals_record_staging(upserts: int, deletes: int) -> None:
     changes = fold(upserts=upserts, deletes=deletes)
     by_column = arrow_fold(SCHEMA, changes.upserts(), changes.deleted_keys())
-    by_record = arrow_records(SCHEMA, _mirror_records(SCHEMA, changes))
+    by_record = arrow_records(SCHEMA, mirror_records(SCHEMA, changes))
     assert by_column.schema == by_record.schema
     assert by_column.to_pylist() == by_record.to_pylist()
     assert by_column.num_rows == upserts + deletes

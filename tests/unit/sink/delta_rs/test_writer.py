@@ -11,22 +11,16 @@ import pytest
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.common.s3 import S3Credentials, S3Settings
 from cdc_lib.config.model import BatchWriter
-from cdc_lib.sink.delta_log import TableSettings
-from cdc_lib.sink.delta_rs.writer import (
-    DeltaRsWriterError,
-    quote,
-    spark_only_reasons,
-    storage_options,
-    table_uri,
-    writer_for,
-)
+from cdc_lib.sink.choice import DeltaRsWriterError, spark_only_reasons, writer_for
+from cdc_lib.sink.delta_log import TableDetail
+from cdc_lib.sink.delta_rs.writer import quote, storage_options, table_uri
 from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
 
 
 def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
-             properties: dict[str, str] | None = None) -> TableSettings:
-    return TableSettings(properties=dict(properties or {}), features=frozenset(features), reader_version=reader,
-                         writer_version=writer)
+             properties: dict[str, str] | None = None) -> TableDetail:
+    return TableDetail(properties=dict(properties or {}), features=frozenset(features), reader_version=reader,
+                       writer_version=writer)
 
 
 @pytest.mark.parametrize("table, reason", [
@@ -42,7 +36,7 @@ def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
     (settings(4, 8), "newer than delta-rs's"),
     (settings(properties={"delta.checkpointPolicy": "v2"}), "v2 checkpoints"),
 ])
-def test_spark_only_reasons_name_what_delta_rs_does_not_write(table: TableSettings, reason: str | None) -> None:
+def test_spark_only_reasons_name_what_delta_rs_does_not_write(table: TableDetail, reason: str | None) -> None:
     reasons = spark_only_reasons(table)
     if reason is None:
         assert reasons == []

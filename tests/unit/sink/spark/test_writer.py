@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cdc_lib.sink.spark.writer import read_log_tail, table_exists, written_rows
+from cdc_lib.sink.delta_log import read_log_tail, table_exists, written_rows
 
 
 def test_line_separators_inside_column_statistics_do_not_split_actions(tmp_path: Path) -> None:

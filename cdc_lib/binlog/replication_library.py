@@ -172,3 +172,32 @@ def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
         stream_setting(stream, "post_header_lengths"),
     )
     return wrapper.event
+
+
+# -- partial JSON (PARTIAL_UPDATE_ROWS) ----------------------------------------------------------
+
+def keep_partial_json_bytes(event: Any) -> None:
+    """Make the library hand over a partial JSON column's diff vector as bytes (`json_diff.DiffVector`).
+
+    python-mysql-replication 1.0.17 reads the partial-bits bitmap right but parses only the first diff of a
+    vector and drops the rest unseen; so for this event's packet only, a partial value is read as its 4-byte
+    length and bytes, which `json_diff.read_diffs` parses whole. Call it before the event's rows are read.
+    """
+    from cdc_lib.binlog.json_diff import DiffVector
+
+    packet = event.packet
+    library_read = packet.read_binary_json
+
+    def read_binary_json(size: int, is_partial: bool) -> Any:
+        if not is_partial:
+            return library_read(size, is_partial)
+        return DiffVector(packet.read(packet.read_uint_by_size(size)))
+
+    packet.read_binary_json = read_binary_json
+
+
+def parse_binary_json(data: bytes) -> Any:
+    """A MySQL binary JSON value (type byte, then its body) in the library's form, as it reads a full image."""
+    from pymysqlreplication.json_binary import parse_json
+
+    return parse_json(data[0], data[1:])

@@ -16,10 +16,18 @@ from typing import Any
 from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog.row_decoder import FastRows
+from cdc_lib.binlog.json_diff import DiffNotApplicable, DiffVector, apply_diffs, read_diffs
+from cdc_lib.binlog.replication_library import keep_partial_json_bytes, parse_binary_json
+from cdc_lib.binlog.row_decoder import FastRows, prepare_columns
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
-from cdc_lib.errors import SchemaChangeError, ServerSettingsError, ZeroDateError, ZeroDateKeyError
+from cdc_lib.errors import (
+    SchemaChangeError,
+    ServerSettingsError,
+    UnreadableEventError,
+    ZeroDateError,
+    ZeroDateKeyError,
+)
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 
@@ -143,6 +151,8 @@ def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
 
 def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     """Fold the event's rows into `changes`; returns how many row changes it carried."""
+    if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
+        return fold_partial_update(event, decoder, changes)
     images = decoder.fast.images(event)
     if images is not None:
         if decoder.temporal_keys:
@@ -169,3 +179,63 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         for row in event.rows:
             changes.delete(decoder.row(row["values"], row.get("none_sources")))
     return len(event.rows)
+
+
+#: MySQL's PARTIAL_UPDATE_ROWS_EVENT: an UPDATE whose after image may hold JSON diffs (`json_diff`).
+PARTIAL_UPDATE_ROWS_EVENT = 39
+
+
+def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    """Fold a PARTIAL_UPDATE_ROWS event: each partial JSON column's diffs applied to its before image's document.
+
+    The before image is the only old document the reader has, so both images must be full (binlog_row_image=FULL):
+    a minimal image lacks the old document (and other columns' values), and the table stops instead.
+
+    Raises:
+        UnreadableEventError: an image is not full, or a diff cannot be applied exactly.
+    """
+    table = decoder.schema.table.name
+    full = (1 << event.number_of_columns) - 1
+    for image, bitmap in (("before", event.columns_present_bitmap), ("after", event.columns_present_bitmap2)):
+        if int.from_bytes(bitmap, "little") & full != full:
+            raise UnreadableEventError(
+                f"a partial JSON update (PARTIAL_UPDATE_ROWS, binlog_row_value_options=PARTIAL_JSON) has a {image} "
+                "image without every column (binlog_row_image is not FULL): the old JSON document the diff "
+                "applies to is not in the binlog",
+                remedy=f"SET GLOBAL binlog_row_image=FULL (and in my.cnf; binlake requires it), then re-snapshot: "
+                f"binlake snapshot --table {table}",
+                table=table,
+            )
+    prepare_columns(event.columns, decoder.schema)
+    keep_partial_json_bytes(event)
+    for row in event.rows:
+        before, after = row["before_values"], row["after_values"]
+        patched = None
+        for name, value in after.items():
+            if not isinstance(value, DiffVector):
+                continue
+            if patched is None:
+                patched = dict(after)
+            patched[name] = _patched_document(table, name, before.get(name), value)
+        changes.update(
+            decoder.row(before, row.get("before_none_sources")),
+            decoder.row(patched if patched is not None else after, row.get("after_none_sources")),
+        )
+    return len(event.rows)
+
+
+def _patched_document(table: str, column: str, document: Any, vector: DiffVector) -> Any:
+    remedy = (f"SET GLOBAL binlog_row_value_options='' (and in my.cnf) so JSON updates are logged whole, then "
+              f"re-snapshot: binlake snapshot --table {table}")
+    if document is None:
+        raise UnreadableEventError(
+            f"a partial JSON update of column '{column}' has no old document to apply to (the before image holds "
+            "NULL), which MySQL itself rejects",
+            remedy=remedy, table=table,
+        )
+    try:
+        return apply_diffs(document, read_diffs(vector.data, parse_binary_json))
+    except DiffNotApplicable as exc:
+        raise UnreadableEventError(
+            f"a partial JSON update of column '{column}' cannot be applied exactly: {exc}", remedy=remedy, table=table,
+        ) from None

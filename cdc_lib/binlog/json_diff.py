@@ -5,15 +5,17 @@ column the partial-bits bitmap marks holds a *diff vector* instead of the docume
 operation byte (0 REPLACE, 1 INSERT, 2 REMOVE), a packed-length path text (`$.a[2]."b c"`) and, except for
 REMOVE, a packed-length value in MySQL's binary JSON. The server writes it in `Json_diff_vector::write_binary` and
 a replica applies it in `apply_json_diffs` (sql/json_diff.cc): each diff in order, to the document of the before
-image; a path the document lacks makes the replica reject the update. This module does the same on the
-python-mysql-replication form of the document (objects as dicts with bytes keys, strings as bytes), so the
-result goes through the very converter a full after image goes through (`types.binlog_converter`).
+image; a path the document lacks (or the root, or an INSERT of a member that exists) makes it reject the update.
+This module does the same on the python-mysql-replication form of the document (objects as dicts with bytes keys,
+strings as bytes), so the result goes through the very converter a full after image goes through
+(`types.binlog_converter`).
 
 binlake applies a diff only to the before image's own document: the reader has no other copy of it (the Delta
 table is not read back). So it needs the before image to carry the column, as `binlog_row_image=FULL` (which
 binlake requires anyway) does; anything it cannot apply exactly — a missing old document, an unknown operation,
-a path with a wildcard or range, a path the document lacks, an array step on a non-array (MySQL's auto-wrap) —
-raises `DiffNotApplicable`, and the caller stops the table rather than write a guess.
+a path with a wildcard or range, a path the document lacks, an array step on a non-array (no auto-wrap) —
+raises `DiffNotApplicable`, and the caller stops the table rather than write a guess. What the replica rejects is
+refused here too: a binlog MySQL itself could not apply has no exact result.
 """
 
 from __future__ import annotations
@@ -221,10 +223,8 @@ def apply_diffs(document: Any, diffs: Sequence[JsonDiff]) -> Any:
 def _apply(document: Any, diff: JsonDiff) -> Any:
     legs, name = diff.path, f"{OPERATIONS[diff.operation]} {diff.path_text}"
     if not legs:
-        # The server logs a whole new document as a full value, not a diff; a replica would take it as is.
-        if diff.operation != REPLACE:
-            raise DiffNotApplicable(f"the JSON diff {name} would {OPERATIONS[diff.operation]} the whole document")
-        return copy.deepcopy(diff.value)
+        # The server logs a new whole document as a full value, never as a diff, and a replica rejects one.
+        raise DiffNotApplicable(f"the JSON diff {name} names the whole document, which MySQL rejects in a diff")
     parent = _seek(document, legs[:-1], name)
     last = legs[-1]
     if diff.operation == INSERT:
@@ -246,7 +246,8 @@ def _apply(document: Any, diff: JsonDiff) -> Any:
 
 
 def _seek(document: Any, legs: Sequence[Leg], name: str) -> Any:
-    """The one value `legs` name; a path the document lacks is refused, as the replica rejects it."""
+    """The one value `legs` name, without auto-wrapping a non-array (as the replica's seek); a path the
+    document lacks is refused, as the replica rejects it."""
     current = document
     for leg in legs:
         if isinstance(leg, Member):
@@ -268,8 +269,7 @@ def _member_key(container: Any, leg: Member, name: str) -> Any:
 
 def _cell_position(container: Any, leg: Cell, name: str) -> int:
     if not isinstance(container, list):
-        # MySQL would treat a non-array as a one-cell array here (auto-wrap); no diff it logs is known to rely
-        # on that, so it is refused rather than guessed.
+        # No auto-wrap of a non-array into a one-cell array: the replica rejects such a diff too.
         raise DiffNotApplicable(f"the JSON diff {name} names an array cell of a value that is no array")
     if leg.index >= len(container):
         raise DiffNotApplicable(f"the JSON diff {name} names a cell past the end of a {len(container)}-cell array")
@@ -279,8 +279,10 @@ def _cell_position(container: Any, leg: Cell, name: str) -> int:
 def _insert(parent: Any, leg: Leg, value: Any, name: str) -> None:
     if isinstance(leg, Member) and isinstance(parent, dict):
         wanted = leg.name.encode("utf-8", errors="surrogateescape")
-        kept = [(key, item) for key, item in parent.items() if _key_bytes(key) != wanted]
-        kept.append((wanted, value))
+        if any(_key_bytes(key) == wanted for key in parent):
+            raise DiffNotApplicable(f"the JSON diff {name} inserts member {leg.name!r}, which the old document "
+                                    "has already (MySQL rejects it)")
+        kept = [*parent.items(), (wanted, value)]
         # MySQL keeps an object's members ordered by key length, then by key bytes (Json_key_comparator): the
         # full after image would list them so, and the library reads them in that order.
         kept.sort(key=lambda entry: (len(_key_bytes(entry[0])), _key_bytes(entry[0])))

@@ -176,15 +176,18 @@ def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
 
 # -- partial JSON (PARTIAL_UPDATE_ROWS) ----------------------------------------------------------
 
-def keep_partial_json_bytes(event: Any) -> None:
+def keep_partial_json_bytes(event: Any) -> bool:
     """Make the library hand over a partial JSON column's diff vector as bytes (`json_diff.DiffVector`).
 
     python-mysql-replication 1.0.17 reads the partial-bits bitmap right but parses only the first diff of a
     vector and drops the rest unseen; so for this event's packet only, a partial value is read as its 4-byte
-    length and bytes, which `json_diff.read_diffs` parses whole. Call it before the event's rows are read.
+    length and bytes, which `json_diff.read_diffs` parses whole. False when the library has read the event's
+    rows already (too late: their diffs are cut).
     """
     from cdc_lib.binlog.json_diff import DiffVector
 
+    if rows_decoded(event):
+        return False
     packet = event.packet
     library_read = packet.read_binary_json
 
@@ -194,6 +197,7 @@ def keep_partial_json_bytes(event: Any) -> None:
         return DiffVector(packet.read(packet.read_uint_by_size(size)))
 
     packet.read_binary_json = read_binary_json
+    return True
 
 
 def parse_binary_json(data: bytes) -> Any:

@@ -207,7 +207,14 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
                 table=table,
             )
     prepare_columns(event.columns, decoder.schema)
-    keep_partial_json_bytes(event)
+    if not keep_partial_json_bytes(event):
+        raise UnreadableEventError(
+            "a partial JSON update (PARTIAL_UPDATE_ROWS) was read by python-mysql-replication before binlake could "
+            "keep its diffs whole",
+            remedy=f"report this as a binlake bug; meanwhile SET GLOBAL binlog_row_value_options='' and re-snapshot: "
+            f"binlake snapshot --table {table}",
+            table=table,
+        )
     for row in event.rows:
         before, after = row["before_values"], row["after_values"]
         patched = None

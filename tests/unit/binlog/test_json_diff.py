@@ -14,6 +14,7 @@ from pymysql.protocol import MysqlPacket
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import PartialUpdateRowsEvent, TableMapEvent
 
+from cdc_lib.binlog.batch import BinlogRead, TableCursor
 from cdc_lib.binlog.event_types import EVENT_TYPES
 from cdc_lib.binlog.json_diff import (
     INSERT,
@@ -31,7 +32,9 @@ from cdc_lib.binlog.json_diff import (
 from cdc_lib.binlog.replication_library import parse_binary_json
 from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
 from cdc_lib.changes.events import TableChanges
+from cdc_lib.config.model import SourceConfig
 from cdc_lib.errors import UnreadableEventError
+from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo, binlog_converter
 
@@ -405,3 +408,27 @@ def test_a_diff_the_old_document_cannot_take_stops_the_table() -> None:
     with pytest.raises(UnreadableEventError, match="'json_col' cannot be applied exactly") as raised:
         fold_rows(event, TableDecoder.for_schema(SCHEMA), TableChanges((0,)))
     assert "binlog_row_value_options=''" in raised.value.remedy
+
+
+def binlog_read() -> BinlogRead:
+    source = SourceConfig(host="h", port=1, user="u", password="p", server_id=1, tables=("mysql.t",))
+    return BinlogRead(source, [TableCursor("mysql.t", BinlogPosition("json.binlog.000001", 3691), SCHEMA)], None)
+
+
+def test_the_read_stops_only_the_table_at_a_minimal_image_with_the_remedy() -> None:
+    read = binlog_read()
+    read.rows_event(library_event(next(event for code, event in fixture_events() if code == 39), table_map()))
+    failure = read.result.table_errors["mysql.t"]
+    assert isinstance(failure.error, UnreadableEventError)  # not a generic RowDecodeError: the remedy is kept
+    assert "binlog_row_image=FULL" in failure.error.remedy
+
+
+def test_the_read_folds_a_full_image_partial_update() -> None:
+    read = binlog_read()
+    vectors = {row_id: vector for row_id, vector, _, _ in partial_rows()}
+    read.rows_event(library_event(full_image_event(vectors), table_map()))
+    assert read.result.table_errors == {}
+    assert read.transaction is not None
+    changes = read.transaction.changes_for("mysql.t")
+    assert sorted((row[0], row[3]) for _, row in changes.rows.values() if row is not None) == list(
+        zip(range(1, 7), AGES, strict=True))

@@ -166,6 +166,7 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         for row in images:
             fold(row)
         return len(images)
+    require_full_images(event, decoder.schema.table.name)
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
             changes.insert(decoder.row(row["values"], row.get("none_sources")))
@@ -195,17 +196,8 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
         UnreadableEventError: an image is not full, or a diff cannot be applied exactly.
     """
     table = decoder.schema.table.name
-    full = (1 << event.number_of_columns) - 1
-    for image, bitmap in (("before", event.columns_present_bitmap), ("after", event.columns_present_bitmap2)):
-        if int.from_bytes(bitmap, "little") & full != full:
-            raise UnreadableEventError(
-                f"a partial JSON update (PARTIAL_UPDATE_ROWS, binlog_row_value_options=PARTIAL_JSON) has a {image} "
-                "image without every column (binlog_row_image is not FULL): the old JSON document the diff "
-                "applies to is not in the binlog",
-                remedy=f"SET GLOBAL binlog_row_image=FULL (and in my.cnf; binlake requires it), then re-snapshot: "
-                f"binlake snapshot --table {table}",
-                table=table,
-            )
+    require_full_images(event, table, "the old JSON document a partial JSON update (PARTIAL_UPDATE_ROWS, "
+                        "binlog_row_value_options=PARTIAL_JSON) applies to is not in the binlog")
     prepare_columns(event.columns, decoder.schema)
     if not keep_partial_json_bytes(event):
         raise UnreadableEventError(
@@ -246,3 +238,29 @@ def _patched_document(table: str, column: str, document: Any, vector: DiffVector
         raise UnreadableEventError(
             f"a partial JSON update of column '{column}' cannot be applied exactly: {exc}", remedy=remedy, table=table,
         ) from None
+
+
+def require_full_images(event: Any, table: str, missing: str = "") -> None:
+    """Refuse a rows event whose row images lack a column (binlog_row_image MINIMAL or NOBLOB).
+
+    The global setting is checked up front, but a session may still log MINIMAL images (SET SESSION
+    binlog_row_image); python-mysql-replication then reads each absent column as None, which would reach Delta as
+    a NULL (or, for an after image without the key, as a row under a NULL key). Only a full image is a row.
+
+    Raises:
+        UnreadableEventError: a row image lacks a column.
+    """
+    full = (1 << event.number_of_columns) - 1
+    first = "before" if isinstance(event, UpdateRowsEvent) else "row"
+    for image, bitmap in ((first, getattr(event, "columns_present_bitmap", None)),
+                          ("after", getattr(event, "columns_present_bitmap2", None))):
+        if bitmap is None or int.from_bytes(bitmap, "little") & full == full:
+            continue
+        raise UnreadableEventError(
+            f"a rows event of the table has a {image} image without every column (binlog_row_image is not FULL, "
+            "for the server or the session that wrote it): "
+            f"{missing or 'the values of the absent columns are not in the binlog'}",
+            remedy=f"SET GLOBAL binlog_row_image=FULL (and in my.cnf), make sure no session sets it otherwise, then "
+            f"re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication.packet import BinLogPacketWrapper
-from pymysqlreplication.row_event import PartialUpdateRowsEvent, TableMapEvent
+from pymysqlreplication.row_event import PartialUpdateRowsEvent, TableMapEvent, UpdateRowsEvent
 
 from cdc_lib.binlog.batch import BinlogRead, TableCursor
 from cdc_lib.binlog.event_types import EVENT_TYPES
@@ -322,7 +322,8 @@ def library_event(raw: bytes, table_map: dict[int, Any]) -> Any:
     connection = SimpleNamespace(charset="utf8mb4", _get_dbms=lambda: "mysql")
     wrapper = BinLogPacketWrapper(
         MysqlPacket(b"\x00" + raw, "utf8"), table_map, connection, (8, 0, 22), True,
-        frozenset({TableMapEvent, PartialUpdateRowsEvent}), None, None, None, None, False, False, False, True, False,
+        frozenset({TableMapEvent, PartialUpdateRowsEvent, UpdateRowsEvent}), None, None, None, None, False, False,
+        False, True, False,
     )
     return wrapper.event
 
@@ -380,7 +381,7 @@ def _binary_document(document: Any) -> bytes:
 def test_the_real_minimal_image_event_stops_the_table_with_the_remedy() -> None:
     raw = next(event for code, event in fixture_events() if code == 39)
     event = library_event(raw, table_map())
-    with pytest.raises(UnreadableEventError, match="before image without every column") as raised:
+    with pytest.raises(UnreadableEventError, match="before image without every column.*old JSON document") as raised:
         fold_rows(event, TableDecoder.for_schema(SCHEMA), TableChanges((0,)))
     assert "binlog_row_image=FULL" in raised.value.remedy
 
@@ -432,3 +433,20 @@ def test_the_read_folds_a_full_image_partial_update() -> None:
     changes = read.transaction.changes_for("mysql.t")
     assert sorted((row[0], row[3]) for _, row in changes.rows.values() if row is not None) == list(
         zip(range(1, 7), AGES, strict=True))
+
+
+def test_a_plain_update_with_minimal_images_stops_the_table_instead_of_writing_nulls() -> None:
+    # A session may log MINIMAL images although the global setting is FULL (the fixture's own session did):
+    # an UPDATE_ROWS_V2 of mysql.t with @1 alone before and @4 alone after, built from event #35's header.
+    raw = next(event for code, event in fixture_events() if code == 39)
+    rows = b"".join(b"\x00" + struct.pack("<i", row_id) + b"\x00" + struct.pack("<i", age)
+                    for row_id, age in zip(range(1, 7), AGES, strict=True))
+    minimal = bytearray(with_body(raw, raw[19:19 + 10] + b"\x04\x01\x08" + rows))
+    minimal[4] = 31
+    event = library_event(bytes(minimal), table_map())
+    assert isinstance(event, UpdateRowsEvent) and event.event_type == 31
+    changes = TableChanges((0,))
+    with pytest.raises(UnreadableEventError, match="before image without every column") as raised:
+        fold_rows(event, TableDecoder.for_schema(SCHEMA), changes)
+    assert "binlog_row_image=FULL" in raised.value.remedy
+    assert changes.rows == {}

@@ -19,7 +19,13 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    TableMapEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from cdc_lib.errors import BinlakeError
 
@@ -158,7 +164,9 @@ def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
         stream._ctl_connection,
         stream.mysql_version,
         stream_setting(stream, "use_checksum"),
-        frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
+        # The library keeps an event only if its exact class is allowed: a PARTIAL_UPDATE_ROWS left out here
+        # would come back as None, and its rows would be dropped unseen.
+        frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent}),
         stream_setting(stream, "only_tables"),
         stream_setting(stream, "ignored_tables"),
         stream_setting(stream, "only_schemas"),

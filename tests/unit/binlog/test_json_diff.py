@@ -29,7 +29,7 @@ from cdc_lib.binlog.json_diff import (
     path_text,
     read_diffs,
 )
-from cdc_lib.binlog.replication_library import parse_binary_json
+from cdc_lib.binlog.replication_library import parse_binary_json, rebuilt_rows_event
 from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.model import SourceConfig
@@ -450,3 +450,20 @@ def test_a_plain_update_with_minimal_images_stops_the_table_instead_of_writing_n
         fold_rows(event, TableDecoder.for_schema(SCHEMA), changes)
     assert "binlog_row_image=FULL" in raised.value.remedy
     assert changes.rows == {}
+
+
+def test_a_rebuilt_partial_update_event_is_not_dropped() -> None:
+    """A PARTIAL_UPDATE_ROWS rebuilt from decompressed bytes (the MySQL TRANSACTION_PAYLOAD path) stays an event."""
+    settings = {"use_checksum": True, "only_tables": None, "ignored_tables": None, "only_schemas": None,
+                "ignored_schemas": None, "freeze_schema": False, "ignore_decode_errors": False,
+                "optional_meta_data": True, "use_column_name_cache": False, "post_header_lengths": None}
+    stream = SimpleNamespace(
+        _ctl_connection=SimpleNamespace(charset="utf8mb4", encoding="utf8", _get_dbms=lambda: "mysql"),
+        table_map=table_map(), mysql_version=(8, 0, 22),
+        **{f"_BinLogStreamReader__{name}": value for name, value in settings.items()},
+    )
+    vectors = {row_id: vector for row_id, vector, _, _ in partial_rows()}
+    event = rebuilt_rows_event(stream, b"\x00" + full_image_event(vectors))
+    assert isinstance(event, PartialUpdateRowsEvent)
+    changes = TableChanges((0,))
+    assert fold_rows(event, TableDecoder.for_schema(SCHEMA), changes) == 6

@@ -42,8 +42,7 @@ from cdc_lib.binlog import replication_library
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
-from cdc_lib.pipeline import follow as follow_module
-from cdc_lib.pipeline import sync
+from cdc_lib.pipeline import read_ahead, sync
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.sink.spark import writer as spark_writer
@@ -130,6 +129,7 @@ def step_trend(each: dict[str, list[float]]) -> dict[str, list[float]]:
 def instrument() -> None:
     """Wrap the steps of a batch where their callers look them up (module attributes)."""
     sync.read_batch = timed("read+decode (read_batch)", sync.read_batch)
+    read_ahead.read_batch = sync.read_batch
     spark_writer._mirror_records = timed("fold → records (before)", spark_writer._mirror_records)
     delta_rs_writer.arrow_records = timed("records → Arrow (before)", delta_rs_writer.arrow_records)
     delta_rs_writer.arrow_fold = timed("fold → Arrow", delta_rs_writer.arrow_fold)
@@ -139,7 +139,6 @@ def instrument() -> None:
     offset_store.StateHandle.save = timed("offsets save", offset_store.StateHandle.save)  # type: ignore[method-assign]
     sync.settle_snapshots = timed("snapshot listing", sync.settle_snapshots)
     sync.run_batch = timed("run_batch (whole)", sync.run_batch)
-    follow_module.run_batch = sync.run_batch
 
 
 def process_cpu(pid: int) -> float:
@@ -176,9 +175,10 @@ def java_children() -> list[int]:
 
 
 def _without_floor(config: Any, target: Any, *, open_ended: bool = False, min_interval: float = 0.0
-                   ) -> sync.ReadAhead:
-    """`sync.ReadAhead` as `cdc_lib.pipeline.follow` builds it, less the cycle floor (the `nofloor` variant)."""
-    return sync.ReadAhead(config, target, open_ended=open_ended, min_interval=0.0)
+                   ) -> read_ahead.ReadAhead:
+    """`ReadAhead` as follow mode builds it (`sync.run_until_caught_up`), less the cycle floor (the `nofloor`
+    variant)."""
+    return read_ahead.ReadAhead(config, target, open_ended=open_ended, min_interval=0.0)
 
 
 def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMariaDB, *, variant: str,
@@ -197,7 +197,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     mode: keepup.FollowMode = "follow" if variant in ("follow", "nofloor") else "sync"
     staging = delta_rs_writer.arrow_fold
     if variant == "nofloor":
-        follow_module.ReadAhead = _without_floor  # type: ignore[assignment,misc]
+        sync.ReadAhead = _without_floor  # type: ignore[assignment,misc]
     if variant == "before":
         replication_library.TABLE_MAPS_KEPT = 0
         delta_rs_writer.arrow_fold = lambda schema, upserts, deleted_keys: delta_rs_writer.arrow_records(
@@ -208,7 +208,7 @@ def trial(pipeline: Pipeline, writer: keepup.Writer, table: str, server: LocalMa
     finally:
         replication_library.TABLE_MAPS_KEPT = TABLE_MAPS_KEPT
         delta_rs_writer.arrow_fold = staging
-        follow_module.ReadAhead = sync.ReadAhead  # type: ignore[misc]
+        sync.ReadAhead = read_ahead.ReadAhead  # type: ignore[misc]
     wall = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)

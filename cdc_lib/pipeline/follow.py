@@ -7,8 +7,8 @@ Data flow of one follow run:
         ask the server where its binlog ends
         nothing new since the last catch-up → check the lease (its heartbeat renews it), wait `poll_seconds`
                                                (no binlog read, no Spark: idle stays cheap)
-        else → micro-batches (`cdc_lib.pipeline.sync.run_batch`, the batch code of `binlake sync`) up to that
-               end, each reported to `on_batch`
+        else → micro-batches up to that end (`cdc_lib.pipeline.sync.run_until_caught_up`, the loop of
+               `binlake sync --until-caught-up`, open-ended here), each reported to `on_batch`
     release the lease
 
 It stops between batches only, never inside one (so never between a Delta commit and its offsets).
@@ -36,12 +36,11 @@ import pymysql
 from cdc_lib.common.failures import is_transient
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.pipeline.sync import ReadAhead, SyncResult, run_batch
+from cdc_lib.pipeline.sync import SyncResult, run_until_caught_up
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
-from cdc_lib.state.offset_store import StateHandle
 from cdc_lib.state.table_offsets import reconcile_with_delta
 
 log = logging.getLogger("binlake")
@@ -233,44 +232,16 @@ class _Follower:
                         with handle.working():  # waiting for the next poll is no stall
                             self.wait(self.poll_seconds)
                         continue
-                    caught_up_at = self.catch_up(handle, connection, server_end)
+                    # The cycle floor: a busy source's next read begins `poll_seconds` after the last one that
+                    # reached the binlog end at the earliest (`ReadAhead`), so its batches hold a poll's worth of
+                    # changes.
+                    caught_up_at = run_until_caught_up(
+                        self.context, handle, connection, server_end,
+                        on_batch=lambda result: self.report(result, connection), open_ended=True,
+                        min_interval=self.poll_seconds, should_stop=self.should_stop,
+                    )
             finally:
                 handle.release()
-
-    def catch_up(
-        self, handle: StateHandle, connection: pymysql.connections.Connection, target: BinlogPosition
-    ) -> BinlogPosition | None:
-        """Batches until `target` (the binlog end seen before them) is reached: `target` then, None if stopped first.
-
-        The same stopping rules as `binlake sync --until-caught-up`, and the next batch is read while the
-        current one is written. Past `target` too (the read-ahead is open-ended): a source that wrote during
-        the batch has its next batch read already, so the batches go on back to back, each read overlapping
-        the previous one's write, until a batch finds nothing new. Every read starts after `target` was asked
-        for, so the last one, which reached the binlog end, covers it.
-        """
-        # The cycle floor: a busy source's next read begins `poll_seconds` after the last one that reached the
-        # binlog end at the earliest (`ReadAhead`), so its batches hold a poll's worth of changes.
-        read_ahead = ReadAhead(self.context.config, target, open_ended=True, min_interval=self.poll_seconds,
-                               progress=handle.progress)
-        try:
-            while True:
-                result = run_batch(self.context, handle, connection, read_ahead)
-                self.report(result, connection)
-                caught_up = result.reached_end or result.transactions == 0 or (
-                    result.end_position is not None and result.end_position >= target
-                )
-                # The next batch's read is under way when this one carried transactions; if it found nothing, the
-                # catch-up ends without running it (an idle follower writes nothing, not even its offsets).
-                if caught_up and not result.schema_changes and (not read_ahead.reading or read_ahead.found_nothing()):
-                    # Where the binlog is known to hold nothing more to write: past `target` when the source
-                    # wrote meanwhile. Returning `target` there would make the next look at the end start a
-                    # batch that reads nothing and still saves its offsets, in what should be quiet time.
-                    return max((point for point in (target, result.end_position, read_ahead.dropped_end)
-                                if point is not None and point.written_on(target.server)), key=_sort_key)
-                if self.should_stop():
-                    return None
-        finally:
-            read_ahead.close()
 
     def report(self, result: SyncResult, connection: pymysql.connections.Connection) -> None:
         behind: int | None = None
@@ -285,10 +256,6 @@ class _Follower:
                   result.row_changes, result.transactions, "?" if behind is None else behind)
         if self.on_batch is not None:
             self.on_batch(batch)
-
-
-def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
-    return position.sort_key
 
 
 def _covered(server_end: BinlogPosition, caught_up_at: BinlogPosition) -> bool:

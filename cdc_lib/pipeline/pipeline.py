@@ -21,7 +21,7 @@ from cdc_lib.config.model import PipelineConfig, SinkConfig
 from cdc_lib.errors import BinlakeError
 from cdc_lib.model.tables import TableRef
 from cdc_lib.pipeline.resume import ResumeResult, resume_table
-from cdc_lib.pipeline.sync import ReadAhead, SyncResult, TableBatchResult, sync
+from cdc_lib.pipeline.sync import SyncResult, TableBatchResult, sync
 from cdc_lib.pipeline.table_failures import table_write_failure
 from cdc_lib.sink.storage import SinkStorage, sink_storage
 from cdc_lib.snapshot.jdbc_read import SnapshotResult
@@ -139,7 +139,6 @@ def check_sink_writable(sink: SinkConfig) -> None:
 __all__ = [
     "BinlakeError",
     "Pipeline",
-    "ReadAhead",
     "ResumeResult",
     "SnapshotResult",
     "SyncResult",

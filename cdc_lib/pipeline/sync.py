@@ -15,10 +15,8 @@ states into the pipeline state and saves it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +29,10 @@ from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import BinlogPurgedError, FencedCommitError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.pipeline.read_ahead import ReadAhead
 from cdc_lib.pipeline.schema_changes import apply_schema_change
 from cdc_lib.pipeline.table_failures import write_failure, write_with_retries
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
@@ -109,29 +107,70 @@ def sync(context: PipelineContext, *, until_caught_up: bool = False) -> list[Syn
         # The heartbeat keeps the lease however long the batches take; each Delta commit first checks it.
         # ... while the work moves: a runner stuck on a wait lets the lease run out (docs/production.md).
         state = handle.acquire(heartbeat=True, stall_seconds=stall_bound(context.config.source.network_timeout_seconds))
-        read_ahead: ReadAhead | None = None
         try:
             with handle.working():  # reads every table's Delta log: many S3 calls, each bounded by boto3's timeouts
                 reconcile_with_delta(context, state, connection)
             target = binlog_status.current_position(connection)
             handle.progress()
-            read_ahead = ReadAhead(context.config, target, progress=handle.progress) if until_caught_up else None
-            while True:
-                result = run_batch(context, handle, connection, read_ahead)
-                results.append(result)
-                if not until_caught_up:
-                    break
-                if result.schema_changes:
-                    continue  # a table paused at an ALTER resumes in the next batch
-                if result.reached_end or result.transactions == 0:
-                    break
-                if result.end_position is not None and result.end_position >= target:
-                    break
+            if until_caught_up:
+                run_until_caught_up(context, handle, connection, target, on_batch=results.append)
+            else:
+                results.append(run_batch(context, handle, connection))
         finally:
-            if read_ahead is not None:
-                read_ahead.close()
             handle.release()
     return results
+
+
+def run_until_caught_up(
+    context: PipelineContext,
+    handle: StateHandle,
+    connection: pymysql.connections.Connection,
+    target: BinlogPosition,
+    *,
+    on_batch: Callable[[SyncResult], None],
+    open_ended: bool = False,
+    min_interval: float = 0.0,
+    should_stop: Callable[[], bool] | None = None,
+) -> BinlogPosition | None:
+    """Batches until `target` (the binlog end seen before them) is reached: `binlake sync --until-caught-up`, and
+    each catch-up of follow mode. `handle` holds the lease; every batch's result goes to `on_batch`.
+
+    A batch is caught up when it reached the binlog end, read no transaction, or ended at or past `target`; one
+    that took a table to an ALTER is never the last (the table resumes in the next batch). The next batch is read
+    while the current one is written (`ReadAhead`). Open-ended (follow mode), the read-ahead goes on past `target`
+    too: a source that wrote during the batch has its next batch read already, so the batches go on back to back,
+    each read overlapping the previous one's write, until a batch finds nothing new; `min_interval` is the cycle
+    floor (`ReadAhead`). Every read starts after `target` was asked for, so the last one, which reached the binlog
+    end, covers it.
+
+    Returns:
+        Where the binlog is known to hold nothing more to write (`target`, or past it when the source wrote
+        meanwhile); None when `should_stop` ended the batches first (it is asked after each batch that is not
+        the last).
+    """
+    read_ahead = ReadAhead(context.config, target, open_ended=open_ended, min_interval=min_interval,
+                           progress=handle.progress)
+    try:
+        while True:
+            result = run_batch(context, handle, connection, read_ahead)
+            on_batch(result)
+            caught_up = result.reached_end or result.transactions == 0 or (
+                result.end_position is not None and result.end_position >= target
+            )
+            # Open-ended, the next batch's read is under way when this one carried transactions; if it found
+            # nothing, the catch-up ends without running it (an idle follower writes nothing, not even its offsets).
+            if caught_up and not result.schema_changes and (
+                not open_ended or not read_ahead.reading or read_ahead.found_nothing()
+            ):
+                # Where the binlog is known to hold nothing more to write: past `target` when the source wrote
+                # meanwhile. Returning `target` there would make a follower's next look at the end start a batch
+                # that reads nothing and still saves its offsets, in what should be quiet time.
+                return max((point for point in (target, result.end_position, read_ahead.dropped_end)
+                            if point is not None and point.written_on(target.server)), key=_sort_key)
+            if should_stop is not None and should_stop():
+                return None
+    finally:
+        read_ahead.close()
 
 
 def run_batch(
@@ -521,98 +560,4 @@ def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
     return position.sort_key
 
 
-class ReadAhead:
-    """Reads the next batch on a worker thread while the current one is written.
-
-    Only one binlog connection is open at a time: the next read starts after the current
-    read finished. A prefetched batch is used only if the table cursors it assumed are
-    exactly the ones the pipeline arrives at; otherwise it is dropped and read again.
-    Open-ended (follow mode), it reads on after every batch that carried transactions, past
-    `target` too, so a busy source's next batch is read while this one is written.
-
-    The cycle floor (`min_interval`, follow mode's poll): a read that follows one which reached the
-    binlog end begins `min_interval` after that one began at the earliest. A busy source's batches then
-    hold what a poll interval brings, not what one write's time lets through (every Delta commit has a
-    fixed cost, and so does each batch's offsets save), and a change waits no longer than when idle.
-    A read that stopped short of the end (`batch.max_events`) is followed at once: the follower is behind.
-    """
-
-    def __init__(self, config: PipelineConfig, target: BinlogPosition, *, open_ended: bool = False,
-                 min_interval: float = 0.0, progress: Callable[[], None] | None = None) -> None:
-        self.config = config
-        #: Told as the worker's reads go on (the lease's heartbeat: cdc_lib.state.heartbeat).
-        self.progress = progress
-        self.target = target
-        #: Read the next batch after any batch that carried transactions, past `target` too (follow mode).
-        self.open_ended = open_ended
-        self.min_interval = min_interval
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="binlake-read-ahead")
-        self.pending: tuple[list[TableCursor], Future[BatchRead]] | None = None
-        #: When the latest prefetched read began reading (monotonic clock), for the cycle floor.
-        self.began: float | None = None
-        #: The end of the latest read dropped by `found_nothing`: the binlog up to it holds nothing to write.
-        self.dropped_end: BinlogPosition | None = None
-        self.closing = threading.Event()
-
-    def start(self, cursors: list[TableCursor], *, not_before: float | None = None) -> None:
-        """Read from `cursors` on the worker, beginning no earlier than `not_before` (monotonic clock)."""
-        self.began = None
-        future = self.executor.submit(self._read, cursors, not_before)
-        self.pending = (cursors, future)
-
-    def _read(self, cursors: list[TableCursor], not_before: float | None) -> BatchRead:
-        wait = 0.0 if not_before is None else not_before - time.monotonic()
-        while wait > 0:
-            if self.closing.wait(min(wait, 1.0)):
-                raise _Abandoned()
-            if self.progress is not None:
-                self.progress()  # waiting out the cycle floor is no stall
-            wait = not_before - time.monotonic() if not_before is not None else 0.0
-        self.began = time.monotonic()
-        return read_batch(self.config.source, cursors, self.config.batch, server=self.target.server,
-                          progress=self.progress)
-
-    @property
-    def reading(self) -> bool:
-        """Whether a read of the next batch is under way (or done and not yet taken)."""
-        return self.pending is not None
-
-    def found_nothing(self) -> bool:
-        """Whether the pending read, once done, holds nothing a batch would write or move offsets past: no
-        transaction, no stopped or paused table. Such a read is dropped (a follower is then caught up)."""
-        if self.pending is None:
-            return False
-        try:
-            read = self.pending[1].result()
-        except Exception:  # noqa: BLE001 - `take` raises it again, in the batch that uses the read
-            return False
-        if read.transactions or read.table_errors or read.schema_changes or read.held:
-            return False
-        self.pending = None
-        self.dropped_end = read.end
-        return True
-
-    def take(self, cursors: list[TableCursor]) -> BatchRead | None:
-        if self.pending is None:
-            return None
-        assumed, future = self.pending
-        self.pending = None
-        read = future.result()
-        return read if assumed == cursors else None
-
-    def close(self) -> None:
-        self.closing.set()  # a read still waiting out the cycle floor gives up at once
-        if self.pending is not None:
-            self.pending[1].cancel()
-            try:
-                self.pending[1].result()
-            except BaseException:  # noqa: BLE001 - an abandoned prefetch has nothing left to report
-                pass
-        self.executor.shutdown(wait=True)
-
-
-class _Abandoned(Exception):  # noqa: N818 - a prefetch dropped by `ReadAhead.close`, never seen outside it
-    pass
-
-
-__all__ = ["ReadAhead", "SyncResult", "TableBatchResult", "run_batch", "sync"]
+__all__ = ["SyncResult", "TableBatchResult", "run_batch", "run_until_caught_up", "sync"]

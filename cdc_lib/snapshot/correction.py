@@ -10,8 +10,8 @@ key-changing UPDATE: the key did not exist at L).
 Data flow: the binlog [L, H] of this one table, read with the sync's own stream, decoder and row fold
 (`cdc_lib.binlog.stream`, `cdc_lib.binlog.table_rows`: values decode exactly as the sync decodes them) → refuse a
 TRUNCATE or DDL of the table in that stretch (`SnapshotWindowError`: no replay can make such a snapshot exact) → history
-only: every row image of the stretch, in binlog order, staged to Parquet in parts (`RowImages`; memory stays bounded by
-a part, as `cdc_lib.changes.spill` bounds a huge transaction) → Spark keeps each key's first → one idempotent Delta
+only: every row image of the stretch, in binlog order, staged to Parquet in parts (`BeforeImages`; memory stays bounded
+by a part, as `cdc_lib.changes.spill` bounds a huge transaction) → Spark keeps each key's first → one idempotent Delta
 MERGE, SetTransaction = the snapshot's app id + the version after the waves' (on record in the snapshot document before
 the commit), that puts each such key back to its row at L, or removes it when it had none.
 """
@@ -76,7 +76,7 @@ class SnapshotWindowError(BinlakeError):
 
 
 @dataclass
-class RowImages(TableChanges):
+class BeforeImages(TableChanges):
     """Each row event's image of the row BEFORE the change, per key, in binlog order: `r` rows (an UPDATE's
     before-image, a DELETE's row), `a` rows (an INSERT, the arriving key of a key-changing UPDATE: no row before).
 
@@ -128,14 +128,14 @@ def scan_window(
     source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *,
     staged: spark_writer.StagedChanges | None = None,
 ) -> WindowScan:
-    """Read the binlog from `low` to `high` for one table; stage its row images (`RowImages`) into `staged`.
+    """Read the binlog from `low` to `high` for one table; stage its row images (`BeforeImages`) into `staged`.
 
     Raises:
         SnapshotWindowError: a TRUNCATE, a DDL or an event binlake cannot apply touched the table in the stretch.
     """
     name = schema.table.name
     decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates)
-    images = RowImages(decoder.key_positions, staged=staged)
+    images = BeforeImages(decoder.key_positions, staged=staged)
     started = time.monotonic()
     events = 0
     # Every event type (the closed world): a compressed statement or an unknown event is classified, not skipped.
@@ -166,7 +166,7 @@ def _events_up_to(stream: Any, low: BinlogPosition, high: BinlogPosition) -> Ite
 
 
 def _scan_event(
-    stream: Any, event: Any, position: BinlogPosition, name: str, decoder: TableDecoder, images: RowImages
+    stream: Any, event: Any, position: BinlogPosition, name: str, decoder: TableDecoder, images: BeforeImages
 ) -> None:
     code = event.event_type
     kind = handling_of(code, event.packet.flags)
@@ -341,4 +341,4 @@ def _correct_history(
     return delta_log.version_of(path, application, document.correction.txn_version, context.sink), key_count
 
 
-__all__ = ["RowImages", "SnapshotWindowError", "WindowScan", "finish_mode_snapshot", "scan_window"]
+__all__ = ["BeforeImages", "SnapshotWindowError", "WindowScan", "finish_mode_snapshot", "scan_window"]

@@ -64,7 +64,7 @@ def key_alias(index: int, schema: TableSchema) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ChunkPlan:
+class ChunkPredicates:
     """A table split on its primary key: WHERE clauses over `key_alias` columns, in key order, covering every
     key exactly once (the first and last open-ended)."""
 
@@ -77,7 +77,7 @@ class ChunkPlan:
 
 def plan_snapshot_chunks(
     connection: pymysql.connections.Connection, schema: TableSchema, *, rows_per_chunk: int
-) -> ChunkPlan:
+) -> ChunkPredicates:
     """Split the table into chunks of about `rows_per_chunk` rows.
 
     A one-column integer key is cut arithmetically between MIN and MAX (two index lookups); any other key by
@@ -86,12 +86,12 @@ def plan_snapshot_chunks(
     """
     rows = row_count(connection, schema.table)
     if rows <= rows_per_chunk:
-        return ChunkPlan(predicates=["1=1"], rows_estimated=rows, method="one")
+        return ChunkPredicates(predicates=["1=1"], rows_estimated=rows, method="one")
     if _integer_key(schema):
         cuts = integer_cuts(connection, schema.table, schema.primary_key[0], ranges=math.ceil(rows / rows_per_chunk))
-        return ChunkPlan(predicates=_integer_predicates(schema, cuts), rows_estimated=rows, method="integer")
+        return ChunkPredicates(predicates=_integer_predicates(schema, cuts), rows_estimated=rows, method="integer")
     bounds = _walked_boundaries(connection, schema, step=rows_per_chunk)
-    return ChunkPlan(predicates=_walked_predicates(schema, bounds), rows_estimated=rows, method="walk")
+    return ChunkPredicates(predicates=_walked_predicates(schema, bounds), rows_estimated=rows, method="walk")
 
 
 def partition_predicates(

@@ -240,19 +240,19 @@ def test_a_busy_source_is_followed_with_each_batch_read_while_the_last_is_writte
 ) -> None:
     """While the source keeps writing, the next batch is read during the write of the current one (the open-ended
     read-ahead) and the follower goes on past the end it first saw; the table ends equal to the source."""
-    from cdc_lib.pipeline import sync
+    from cdc_lib.pipeline import read_ahead
     from cdc_lib.pipeline.follow import follow
 
     pipeline, _, table = followed
     taken: list[bool] = []
-    take = sync.ReadAhead.take
+    take = read_ahead.ReadAhead.take
 
-    def counted(self: sync.ReadAhead, cursors: list[Any]) -> Any:
+    def counted(self: read_ahead.ReadAhead, cursors: list[Any]) -> Any:
         read = take(self, cursors)
         taken.append(read is not None)
         return read
 
-    monkeypatch.setattr(sync.ReadAhead, "take", counted)
+    monkeypatch.setattr(read_ahead.ReadAhead, "take", counted)
     stop = threading.Event()
     outcome: list[Any] = []
     follower = threading.Thread(target=lambda: outcome.append(

@@ -139,7 +139,7 @@ def test_snapshot_partitions_and_reconciliation_chunks_cut_an_integer_key_alike(
     """One splitter (cdc_lib.source.key_ranges): the same cut points, and the same idea of an integer key, for both."""
     from cdc_lib.config.model import SnapshotConfig
     from cdc_lib.model.tables import TableRef
-    from cdc_lib.reconcile.reconcile import plan_chunks
+    from cdc_lib.reconcile.chunks import plan_chunks
     from cdc_lib.snapshot.jdbc_read import partition_predicates
     from cdc_lib.source.server import describe_table, source_connection
 

@@ -45,7 +45,8 @@ import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from cdc_lib.common.formats import COMMIT_FORMAT
-from cdc_lib.config.model import PipelineConfig, parse_config
+from cdc_lib.config.model import PipelineConfig
+from cdc_lib.config.parse import parse_config
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo

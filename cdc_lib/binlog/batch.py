@@ -328,7 +328,7 @@ class BinlogRead:
             self.result.table_errors[name] = TableFailure(exc, self.by_name[name].position)
             self.result.changes.pop(name, None)
             transaction.discard_table(name)
-        except (SchemaChangeError, ServerSettingsError) as exc:
+        except (SchemaChangeError, ServerSettingsError, UnreadableEventError) as exc:
             self.stop(name, exc)
             transaction.discard_table(name)
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone

@@ -20,7 +20,13 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    PartialUpdateRowsEvent,
+    TableMapEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from cdc_lib.errors import BinlakeError
 
@@ -150,8 +156,10 @@ def stream_setting(stream: BinLogStreamReader, name: str) -> Any:
 
 def rebuilt_rows_event(stream: BinLogStreamReader, packet_bytes: bytes) -> Any:
     """The library's rows event for a rebuilt (decompressed) packet, read with the stream's own settings."""
-    return _wrapper(stream, packet_bytes, frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent}),
-                    checksum=stream_setting(stream, "use_checksum")).event
+    # The library keeps an event only if its exact class is allowed: a PARTIAL_UPDATE_ROWS left out here would
+    # come back as None, and its rows would be dropped unseen.
+    allowed = frozenset({WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, PartialUpdateRowsEvent})
+    return _wrapper(stream, packet_bytes, allowed, checksum=stream_setting(stream, "use_checksum")).event
 
 
 def payload_event(stream: BinLogStreamReader, event_bytes: bytes) -> Any:
@@ -198,3 +206,34 @@ def _wrapper(stream: BinLogStreamReader, packet_bytes: bytes, allowed: frozenset
         stream_setting(stream, "use_column_name_cache"),
         stream_setting(stream, "post_header_lengths"),
     )
+# -- partial JSON (PARTIAL_UPDATE_ROWS) ----------------------------------------------------------
+
+def keep_partial_json_bytes(event: Any) -> bool:
+    """Make the library hand over a partial JSON column's diff vector as bytes (`json_diff.DiffVector`).
+
+    python-mysql-replication 1.0.17 reads the partial-bits bitmap right but parses only the first diff of a
+    vector and drops the rest unseen; so for this event's packet only, a partial value is read as its 4-byte
+    length and bytes, which `json_diff.read_diffs` parses whole. False when the library has read the event's
+    rows already (too late: their diffs are cut).
+    """
+    from cdc_lib.binlog.json_diff import DiffVector
+
+    if rows_decoded(event):
+        return False
+    packet = event.packet
+    library_read = packet.read_binary_json
+
+    def read_binary_json(size: int, is_partial: bool) -> Any:
+        if not is_partial:
+            return library_read(size, is_partial)
+        return DiffVector(packet.read(packet.read_uint_by_size(size)))
+
+    packet.read_binary_json = read_binary_json
+    return True
+
+
+def parse_binary_json(data: bytes) -> Any:
+    """A MySQL binary JSON value (type byte, then its body) in the library's form, as it reads a full image."""
+    from pymysqlreplication.json_binary import parse_json
+
+    return parse_json(data[0], data[1:])

@@ -16,10 +16,18 @@ from typing import Any
 from pymysqlreplication.constants import NONE_SOURCE
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog.row_decoder import FastRows
+from cdc_lib.binlog.json_diff import DiffNotApplicable, DiffVector, apply_diffs, read_diffs
+from cdc_lib.binlog.replication_library import keep_partial_json_bytes, parse_binary_json
+from cdc_lib.binlog.row_decoder import FastRows, prepare_columns
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
-from cdc_lib.errors import SchemaChangeError, ServerSettingsError, ZeroDateError, ZeroDateKeyError
+from cdc_lib.errors import (
+    SchemaChangeError,
+    ServerSettingsError,
+    UnreadableEventError,
+    ZeroDateError,
+    ZeroDateKeyError,
+)
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 
@@ -143,6 +151,8 @@ def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
 
 def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     """Fold the event's rows into `changes`; returns how many row changes it carried."""
+    if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
+        return fold_partial_update(event, decoder, changes)
     images = decoder.fast.images(event)
     if images is not None:
         if decoder.temporal_keys:
@@ -156,6 +166,7 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         for row in images:
             fold(row)
         return len(images)
+    require_full_images(event, decoder.schema.table.name)
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
             changes.insert(decoder.row(row["values"], row.get("none_sources")))
@@ -169,3 +180,87 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
         for row in event.rows:
             changes.delete(decoder.row(row["values"], row.get("none_sources")))
     return len(event.rows)
+
+
+#: MySQL's PARTIAL_UPDATE_ROWS_EVENT: an UPDATE whose after image may hold JSON diffs (`json_diff`).
+PARTIAL_UPDATE_ROWS_EVENT = 39
+
+
+def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    """Fold a PARTIAL_UPDATE_ROWS event: each partial JSON column's diffs applied to its before image's document.
+
+    The before image is the only old document the reader has, so both images must be full (binlog_row_image=FULL):
+    a minimal image lacks the old document (and other columns' values), and the table stops instead.
+
+    Raises:
+        UnreadableEventError: an image is not full, or a diff cannot be applied exactly.
+    """
+    table = decoder.schema.table.name
+    require_full_images(event, table, "the old JSON document a partial JSON update (PARTIAL_UPDATE_ROWS, "
+                        "binlog_row_value_options=PARTIAL_JSON) applies to is not in the binlog")
+    prepare_columns(event.columns, decoder.schema)
+    if not keep_partial_json_bytes(event):
+        raise UnreadableEventError(
+            "a partial JSON update (PARTIAL_UPDATE_ROWS) was read by python-mysql-replication before binlake could "
+            "keep its diffs whole",
+            remedy=f"report this as a binlake bug; meanwhile SET GLOBAL binlog_row_value_options='' and re-snapshot: "
+            f"binlake snapshot --table {table}",
+            table=table,
+        )
+    for row in event.rows:
+        before, after = row["before_values"], row["after_values"]
+        patched = None
+        for name, value in after.items():
+            if not isinstance(value, DiffVector):
+                continue
+            if patched is None:
+                patched = dict(after)
+            patched[name] = _patched_document(table, name, before.get(name), value)
+        changes.update(
+            decoder.row(before, row.get("before_none_sources")),
+            decoder.row(patched if patched is not None else after, row.get("after_none_sources")),
+        )
+    return len(event.rows)
+
+
+def _patched_document(table: str, column: str, document: Any, vector: DiffVector) -> Any:
+    remedy = (f"SET GLOBAL binlog_row_value_options='' (and in my.cnf) so JSON updates are logged whole, then "
+              f"re-snapshot: binlake snapshot --table {table}")
+    if document is None:
+        raise UnreadableEventError(
+            f"a partial JSON update of column '{column}' has no old document to apply to (the before image holds "
+            "NULL), which MySQL itself rejects",
+            remedy=remedy, table=table,
+        )
+    try:
+        return apply_diffs(document, read_diffs(vector.data, parse_binary_json))
+    except DiffNotApplicable as exc:
+        raise UnreadableEventError(
+            f"a partial JSON update of column '{column}' cannot be applied exactly: {exc}", remedy=remedy, table=table,
+        ) from None
+
+
+def require_full_images(event: Any, table: str, missing: str = "") -> None:
+    """Refuse a rows event whose row images lack a column (binlog_row_image MINIMAL or NOBLOB).
+
+    The global setting is checked up front, but a session may still log MINIMAL images (SET SESSION
+    binlog_row_image); python-mysql-replication then reads each absent column as None, which would reach Delta as
+    a NULL (or, for an after image without the key, as a row under a NULL key). Only a full image is a row.
+
+    Raises:
+        UnreadableEventError: a row image lacks a column.
+    """
+    full = (1 << event.number_of_columns) - 1
+    first = "before" if isinstance(event, UpdateRowsEvent) else "row"
+    for image, bitmap in ((first, getattr(event, "columns_present_bitmap", None)),
+                          ("after", getattr(event, "columns_present_bitmap2", None))):
+        if bitmap is None or int.from_bytes(bitmap, "little") & full == full:
+            continue
+        raise UnreadableEventError(
+            f"a rows event of the table has a {image} image without every column (binlog_row_image is not FULL, "
+            "for the server or the session that wrote it): "
+            f"{missing or 'the values of the absent columns are not in the binlog'}",
+            remedy=f"SET GLOBAL binlog_row_image=FULL (and in my.cnf), make sure no session sets it otherwise, then "
+            f"re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )

@@ -20,9 +20,12 @@ REQUIRED_SETTINGS = {
 #: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
 LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
 
-#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against
-#: the old document, which the reader cannot turn into a full row for Delta.
+#: MySQL 8 only (MariaDB has no such variable): PARTIAL_JSON logs a JSON update as a diff against the old
+#: document, which the reader applies to the before image (`cdc_lib.binlog.json_diff`): with
+#: binlog_row_image=FULL, required above, that image always carries the old document. A value binlake does
+#: not know (a later server's new option) is refused.
 PARTIAL_JSON_SETTING = "binlog_row_value_options"
+PARTIAL_JSON_VALUES = frozenset({"", "PARTIAL_JSON"})
 #: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
 #: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
 #: existing row, never as an INSERT.
@@ -33,7 +36,7 @@ LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
 def check_server_settings(
     connection: pymysql.connections.Connection, *, append_inserts: bool = False
 ) -> dict[str, str]:
-    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no partial JSON,
+    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no unknown row value option,
     and the user may read the binlog and its position.
 
     MySQL's `binlog_transaction_compression=ON` is read (cdc_lib/binlog/payload.py), as is MariaDB's
@@ -60,13 +63,13 @@ def check_server_settings(
         value = actual.get(setting, "<missing>")
         if value != expected:
             raise ServerSettingsError(setting, value, expected)
-    if actual.get(PARTIAL_JSON_SETTING, ""):
+    if actual.get(PARTIAL_JSON_SETTING, "") not in PARTIAL_JSON_VALUES:
         raise ServerSettingsError(
             PARTIAL_JSON_SETTING,
             actual[PARTIAL_JSON_SETTING],
-            "",
-            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' (and remove it from my.cnf): binlake needs full JSON "
-            "values in the binlog, not partial updates",
+            "PARTIAL_JSON",
+            remedy=f"SET GLOBAL {PARTIAL_JSON_SETTING}='' or 'PARTIAL_JSON' (and in my.cnf): binlake reads whole "
+            "values and PARTIAL_JSON diffs in the binlog, not this option",
         )
     if append_inserts and inserts_may_overwrite(actual) and not server_flavour(connection).mariadb:
         # MariaDB logs such an overwrite as an UPDATE (or a DELETE and an INSERT), which the append path never

@@ -274,13 +274,11 @@ REFUSED = [
         # ASSERTED: c5 = 3230202323 (INT UNSIGNED) and c3's collation 255; OBSERVED: c1 = 1, c3 = 'a'. c2 and c4
         # are not in the (MINIMAL) row image: the row the server inserted has them NULL (not asserted anywhere).
         [[{"c1": 1, "c2": None, "c3": "a", "c4": None, "c5": 3230202323}]],
-    ), "a MINIMAL row image (binlog_row_image=MINIMAL: only c1, c3, c5) without COLUMN_NAME metadata: "
-       "row_decoder.prepare_columns matches columns by name, finds none, gives c3 the charset 'unknown', and the "
-       "WRITE stops the table with CharsetError ('binlake_unknown' codec) instead of an error naming the metadata. "
-       "Given the names (tried with the library's use_column_name_cache), two more faults show: the partial image "
-       "is applied without a word (absent c2, c4 written NULL, right here only because their default is NULL), and "
-       "c5 (INT UNSIGNED, ASSERTED 3230202323) lands as -1064764973: the library skips the SIGNEDNESS metadata of a "
-       "TABLE_MAP without names"),
+    ), "a MINIMAL row image (binlog_row_image=MINIMAL: only c1, c3, c5) without COLUMN_NAME metadata: the WRITE "
+       "stops the table because its image lacks columns (table_rows.require_full_images: absent c2, c4 would have "
+       "been written NULL without a word, right here only because their default is NULL). Given the names and a "
+       "full image, c5 (INT UNSIGNED, ASSERTED 3230202323) lands as -1064764973: the library skips the "
+       "SIGNEDNESS metadata of a TABLE_MAP without names"),
     refused(Replay(
         "rust_mysql_common/transaction_compression", "rust_mysql_common/transaction_compression.000001",
         StubTable("test", "tb1", (col("c1", "int"),), primary_key=("c1",)),  # origin: no CREATE, no key
@@ -315,8 +313,9 @@ REFUSED = [
         ],
     ), MINIMAL_METADATA + " (at the first WRITE, #11); past that (tried with the names given), the five "
        "transactions of binary JSON apply exactly and the PARTIAL_UPDATE_ROWS event (#35, "
-       "binlog_row_value_options=PARTIAL_JSON) stops the table by design (event_types: stop_table), where issue 27 "
-       "wants its JSON diff applied"),
+       "binlog_row_value_options=PARTIAL_JSON) stops the table: its session logged MINIMAL row images, so the old "
+       "JSON document its diff applies to is not in the binlog (json_diff applies diffs to a FULL before image "
+       "only; tests/unit/binlog/test_json_diff.py applies them to #30's documents)"),
     refused(Replay(
         "rust_mysql_common/binlog_transaction_with_GTID_TAG",
         "rust_mysql_common/binlog_transaction_with_GTID_TAG.000001",

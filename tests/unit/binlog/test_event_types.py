@@ -28,10 +28,10 @@ def test_every_code_the_servers_write_is_classified() -> None:
     assert missing == []
     # What the reader does with the events that carry or may carry row changes.
     assert {code for code, kind in EVENT_TYPES.items() if kind.handling == "rows"} == {
-        23, 24, 25, 30, 31, 32, 166, 167, 168, 169, 170, 171}
+        23, 24, 25, 30, 31, 32, 39, 166, 167, 168, 169, 170, 171}
     assert EVENT_TYPES[40].handling == "payload"  # MySQL TRANSACTION_PAYLOAD: opened (cdc_lib/binlog/payload.py)
     assert EVENT_TYPES[26].handling == "stop_all"  # INCIDENT: the server lost events
-    assert EVENT_TYPES[39].handling == "stop_table"  # PARTIAL_UPDATE_ROWS: JSON diffs, no full image
+    assert EVENT_TYPES[39].handling == "rows"  # PARTIAL_UPDATE_ROWS: JSON diffs applied to the FULL before image
     assert EVENT_TYPES[165].handling == "query" and EVENT_TYPES[18].handling == "query"
     assert EVENT_TYPES[38].handling == "xa_prepare" and EVENT_TYPES[16].handling == "xid"
     assert all(kind.handling for kind in EVENT_TYPES.values())

@@ -14,11 +14,12 @@ from pymysqlreplication.event import MariadbGtidEvent, QueryEvent
 
 from cdc_lib.binlog.ddl import table_effects
 from cdc_lib.binlog.event_types import QUERY_COMPRESSED_EVENT, query_text, raw_event, uncompressed_query
+from cdc_lib.binlog.payload import PayloadError
 from cdc_lib.binlog.replication_library import stream_setting
-from cdc_lib.binlog.stream import open_stream
+from cdc_lib.binlog.stream import PayloadsOpened, open_stream
 from cdc_lib.binlog.transaction import XaId
 from cdc_lib.config.model import SourceConfig
-from cdc_lib.errors import MissingGrantError, TableError
+from cdc_lib.errors import MissingGrantError, TableError, UnreadableEventError
 from cdc_lib.model.positions import BinlogPosition, is_mariadb_state
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.source.mysql_errors import ReadingBinlog, error_message, mysql_error
@@ -31,7 +32,8 @@ SUPERSEDED = "superseded"
 
 
 def columns_after_ddl(
-    source: SourceConfig, table: TableSchema, position: BinlogPosition, *, max_events: int = 1_000_000
+    source: SourceConfig, table: TableSchema, position: BinlogPosition, *, max_payload_event_bytes: int,
+    max_events: int = 1_000_000,
 ) -> list[str] | str | None:
     """The table's column names right after a DDL, as the binlog itself records them.
 
@@ -45,8 +47,10 @@ def columns_after_ddl(
     # position, since a file of the same name elsewhere holds other events.
     stream = open_stream(source, position, events=None, tables=[table.table], server=position.server)
     name = table.table.name
+    # A MySQL compressed transaction holds the table maps of its rows: opened, not passed over.
+    events = PayloadsOpened(stream, max_payload_event_bytes, current_file=lambda: position.file)
     try:
-        for seen, event in enumerate(stream):
+        for seen, event in enumerate(events):
             if seen >= max_events:
                 break
             if isinstance(event, TableMapEvent):
@@ -67,6 +71,14 @@ def columns_after_ddl(
                 return SUPERSEDED
     except pymysql.MySQLError as exc:
         raise mysql_error(exc, source, ReadingBinlog(position)) from None
+    except PayloadError as exc:
+        raise UnreadableEventError(
+            f"the table's columns after a DDL cannot be read from the binlog: a compressed transaction after "
+            f"{position} could not be opened ({exc})",
+            remedy="SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), "
+            f"then re-snapshot the table: binlake snapshot --table {name}",
+            table=name,
+        ) from None
     finally:
         stream.close()
     return None

@@ -170,7 +170,17 @@ def _read_once(
         gtid_state=read.start_state, server=server,
     )
     started = time.monotonic()
-    payloads = _Payloads(stream, read, batch.max_payload_event_bytes)
+    payloads = PayloadsOpened(
+        stream, batch.max_payload_event_bytes, current_file=lambda: read.current_file,
+        # Events of the payload read before the failure may have been handed out: every table stops, so none of
+        # them is applied.
+        on_error=lambda where, exc: read.stop_all(
+            f"the compressed transaction (binlog_transaction_compression) ending at {where} could not be "
+            f"read ({exc})",
+            "SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), then "
+            "re-snapshot the tables: binlake snapshot",
+        ),
+    )
     try:
         for event in payloads.events():
             result.events_read += 1
@@ -262,19 +272,30 @@ def _read_once(
     return result
 
 
-class _Payloads:
+class PayloadsOpened:
     """The stream's events, with each MySQL compressed transaction (TRANSACTION_PAYLOAD) replaced by its events.
 
     The inner events are parsed by the library as the stream parses its own (`replication_library.payload_event`)
-    and carry the payload event's end as their log_pos (`payload.inner_events`), so the read loop handles them
-    exactly as the same transaction written uncompressed, and its commit lands at the payload's end.
+    and carry the payload event's end as their log_pos (`payload.inner_events`), so a reader handles them exactly
+    as the same transaction written uncompressed, and its commit lands at the payload's end. Every reader of the
+    binlog goes through this (the sync's batches, the snapshot's window scan, the schema probe): a reader that
+    iterated the stream itself would pass over the rows and table maps inside a payload without a word.
+
+    A payload that cannot be opened raises `PayloadError` (with `where`), unless `on_error` takes it.
     """
 
-    def __init__(self, stream: BinLogStreamReader, read: BinlogRead, max_event_bytes: int) -> None:
-        self.stream, self.read, self.max_event_bytes = stream, read, max_event_bytes
+    def __init__(
+        self, stream: BinLogStreamReader, max_event_bytes: int, *, current_file: Callable[[], str],
+        on_error: Callable[[str, PayloadError], None] | None = None,
+    ) -> None:
+        self.stream, self.max_event_bytes = stream, max_event_bytes
+        self.current_file, self.on_error = current_file, on_error
         #: True while a payload's events are handed out: a batch never ends inside one, since the offset after
         #: any of its events is the payload's end, past the events not read yet.
         self.inside = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.events()
 
     def events(self) -> Iterator[Any]:
         for event in self.stream:
@@ -288,8 +309,8 @@ class _Payloads:
                 self.inside = False
 
     def _opened(self, event: Any) -> Iterator[Any]:
-        read, end = self.read, event.packet.log_pos
-        where = f"{read.current_file}:{end}"
+        end = event.packet.log_pos
+        where = f"{self.current_file()}:{end}"
         raw = raw_event(event, checksum=stream_setting(self.stream, "use_checksum"))
         inners = inner_events(raw.data[raw.body_start:raw.body_end], end_pos=end,
                               max_event_bytes=self.max_event_bytes, where=where)
@@ -306,14 +327,9 @@ class _Payloads:
                     yield decoded
                 current = following
         except PayloadError as exc:
-            # Events of the payload read before the failure may have been handed out: every table stops,
-            # so none of them is applied.
-            read.stop_all(
-                f"the compressed transaction (binlog_transaction_compression) ending at {where} could not be "
-                f"read ({exc})",
-                "SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), then "
-                "re-snapshot the tables: binlake snapshot",
-            )
+            if self.on_error is None:
+                raise
+            self.on_error(where, exc)
 
 
 #: Types the library parses itself (its own harmless events are not worth a log line).

@@ -61,7 +61,8 @@ def apply_schema_change(
     entry = {"statement": change.statement, "position": change.before.to_json(), "at": utc_now().isoformat()}
     high: BinlogPosition | None = None
     try:
-        names_after = columns_after_ddl(context.config.source, cursor.schema, change.after)
+        names_after = columns_after_ddl(context.config.source, cursor.schema, change.after,
+                                        max_payload_event_bytes=context.config.batch.max_payload_event_bytes)
         if names_after == SUPERSEDED:
             # Another DDL on the table follows before any row: that one decides the shape.
             return SchemaChangeOutcome(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +39,15 @@ from cdc_lib.binlog.event_types import (
     uncompressed_query,
     uncompressed_rows_packet,
 )
+from cdc_lib.binlog.payload import PayloadError, PayloadTooLargeError
 from cdc_lib.binlog.replication_library import rebuilt_rows_event, stream_setting
-from cdc_lib.binlog.stream import open_stream
+from cdc_lib.binlog.stream import PayloadsOpened, open_stream
 from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.changes.modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, sequence_of, timestamp_micros
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import SourceConfig
-from cdc_lib.errors import BinlakeError
+from cdc_lib.errors import BinlakeError, UnreadableEventError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
@@ -128,7 +129,7 @@ class WindowScan:
 
 def scan_window(
     source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *,
-    staged: StagedChanges | None = None,
+    max_payload_event_bytes: int, staged: StagedChanges | None = None,
 ) -> WindowScan:
     """Read the binlog from `low` to `high` for one table; stage its row images (`BeforeImages`) into `staged`.
 
@@ -142,29 +143,40 @@ def scan_window(
     events = 0
     # Every event type (the closed world): a compressed statement or an unknown event is classified, not skipped.
     stream = open_stream(source, low, events=None, tables=[schema.table], server=low.server)
+    window = _Window(low.file)
+    # A MySQL compressed transaction is opened and its events scanned like any other: its rows may be the table's.
+    opened = PayloadsOpened(stream, max_payload_event_bytes, current_file=lambda: window.current_file)
     try:
-        for event, position in _events_up_to(stream, low, high):
+        for event, position in window.events_up_to(opened, high):
             events += 1
             _scan_event(stream, event, position, name, decoder, images)
     except pymysql.MySQLError as exc:
         raise mysql_error(exc, source, ReadingBinlog(low)) from None
+    except (PayloadError, PayloadTooLargeError, UnreadableEventError) as exc:
+        # What the sync would stop the table for stops the snapshot the same way, on record (`_scan`).
+        _refuse(name, f"an event binlake cannot read ({exc}) after {low}")
     finally:
         stream.close()
     images.flush()
     return WindowScan(images=images.images, events=events, seconds=time.monotonic() - started)
 
 
-def _events_up_to(stream: Any, low: BinlogPosition, high: BinlogPosition) -> Iterator[tuple[Any, BinlogPosition]]:
-    """The stream's events that end at or before `high`, each with the position after it."""
-    current_file = low.file
-    for event in stream:
-        if handling_of(event.event_type, event.packet.flags).handling == "rotate":
-            current_file = event.next_binlog
-            continue
-        end = BinlogPosition(current_file, int(event.packet.log_pos))
-        if end > high:
-            return  # a transaction boundary: everything up to `high` has been read
-        yield event, end
+@dataclass
+class _Window:
+    """The binlog file a window scan is in (rotations move it), for positions and messages."""
+
+    current_file: str
+
+    def events_up_to(self, events: Iterable[Any], high: BinlogPosition) -> Iterator[tuple[Any, BinlogPosition]]:
+        """The events that end at or before `high`, each with the position after it."""
+        for event in events:
+            if handling_of(event.event_type, event.packet.flags).handling == "rotate":
+                self.current_file = event.next_binlog
+                continue
+            end = BinlogPosition(self.current_file, int(event.packet.log_pos))
+            if end > high:
+                return  # a transaction boundary: everything up to `high` has been read
+            yield event, end
 
 
 def _scan_event(
@@ -278,7 +290,8 @@ def _scan(
 ) -> WindowScan:
     """The scan of [first low, last high]; a refusal is put on record (the sync reports it) before it is raised."""
     try:
-        scan = scan_window(context.config.source, schema, document.low, document.high, staged=staged)
+        scan = scan_window(context.config.source, schema, document.low, document.high, staged=staged,
+                           max_payload_event_bytes=context.config.batch.max_payload_event_bytes)
     except SnapshotWindowError as exc:
         document.refused = exc.cause
         handle.save()

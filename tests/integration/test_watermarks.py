@@ -278,11 +278,13 @@ def test_the_binlog_probes_refuse_another_server_too(mariadb, own_mariadb, datab
         start = binlog_status.current_position(connection)  # right after the DDL
         logs = binlog_status.binary_logs(connection)
     sql(mariadb, f"INSERT INTO {table} (id, qty, note) VALUES (1007, 7, 'after')")
-    assert columns_after_ddl(config.source, schema, start) == [*schema.column_names, "note"]
+    bound = config.batch.max_payload_event_bytes
+    assert columns_after_ddl(config.source, schema, start, max_payload_event_bytes=bound) == [
+        *schema.column_names, "note"]
     assert start.server is not None
     proxy.target_port = own_mariadb.port
     with pytest.raises(ServerMismatchError, match="server_id 31"):
-        columns_after_ddl(config.source, schema, start)
+        columns_after_ddl(config.source, schema, start, max_payload_event_bytes=bound)
     with mysql.source_connection(dataclasses.replace(config.source, port=mariadb.port)) as connection:
         with pytest.raises(ServerMismatchError, match="server_id 31"):
             table_runways(config.source, connection, {table: start}, logs=logs, server=start.server)

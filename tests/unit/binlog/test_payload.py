@@ -18,13 +18,15 @@ import zstandard
 
 from cdc_lib.binlog.batch import BinlogRead, SpillPlan, TableCursor
 from cdc_lib.binlog.payload import PayloadError, PayloadTooLargeError, inner_events, parse_header
-from cdc_lib.binlog.stream import _Payloads, open_stream, read_batch
+from cdc_lib.binlog.probes import columns_after_ddl
+from cdc_lib.binlog.stream import PayloadsOpened, open_stream, read_batch
 from cdc_lib.config.model import BatchConfig, SourceConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ConfigError, UnreadableEventError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
+from cdc_lib.snapshot.correction import SnapshotWindowError, scan_window
 from tests.mysql_stub import COM_BINLOG_DUMP, COM_QUERY, MySQLStub, _ok, _result_set, _Wire
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mysql-binlogs"
@@ -252,7 +254,7 @@ def test_the_stream_yields_the_library_events_inside_a_payload(stub: BinlogStub,
     read = BinlogRead(source, [table], None, SpillPlan(frozenset(), 1_000, tmp_path))
     stream = open_stream(source, read.start, events=None, tables=[table.schema.table])
     try:
-        seen = list(_Payloads(stream, read, 1 << 20).events())
+        seen = list(PayloadsOpened(stream, 1 << 20, current_file=lambda: read.current_file).events())
     finally:
         stream.close()
     kinds = [type(event).__name__ for event in seen]
@@ -351,3 +353,54 @@ def test_the_bound_is_a_batch_setting() -> None:
         == 1 << 30
     with pytest.raises(ConfigError, match="max_payload_event_bytes"):
         parse_config({**document, "batch": {"max_payload_event_bytes": 100}})
+
+
+# -- every reader of the binlog opens payloads: the snapshot's window scan, the schema probe ------
+
+
+def test_the_snapshot_window_scan_reads_the_rows_inside_a_payload(stub: BinlogStub) -> None:
+    """A history table's snapshot correction reads the table's row images between its watermarks; rows inside
+    a compressed transaction are among them (passed over, the correction would keep a changed row's new value
+    as of the snapshot's start)."""
+    stub.binlog, stub.binlog_name = with_column_names(RUST, ["c1"]), RUST.name
+    payload_end = next(end_pos(event) for event in stub.binlog if event[4] == PAYLOAD)
+    schema = cursor("test.tb1", RUST, [("c1", "int", "int")]).schema
+    collected = CollectedImages()
+    scan = scan_window(source_for(stub), schema, BinlogPosition(RUST.name, 4), BinlogPosition(RUST.name, payload_end),
+                       max_payload_event_bytes=1 << 20, staged=collected)  # type: ignore[arg-type]
+    assert scan.images == 1
+    (image,) = collected.rows
+    assert image[0] == 1  # the INSERT of @1=1: no row before it (an `a` image)
+
+
+class CollectedImages:
+    """Where the scan's row images go (in place of the Spark-staged Parquet parts a correction writes)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[object, ...]] = []
+
+    def add(self, rows: list[tuple[object, ...]]) -> None:
+        self.rows.extend(rows)
+
+
+def test_the_snapshot_window_scan_refuses_a_payload_it_cannot_open(stub: BinlogStub) -> None:
+    file_events = events(RUST)
+    index = next(i for i, event in enumerate(file_events) if event[4] == PAYLOAD)
+    event = bytearray(file_events[index])
+    event[19 + 2] = 1  # compression type 1: not one MySQL defines, nor zstd
+    file_events[index] = bytes(event)
+    stub.binlog, stub.binlog_name = file_events, RUST.name
+    schema = cursor("test.tb1", RUST, [("c1", "int", "int")]).schema
+    with pytest.raises(SnapshotWindowError, match="compression type 1") as refused:
+        scan_window(source_for(stub), schema, BinlogPosition(RUST.name, 4),
+                    BinlogPosition(RUST.name, end_pos(file_events[index])), max_payload_event_bytes=1 << 20)
+    assert "--restart" in refused.value.remedy
+
+
+def test_the_schema_probe_finds_the_table_map_inside_a_payload(stub: BinlogStub) -> None:
+    """The columns after a DDL come from the table's next TABLE_MAP, which on a compressing server is inside a
+    payload: passed over, the probe would read on to the binlog's end (or to a later DDL) and guess."""
+    stub.binlog, stub.binlog_name = with_column_names(RUST, ["c1"]), RUST.name
+    schema = cursor("test.tb1", RUST, [("c1", "int", "int")]).schema
+    assert columns_after_ddl(source_for(stub), schema, BinlogPosition(RUST.name, 4),
+                             max_payload_event_bytes=1 << 20) == ["c1"]

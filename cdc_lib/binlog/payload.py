@@ -7,7 +7,8 @@ inner events have the 19-byte common header but no checksum, and log_pos 0: they
 own in the binlog, only the payload event has one.
 
 The inner events are decompressed one at a time (a zstd stream), so memory holds the compressed event (the
-library has read it whole already; about two more copies of its body while it is opened) and two inner events (the reader looks one ahead), never the whole
+library has read it whole already; about two more copies of its body while it is opened) and two inner events
+(the reader looks one ahead), never the whole
 transaction; an inner event larger than `batch.max_payload_event_bytes` is refused (`PayloadTooLargeError`)
 before its bytes are read.
 """

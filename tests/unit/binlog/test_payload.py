@@ -236,6 +236,16 @@ def with_column_names(path: Path, names: list[str]) -> list[bytes]:
     return renumbered(file_events)
 
 
+def with_unknown_compression(path: Path) -> list[bytes]:
+    """The file's events, its payload's compression type set to 1: not one MySQL defines, nor zstd."""
+    file_events = events(path)
+    index = next(i for i, event in enumerate(file_events) if event[4] == PAYLOAD)
+    event = bytearray(file_events[index])
+    event[19 + 2] = 1
+    file_events[index] = bytes(event)
+    return file_events
+
+
 def renumbered(file_events: list[bytes]) -> list[bytes]:
     """The events laid one after another from offset 4: sizes, end positions and CRC32s rewritten to match."""
     laid, position = [], 4
@@ -331,12 +341,7 @@ def test_read_batch_refuses_a_payload_event_beyond_the_bound(stub: BinlogStub) -
 
 
 def test_read_batch_stops_every_table_on_a_payload_it_cannot_open(stub: BinlogStub) -> None:
-    file_events = events(RUST)
-    index = next(i for i, event in enumerate(file_events) if event[4] == PAYLOAD)
-    event = bytearray(file_events[index])
-    event[19 + 2] = 1  # compression type 1: not one MySQL defines, nor zstd
-    file_events[index] = bytes(event)
-    stub.binlog, stub.binlog_name = file_events, RUST.name
+    stub.binlog, stub.binlog_name = with_unknown_compression(RUST), RUST.name
     read = read_batch(source_for(stub), [cursor("test.tb1", RUST, [("c1", "int", "int")])], BatchConfig())
     failure = read.table_errors["test.tb1"]
     assert isinstance(failure.error, UnreadableEventError)
@@ -384,16 +389,12 @@ class CollectedImages:
 
 
 def test_the_snapshot_window_scan_refuses_a_payload_it_cannot_open(stub: BinlogStub) -> None:
-    file_events = events(RUST)
-    index = next(i for i, event in enumerate(file_events) if event[4] == PAYLOAD)
-    event = bytearray(file_events[index])
-    event[19 + 2] = 1  # compression type 1: not one MySQL defines, nor zstd
-    file_events[index] = bytes(event)
-    stub.binlog, stub.binlog_name = file_events, RUST.name
+    stub.binlog, stub.binlog_name = with_unknown_compression(RUST), RUST.name
+    payload_end = next(end_pos(event) for event in stub.binlog if event[4] == PAYLOAD)
     schema = cursor("test.tb1", RUST, [("c1", "int", "int")]).schema
     with pytest.raises(SnapshotWindowError, match="compression type 1") as refused:
-        scan_window(source_for(stub), schema, BinlogPosition(RUST.name, 4),
-                    BinlogPosition(RUST.name, end_pos(file_events[index])), max_payload_event_bytes=1 << 20)
+        scan_window(source_for(stub), schema, BinlogPosition(RUST.name, 4), BinlogPosition(RUST.name, payload_end),
+                    max_payload_event_bytes=1 << 20)
     assert "--restart" in refused.value.remedy
 
 

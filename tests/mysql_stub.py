@@ -593,11 +593,8 @@ class MySQLStub:
 
     def _information_schema(self, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The information_schema statements binlake sends (`cdc_lib.source.server`, `cdc_lib.binlog.stream`,
-        `cdc_lib.pipeline.schema_changes`), answered from `tables`.
-
-        Not MySQL in one place: the table list ignores the statement's `TABLE_SCHEMA NOT IN ('mysql', …)`, because
-        the origins of some real binlog fixtures created their test tables in the `mysql` schema; MySQL would not
-        list them there, and binlake would call them missing.
+        `cdc_lib.pipeline.schema_changes`), answered from `tables` (the origins of some real binlog fixtures created
+        their test tables in the `mysql` schema, as MySQL lets a user do).
         """
         upper = text.upper()
         named = re.search(r"TABLE_SCHEMA = '((?:[^'\\]|\\.)*)' AND TABLE_NAME = '((?:[^'\\]|\\.)*)'", text)

@@ -24,27 +24,27 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from cdc_lib.config.model import PipelineConfig
+from cdc_lib.binlog.batch import TableCursor
+from cdc_lib.binlog.stream import read_batch
+from cdc_lib.config.model import BatchConfig, PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ServerSettingsError, SourceConnectionError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
 from cdc_lib.status import runway
-from tests.integration.test_mysql_fixtures import (
-    APPLIED,
-    _config,
-    _replay_and_compare,
-    _schema,
-    _start_and_gtid_sets,
-    _write_snapshot,
-)
-from tests.mysql_stub import SHOP_ORDERS, MySQLStub
+from tests.mysql_stub import SHOP_ORDERS, BinlogFile, MySQLStub, StubColumn, StubTable
 
 #: One release per line binlake meets: 8.0 before the `replica` names (8.0.26), the last 8.0, the LTS, an
 #: innovation release.
 VERSIONS = ["8.0.23", "8.0.40", "8.4.3", "9.1.0"]
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "mysql-binlogs"
+#: rust_mysql_common's strings (PROVENANCE.md, mysql-enum-string-set): S is 100 characters, L 298.
+S = "0123456789" * 10
+L = ("0123456789" * 12 + "012345678") * 2 + "0123456789" * 4
 
 
 def config_for(server: MySQLStub, tmp_path: Path, **source: Any) -> PipelineConfig:
@@ -250,24 +250,36 @@ def test_tls_that_does_not_check_out_is_refused(certificates: Certificates, tmp_
     assert not raised.value.retryable
 
 
-def test_a_real_binlog_replays_into_delta_over_tls(certificates: Certificates, tmp_path: Path) -> None:
-    """The sync's every connection — the control connection, python-mysql-replication's dump connection and its
-    own control connection — goes over verified TLS to a server that requires it, and the real MySQL 8.0.28 bytes
-    of mysql-enum-string-set land in Delta as without TLS (compared with `deltalake` by the fixture replay)."""
-    replay = APPLIED[0]
-    file = replay.file()
-    start, start_gtids, end_gtids = _start_and_gtid_sets(replay, file)
-    assert end_gtids is not None
-    stub = MySQLStub.serving([file], [replay.table], tls=certificates.context)
-    stub.variables.update(gtid_mode="ON", gtid_executed=end_gtids, server_uuid=end_gtids.split(":")[0],
-                          require_secure_transport="ON")
+def test_the_binlog_reader_reads_real_mysql_bytes_over_tls(certificates: Certificates, tmp_path: Path) -> None:
+    """python-mysql-replication's connections (the dump and its own control connection) go over verified TLS to a
+    server that requires it, and decode the real MySQL 8.0.28 bytes of mysql-enum-string-set as without TLS:
+    the first row transaction's row, as its origin's test asserts (PROVENANCE.md)."""
+    file = BinlogFile.read(FIXTURES / "rust_mysql_common/mysql-enum-string-set.000001")
+    table = StubTable("mysql", "t", (
+        StubColumn("f1", "char(128)"), StubColumn("f2", "varchar(300)"),
+        StubColumn("f3", "enum('var1','variant2','foo')"), StubColumn("f4", "set('one','two','three','four')"),
+        StubColumn("f5", "text"),
+    ), primary_key=("f1",))  # no key in the origin; f1 differs in every row
+    events = file.events
+    first_rows = next(index for index, event in enumerate(events) if event.type_code == 19)  # TABLE_MAP
+    start = max(event.pos for event in events[:first_rows] if event.type_code == 33)  # its GTID event
+    stub = MySQLStub.serving([file], [table], tls=certificates.context)
+    stub.variables["require_secure_transport"] = "ON"
+    columns = tuple(
+        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
+                   character_set=charset)
+        for name, data_type, column_type, nullable, _, _, _, _, charset
+        in (column.information_schema() for column in table.columns)
+    )
+    cursor = TableCursor("mysql.t", BinlogPosition(file.name, start),
+                         TableSchema(TableRef("mysql", "t"), columns, table.primary_key))
     with stub:
-        plain = _config(stub, tmp_path, replay.table)
-        config = dataclasses.replace(plain, source=dataclasses.replace(plain.source, ssl_ca=str(certificates.ca)))
-        identity = ServerIdentity(server_id=int(stub.variables["server_id"]), server_uuid=stub.variables["server_uuid"])
-        _write_snapshot(config, _schema(replay.table), replay.snapshot,
-                        BinlogPosition(file.name, start, start_gtids, identity))
-        _replay_and_compare(replay, stub, config, start)
-    dumps = [sql for sql in stub.queries if sql.startswith("<COM_BINLOG_DUMP")]
-    assert dumps and len(stub.secure_logins) > len(dumps) and all(stub.secure_logins)
-    assert "sha2-full-rsa" not in stub.logins
+        source = dataclasses.replace(config_for(stub, tmp_path).source, ssl_ca=str(certificates.ca))
+        read = read_batch(source, [cursor], BatchConfig(max_events=1))
+    assert not read.table_errors and read.transactions == 1
+    assert read.changes["mysql.t"].rows == {
+        (S,): ("upsert", (S, L, "var1", "one,three", "0123456789")),
+    }
+    assert any(sql.startswith("<COM_BINLOG_DUMP") for sql in stub.queries)
+    assert len(stub.secure_logins) >= 2 and all(stub.secure_logins)
+    assert "sha2-full-rsa" not in stub.logins and stub.refused == []

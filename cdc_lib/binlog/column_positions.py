@@ -124,7 +124,7 @@ def mismatch(column: Any, info: ColumnInfo) -> str | None:
     if expected is None:
         return f"binlog type {kind} has no known schema type: it is not mapped by position"
     if data_type not in expected:
-        return f"the binlog logs type {kind}, which is not a {data_type}"
+        return f"the binlog logs type {kind}, not one MySQL logs for {data_type}"
     if kind == FIELD_TYPE.NEWDECIMAL and (column.precision, column.decimals) != (info.numeric_precision,
                                                                               info.numeric_scale):
         return f"the binlog's DECIMAL is ({column.precision},{column.decimals})"

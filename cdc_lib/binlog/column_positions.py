@@ -76,7 +76,8 @@ def unnamed(columns: Sequence[Any]) -> bool:
                for column in columns)
 
 
-def name_by_position(columns: Sequence[Any], schema: TableSchema) -> None:
+def name_by_position(columns: Sequence[Any], schema: TableSchema, *,
+                     against: str = "the schema binlake holds") -> None:
     """Name a nameless table map's columns from `schema` by position, and give them its signedness and labels.
 
     Idempotent per schema: the same columns named for another schema (after DDL) are named again.
@@ -89,16 +90,16 @@ def name_by_position(columns: Sequence[Any], schema: TableSchema) -> None:
         return
     table = schema.table.name
     if len(columns) != len(schema.columns):
-        raise _mismatched(table, f"the binlog has {len(columns)} columns, the schema binlake holds has "
-                                 f"{len(schema.columns)}")
+        raise _mismatched(table, against, f"the binlog has {len(columns)} columns, {against} has "
+                                          f"{len(schema.columns)}")
     problems = [
         f"column {index + 1} ({info.name} {info.column_type}): {problem}"
         for index, (column, info) in enumerate(zip(columns, schema.columns, strict=True))
         if (problem := mismatch(column, info)) is not None
     ]
     if problems:
-        raise _mismatched(table, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3
-                                                             else ""))
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise _mismatched(table, against, "; ".join(problems[:3]) + more)
     for column, info in zip(columns, schema.columns, strict=True):
         column.name = info.name
         column.binlake_positional = True
@@ -167,10 +168,10 @@ def _charset_mismatch(column: Any, info: ColumnInfo) -> str | None:
     return None
 
 
-def _mismatched(table: str, detail: str) -> SchemaChangeError:
+def _mismatched(table: str, against: str, detail: str) -> SchemaChangeError:
     return SchemaChangeError(
-        "the binlog names no columns (binlog_row_metadata is MINIMAL or NO_LOG) and its columns are not the "
-        f"schema binlake holds for the table, so they cannot be matched by position: {detail}",
+        "the binlog names no columns (binlog_row_metadata is MINIMAL or NO_LOG) and its columns are not "
+        f"{against}, so they cannot be matched by position: {detail}",
         remedy=f"re-snapshot the table so binlake reads its schema again: binlake snapshot --table {table}; to have "
         "the binlog name its columns, SET GLOBAL binlog_row_metadata=FULL (and in my.cnf) before",
         table=table,

@@ -343,6 +343,10 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         charset = column_charset(column, info)
         if charset == "binary":
             column.binlake_charset = "binary"
+            if kind in _CHARACTER_TYPES:
+                # The library hands over bytes for the codec name 'binary' (it has no such codec), as a FULL table
+                # map's collation 63 names it; without a name (MINIMAL metadata) it would decode them as UTF-8.
+                column.character_set_name = "binary"
             continue
         # Not knowing the charset, the library would guess utf8; binlake's codec for it refuses instead.
         column.binlake_charset = charset = charset or "unknown"

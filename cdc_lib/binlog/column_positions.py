@@ -121,6 +121,9 @@ def mismatch(column: Any, info: ColumnInfo) -> str | None:
     """Why a binlog column cannot be the schema column `info`, or None when MySQL logs that type this way."""
     kind = column.type
     data_type = info.data_type.lower()
+    logged_name = getattr(column, "binlake_binlog_name", None)
+    if logged_name is not None and logged_name != info.name:
+        return f"the binlog names it {logged_name}"
     expected = SCHEMA_TYPES.get(kind)
     if expected is None:
         return f"binlog type {kind} has no known schema type: it is not mapped by position"

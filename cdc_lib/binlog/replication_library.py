@@ -139,9 +139,11 @@ def keep_unnamed_metadata(event: Any) -> None:
     binlog_row_metadata=MINIMAL (MySQL 8.0's and 8.4's default) logs signedness and charsets but no column names;
     python-mysql-replication parses them and then applies them only in the branch that has names, so an INT
     UNSIGNED column reads as signed (3230202323 as -1064764973) and text has no charset. Here each column gets
-    `binlake_binlog_unsigned` (the SIGNEDNESS bit of a numeric column, None without that metadata) and the
-    collation the binlog names; `row_decoder.prepare_columns` then names the columns from the table's schema by
-    position and checks both against it (`column_positions`). A table map with names is left as the library made it.
+    `binlake_binlog_unsigned` (the SIGNEDNESS bit of a numeric column, None without that metadata), the
+    collation the binlog names, and `binlake_binlog_name` (its COLUMN_NAME, when a FULL table map is read by a
+    stream that ignores optional metadata); `row_decoder.prepare_columns` then names the columns from the table's
+    schema by position and checks them against it (`column_positions`). A table map with names is left as the
+    library made it.
     """
     from pymysqlreplication.row_event import find_charset
 
@@ -154,11 +156,15 @@ def keep_unnamed_metadata(event: Any) -> None:
     # does not (is_numeric_type), so with a YEAR column the bits after it cannot be placed: none are kept.
     years = any(column.type == FIELD_TYPE.YEAR for column in columns)
     signedness = list(metadata.unsigned_column_list or []) if not years else []
+    # A table map written with FULL metadata read on a stream that found the server at MINIMAL (the library decides
+    # once, from the server's current setting) still carries its names: kept to check the mapping by.
+    names = list(metadata.column_name_list or [])
     character = iter(metadata.charset_collation_list or [])
     labels = iter(metadata.enum_and_set_collation_list or [])
     for index, column in enumerate(columns):
         numeric = event._is_numeric_column(column.type)
         column.binlake_binlog_unsigned = bool(signedness[index]) if numeric and index < len(signedness) else None
+        column.binlake_binlog_name = names[index] if len(names) == len(columns) else None
         if event._is_character_column(column.type, dbms=dbms):
             collation_id = next(character, None)
         elif event._is_enum_or_set_column(column.type):

@@ -194,6 +194,8 @@ def test_a_column_count_that_differs_stops_the_table() -> None:
         (nameless(FIELD_TYPE.JSON, length_size=4), info("x", "longtext", "longtext"),
          "not one MySQL logs for longtext"),
         (nameless(242), info("x", "vector", "vector(2)"), "no known schema type"),
+        # A FULL table map read by a stream that ignored its names (the server said MINIMAL when it connected).
+        (nameless(FIELD_TYPE.LONG, binlake_binlog_name="y"), info("x", "int", "int(11)"), "the binlog names it y"),
     ],
 )
 def test_a_binlog_column_that_is_not_the_schemas_stops_the_table(column: Column, schema_column: ColumnInfo,
@@ -230,6 +232,7 @@ def test_a_binlog_column_that_is_not_the_schemas_stops_the_table(column: Column,
         (nameless(FIELD_TYPE.BIT, bits=8, bytes=1), info("x", "bit", "bit(8)")),
         (nameless(FIELD_TYPE.GEOMETRY, length_size=4), info("x", "point", "point")),
         (nameless(FIELD_TYPE.LONG, binlake_binlog_unsigned=True), info("x", "int", "int(10) unsigned")),
+        (nameless(FIELD_TYPE.LONG, binlake_binlog_name="x"), info("x", "int", "int(11)")),
     ],
 )
 def test_what_mysql_logs_for_each_schema_type_is_mapped(column: Column, schema_column: ColumnInfo) -> None:

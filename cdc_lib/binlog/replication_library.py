@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -28,7 +29,9 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from cdc_lib.binlog import json_binary
 from cdc_lib.errors import BinlakeError
+from cdc_lib.model.json_text import MySqlJson
 
 #: The python-mysql-replication release whose private attributes this module was checked against.
 VERIFIED_VERSION = "1.0.17"
@@ -233,7 +236,25 @@ def keep_partial_json_bytes(event: Any) -> bool:
 
 
 def parse_binary_json(data: bytes) -> Any:
-    """A MySQL binary JSON value (type byte, then its body) in the library's form, as it reads a full image."""
-    from pymysqlreplication.json_binary import parse_json
+    """A MySQL binary JSON value (type byte, then its body), decoded by binlake (`json_binary.decode`) as a full
+    image's document is: the values of a partial update's diffs are binary JSON too."""
+    return json_binary.decode(data)
 
-    return parse_json(data[0], data[1:])
+
+def _read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
+    """The library's `read_binary_json` for a full JSON value: its bytes decoded by binlake, as `MySqlJson`.
+
+    python-mysql-replication 1.0.17 decodes opaque scalars wrongly (a TIMESTAMP or blob as its bytes read as text
+    with errors dropped; a DATE, TIME, DATETIME or DECIMAL as an object no JSON writer takes), and reads a
+    zero-length value — JSON null to MySQL — as SQL NULL. A partial value (a diff vector) stays the library's,
+    unless `keep_partial_json_bytes` took it over for the event.
+    """
+    if is_partial:
+        return _library_read_binary_json(self, size, is_partial)
+    return MySqlJson(json_binary.decode(self.read(self.read_uint_by_size(size))))
+
+
+_library_read_binary_json = getattr(BinLogPacketWrapper, "_binlake_library_read_binary_json",
+                                    BinLogPacketWrapper.read_binary_json)
+BinLogPacketWrapper._binlake_library_read_binary_json = _library_read_binary_json
+BinLogPacketWrapper.read_binary_json = _read_binary_json

@@ -8,7 +8,6 @@ with `binlog_converter`. Both therefore land the same Delta schema and values.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from cdc_lib.errors import KeyMappingError, TableError
 from cdc_lib.model import charset_tables, charsets
+from cdc_lib.model.json_text import MySqlJson, mysql_json_text
 
 _UTC = dt.UTC
 _ENUM_VALUES = re.compile(r"'((?:[^']|'')*)'")
@@ -341,16 +341,10 @@ def _set_text(value: Any, members: list[str]) -> str:
 
 
 def _json_text(value: Any) -> str:
+    # MariaDB's JSON is LONGTEXT: the value is the text. MySQL's is binary JSON, decoded (`json_binary`) and printed
+    # as the server prints it, so both paths land CAST(col AS CHAR)'s text.
+    if isinstance(value, MySqlJson):
+        return mysql_json_text(value.document)
     if isinstance(value, (bytes, str)):
         return as_text(value)
-    return json.dumps(_decode_json_keys(value), ensure_ascii=False)
-
-
-def _decode_json_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {as_text(key): _decode_json_keys(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_decode_json_keys(item) for item in value]
-    if isinstance(value, bytes):
-        return as_text(value)
-    return value
+    return mysql_json_text(value)

@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.column import Column
 from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
@@ -135,6 +136,29 @@ def _table_map_bytes(wrapper: Any, event_size: int) -> bytes | None:
 
 TableMapEvent._binlake_library_init = parse_table_map
 TableMapEvent.__init__ = _table_map_init
+
+
+#: MySQL 9's VECTOR column type in a table map (MYSQL_TYPE_VECTOR), which the library does not know.
+MYSQL_TYPE_VECTOR = 242
+_library_column_init = getattr(Column, "_binlake_library_init", Column.__init__)
+
+
+def _column_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The library's Column constructor, also reading a VECTOR column's one metadata byte.
+
+    A table map's column metadata are read column by column with no length check, so a type the library does not
+    know shifts every later column's metadata, the null bitmap and the optional metadata (names, charsets) of the
+    table. MySQL writes one byte for VECTOR, as for a BLOB (the byte count of the value's length). Reading it keeps
+    the table map right, so a VECTOR table stops by name (`types.vector_refusal`) instead of misreading its
+    other columns.
+    """
+    _library_column_init(self, *args, **kwargs)
+    if len(args) == 2 and args[0] == MYSQL_TYPE_VECTOR:
+        self.length_size = args[1].read_uint8()
+
+
+Column._binlake_library_init = _library_column_init
+Column.__init__ = _column_init
 
 
 def caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:

@@ -73,7 +73,7 @@ def _value(kind: int, body: memoryview, start: int, end: int) -> Any:
     if kind == OPAQUE:
         field_type = _take(body, start, 1, end)[0]
         length, start = _varlen(body, start + 1, end)
-        return opaque(field_type, _take(body, start, length, end))
+        return opaque(field_type, bytes(_take(body, start, length, end)))
     raise BinaryJsonError(f"binary JSON has a value of type {kind:#04x}, which MySQL does not write")
 
 

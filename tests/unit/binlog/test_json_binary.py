@@ -80,20 +80,21 @@ def encode_value(value: Any, large: bool = False) -> tuple[int, bytes]:
 def container(value: dict[str, Any] | list[Any], *, large: bool) -> bytes:
     width = 4 if large else 2
     is_object = isinstance(value, dict)
-    # MySQL stores members ordered by key length, then key bytes.
-    items = sorted(value.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())) if is_object else \
-        [(None, item) for item in value]  # type: ignore[union-attr]
+    items: list[tuple[bytes, Any]]
+    if isinstance(value, dict):
+        # MySQL stores members ordered by key length, then key bytes.
+        items = sorted(((key.encode(), item) for key, item in value.items()), key=lambda kv: (len(kv[0]), kv[0]))
+    else:
+        items = [(b"", item) for item in value]
     count = len(items)
     header = 2 * width + count * ((width + 2) if is_object else 0) + count * (1 + width)
-    keys = b"".join(key.encode() for key, _ in items) if is_object else b""
-    tail = bytearray(keys)
+    tail = bytearray(b"".join(key for key, _ in items))
     key_entries, value_entries = bytearray(), bytearray()
     key_offset = header
     for key, _ in items:
         if is_object:
-            raw = key.encode()
-            key_entries += key_offset.to_bytes(width, "little") + len(raw).to_bytes(2, "little")
-            key_offset += len(raw)
+            key_entries += key_offset.to_bytes(width, "little") + len(key).to_bytes(2, "little")
+            key_offset += len(key)
     for _, item in items:
         kind, body = encode_value(item, large=False)
         inline = kind == 0x04 or kind == 0x05 or (large and kind == 0x07)
@@ -171,7 +172,7 @@ DATE, TIME, DATETIME, TIMESTAMP, NEWDECIMAL, BLOB, BIT, VAR_STRING = 10, 11, 12,
         (Opaque(NEWDECIMAL, packed_decimal("0.5", 65, 30)), "0." + "5".ljust(30, "0")),
         (Opaque(BLOB, b"\x00\xff"), '"base64:type252:AP8="'),
         (Opaque(BIT, b"\x55"), '"base64:type16:VQ=="'),
-        (Opaque(VAR_STRING, "plain text".encode()), '"plain text"'),
+        (Opaque(VAR_STRING, b"plain text"), '"plain text"'),
         (1e300, "1e300"), (0.1, "0.1"), (1.0, "1.0"), (-2.5, "-2.5"), (1e15, "1e15"), (1e14, "100000000000000.0"),
         (1e-5, "0.00001"), (1e-16, "1e-16"), (-1.5e-7, "-0.00000015"), (5e-324, "5e-324"),
         (1.7976931348623157e308, "1.7976931348623157e308"), (123456789012345678.0, "1.2345678901234568e17"),
@@ -298,8 +299,8 @@ def test_the_real_mysql_8_0_22_documents_print_as_mysql_prints_them() -> None:
                 at += 4 + length
                 at += 2 + struct.unpack_from("<H", images, at)[0] + 4  # @3 VARCHAR(100) utf8mb4, @4 INT
         pos += size
-    people = [('{"age": 24, "data": "xxxxxxxxxx", "name": "Joe"}'), ('{"age": 32, "data": "yyyyyyyyyy", "name": "Sue"}'),
-              ('{"age": 40, "data": "zzzzzzzzzz", "name": "Pete"}')]
+    people = ['{"age": 24, "data": "xxxxxxxxxx", "name": "Joe"}', '{"age": 32, "data": "yyyyyyyyyy", "name": "Sue"}',
+              '{"age": 40, "data": "zzzzzzzzzz", "name": "Pete"}']
     assert texts == people * 2
 
 

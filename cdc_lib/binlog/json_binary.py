@@ -41,6 +41,10 @@ _INLINE_SCALARS = {
 _FIXED_SCALARS = {
     **_INLINE_SCALARS, INT64: struct.Struct("<q"), UINT64: struct.Struct("<Q"), DOUBLE: struct.Struct("<d"),
 }
+# Per format (small, large): a container's count and size; a key entry (offset, length); a value entry's offset.
+_HEADERS = (struct.Struct("<HH").unpack_from, struct.Struct("<II").unpack_from)
+_KEY_ENTRIES = (struct.Struct("<HH").unpack_from, struct.Struct("<IH").unpack_from)
+_OFFSETS = (struct.Struct("<H").unpack_from, struct.Struct("<I").unpack_from)
 _DIGITS_TO_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 
 
@@ -53,58 +57,64 @@ def decode(data: bytes) -> Any:
     (a JSON column added NOT NULL to a table with rows holds them)."""
     if not data:
         return None
-    return _value(data[0], memoryview(data)[1:], 0, len(data) - 1)
+    return _value(bytes(data), data[0], 1, len(data))
 
 
-def _value(kind: int, body: memoryview, start: int, end: int) -> Any:
-    """The value of type `kind` whose bytes start at `start` in `body` (a container's bytes, or the document's);
-    `end` bounds it."""
-    if kind in (SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY):
-        large = kind in (LARGE_OBJECT, LARGE_ARRAY)
-        return _container(body[start:end], large=large, is_object=kind in (SMALL_OBJECT, LARGE_OBJECT))
+def _value(data: bytes, kind: int, pos: int, end: int) -> Any:
+    """The value of type `kind` whose bytes start at `pos` in `data`; the enclosing container ends at `end`.
+    (Positions are absolute: a container's offsets are added to its start, so no bytes are copied.)"""
+    if kind <= LARGE_ARRAY:
+        return _container(data, pos, end, large=kind & 1, is_object=kind <= LARGE_OBJECT)
     if kind == LITERAL:
-        return _literal(_take(body, start, 1, end)[0])
+        _check(pos, 1, end)
+        return _literal(data[pos])
     scalar = _FIXED_SCALARS.get(kind)
     if scalar is not None:
-        return scalar.unpack(_take(body, start, scalar.size, end))[0]
+        _check(pos, scalar.size, end)
+        return scalar.unpack_from(data, pos)[0]
     if kind == STRING:
-        length, start = _varlen(body, start, end)
-        return _text(_take(body, start, length, end))
+        length, pos = _varlen(data, pos, end)
+        _check(pos, length, end)
+        return _text(data[pos:pos + length])
     if kind == OPAQUE:
-        field_type = _take(body, start, 1, end)[0]
-        length, start = _varlen(body, start + 1, end)
-        return opaque(field_type, bytes(_take(body, start, length, end)))
+        _check(pos, 1, end)
+        length, start = _varlen(data, pos + 1, end)
+        _check(start, length, end)
+        return opaque(data[pos], data[start:start + length])
     raise BinaryJsonError(f"binary JSON has a value of type {kind:#04x}, which MySQL does not write")
 
 
-def _container(body: memoryview, *, large: bool, is_object: bool) -> Any:
+def _container(data: bytes, base: int, end: int, *, large: int, is_object: bool) -> Any:
     width = 4 if large else 2
-    count, size = _unsigned(body, 0, width, len(body)), _unsigned(body, width, width, len(body))
-    if size > len(body):
+    _check(base, 2 * width, end)
+    count, size = _HEADERS[large](data, base)
+    if base + size > end:
         raise BinaryJsonError(f"a binary JSON {'object' if is_object else 'array'} says it is {size} bytes, "
-                              f"but only {len(body)} follow")
+                              f"but only {end - base} follow")
+    limit = base + size
     key_entry, value_entry = width + 2, 1 + width
-    entries = 2 * width + (count * key_entry if is_object else 0)
-    if entries + count * value_entry > size:
+    entries = base + 2 * width + (count * key_entry if is_object else 0)
+    if entries + count * value_entry > limit:
         raise BinaryJsonError(f"a binary JSON container of {count} elements does not fit its {size} bytes")
+    offset_at = _OFFSETS[large]
     values = []
-    for index in range(count):
-        at = entries + index * value_entry
-        kind = body[at]
+    for at in range(entries, entries + count * value_entry, value_entry):
+        kind = data[at]
         if kind == LITERAL:
-            values.append(_literal(body[at + 1]))
-        elif kind in _INLINE_SCALARS and (large or kind in (INT16, UINT16)):
+            values.append(_literal(data[at + 1]))
+        elif kind == INT16 or kind == UINT16 or (large and (kind == INT32 or kind == UINT32)):
             # Small values live in the entry itself: 16-bit ones always, 32-bit ones in the large format.
-            values.append(_INLINE_SCALARS[kind].unpack(body[at + 1:at + 1 + _INLINE_SCALARS[kind].size])[0])
+            values.append(_INLINE_SCALARS[kind].unpack_from(data, at + 1)[0])
         else:
-            values.append(_value(kind, body, _unsigned(body, at + 1, width, size), size))
+            values.append(_value(data, kind, base + offset_at(data, at + 1)[0], limit))
     if not is_object:
         return values
     members: dict[str, Any] = {}
-    for index in range(count):
-        at = 2 * width + index * key_entry
-        offset, length = _unsigned(body, at, width, size), _unsigned(body, at + width, 2, size)
-        members[_text(_take(body, offset, length, size))] = values[index]
+    key_at = _KEY_ENTRIES[large]
+    for index, at in enumerate(range(base + 2 * width, entries, key_entry)):
+        offset, length = key_at(data, at)
+        _check(base + offset, length, limit)
+        members[_text(data[base + offset:base + offset + length])] = values[index]
     return members
 
 
@@ -190,31 +200,27 @@ def _mysql_base64(data: bytes) -> str:
     return "\\n".join(encoded[at:at + 76] for at in range(0, len(encoded), 76))
 
 
-def _text(data: bytes | memoryview) -> str:
+def _text(data: bytes) -> str:
     try:
-        return bytes(data).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BinaryJsonError(f"a binary JSON string is not UTF-8 ({exc})") from None
 
 
-def _varlen(body: memoryview, start: int, end: int) -> tuple[int, int]:
+def _varlen(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """MySQL's variable-length length (json_binary read_variable_length): 7 bits a byte, at most 5 bytes."""
     value = 0
     for index in range(5):
-        byte = _take(body, start + index, 1, end)[0]
+        _check(pos + index, 1, end)
+        byte = data[pos + index]
         value |= (byte & 0x7F) << (7 * index)
         if not byte & 0x80:
             if value > 0xFFFFFFFF:
                 break
-            return value, start + index + 1
+            return value, pos + index + 1
     raise BinaryJsonError("a binary JSON length is longer than 32 bits")
 
 
-def _unsigned(body: memoryview, start: int, width: int, end: int) -> int:
-    return int.from_bytes(_take(body, start, width, end), "little")
-
-
-def _take(body: memoryview, start: int, length: int, end: int) -> memoryview:
-    if start < 0 or start + length > end:
-        raise BinaryJsonError(f"a binary JSON value at byte {start} runs past its container's {end} bytes")
-    return body[start:start + length]
+def _check(pos: int, length: int, end: int) -> None:
+    if pos + length > end:
+        raise BinaryJsonError(f"a binary JSON value at byte {pos} runs past its container's end at byte {end}")

@@ -13,9 +13,11 @@ renders the text itself.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\]')
 #: MY_GCVT_MAX_FIELD_WIDTH (DBL_DIG + 4 + max(5, MAX_DECPT_FOR_F_FORMAT)), the width MySQL prints JSON doubles in.
 _GCVT_WIDTH = 34
 #: MAX_DECPT_FOR_F_FORMAT (DBL_DIG): beyond it my_gcvt prefers `1e15` to `1000000000000000`.
@@ -85,6 +87,8 @@ def _render(value: Any, out: list[str]) -> None:
 def _quoted(text: str | bytes) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="surrogateescape")
+    if _NEEDS_ESCAPE.search(text) is None:
+        return f'"{text}"'
     # json.dumps escapes exactly what MySQL's double_quote does once non-ASCII is left alone: the quote, the
     # backslash, \b \f \n \r \t by name and every other code below 0x20 as \u00xx in lowercase hex.
     return json.dumps(text, ensure_ascii=False)

@@ -5,7 +5,7 @@ would lack it while the binlog has it. binlake names every column (information_s
 EXTRA 'INVISIBLE'), so both paths carry it. MySQL's `sql_generate_invisible_primary_key=ON` adds
 `my_row_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT INVISIBLE PRIMARY KEY`; the same column is declared here by
 hand on MariaDB (which has no GIPK), and the table is keyed on it. Delta is read with delta-rs, and compared with
-the server's own `SELECT <every column>`.
+the server's own `SELECT <every column>`; reconcile then finds both tables equal, over every column.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile_table
 from tests.conftest import scan_rows, sql
 
 PLAIN = "id INT PRIMARY KEY, a VARCHAR(10), secret INT INVISIBLE, b INT, hidden_text VARCHAR(20) INVISIBLE"
@@ -62,3 +63,7 @@ def test_invisible_columns_land_on_both_paths_and_a_gipk_table_is_keyed_on_my_ro
         assert sorted(scan_rows(pipeline.table_path(table), columns)) == server_rows(mariadb, table, columns)
     assert sorted(scan_rows(pipeline.table_path(f"{db}.gipk"), GIPK_COLUMNS)) == [
         (1, "apple", 11), (3, "apple", 13), (4, "plum", 4)]
+    # Reconcile compares every column, invisible ones included (a SELECT * would miss them and count fewer).
+    for table, columns in ((f"{db}.plain", PLAIN_COLUMNS), (f"{db}.gipk", GIPK_COLUMNS)):
+        report = reconcile_table(pipeline, table, chunk_rows=100)
+        assert report.matches and report.columns == len(columns), report

@@ -321,3 +321,18 @@ def test_the_fast_row_decoder_reads_json_columns_as_the_library_path_does() -> N
     images = (b"\x00" + struct.pack("<i", 1) + struct.pack("<I", len(document)) + document
               + b"\x02" + struct.pack("<i", 2))  # the second row's JSON is SQL NULL
     assert reader.decode(images, 0, len(images)) == [(1, '{"d": -0.00012300, "f": 0.1}'), (2, None)]
+
+
+def test_a_partial_updates_values_are_decoded_the_same_way() -> None:
+    from cdc_lib.binlog.json_diff import REPLACE, apply_diffs, read_diffs
+
+    def entry(path: str, value: bytes) -> bytes:  # operation, packed-length path, packed-length value
+        return bytes([REPLACE, len(path)]) + path.encode() + bytes([len(value)]) + value
+
+    before = json_binary.decode(encode({"when": None, "amount": 1}))
+    vector = (entry("$.when", encode(Opaque(DATETIME, packed_datetime(2024, 12, 31, 23, 59, 59, 120000))))
+              + entry("$.amount", encode(Opaque(NEWDECIMAL, packed_decimal("-0.00012300", 10, 8)))))
+    after = apply_diffs(before, read_diffs(vector, parse_binary_json))
+    json_text = binlog_converter(ColumnInfo("j", "json", "json", True))
+    assert json_text is not None
+    assert json_text(MySqlJson(after)) == '{"when": "2024-12-31 23:59:59.120000", "amount": -0.00012300}'

@@ -20,7 +20,9 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.column import Column
 from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -29,7 +31,9 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from cdc_lib.binlog import json_binary
 from cdc_lib.errors import BinlakeError
+from cdc_lib.model.json_text import MySqlJson
 
 #: The python-mysql-replication release whose private attributes this module was checked against.
 VERIFIED_VERSION = "1.0.17"
@@ -180,6 +184,29 @@ TableMapEvent._binlake_library_init = parse_table_map
 TableMapEvent.__init__ = _table_map_init
 
 
+#: MySQL 9's VECTOR column type in a table map (MYSQL_TYPE_VECTOR), which the library does not know.
+MYSQL_TYPE_VECTOR = 242
+_library_column_init = getattr(Column, "_binlake_library_init", Column.__init__)
+
+
+def _column_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The library's Column constructor, also reading a VECTOR column's one metadata byte.
+
+    A table map's column metadata are read column by column with no length check, so a type the library does not
+    know shifts every later column's metadata, the null bitmap and the optional metadata (names, charsets) of the
+    table. MySQL writes one byte for VECTOR, as for a BLOB (the byte count of the value's length). Reading it keeps
+    the table map right, so a VECTOR table stops by name (`types.vector_refusal`) instead of misreading its
+    other columns.
+    """
+    _library_column_init(self, *args, **kwargs)
+    if len(args) == 2 and args[0] == MYSQL_TYPE_VECTOR:
+        self.length_size = args[1].read_uint8()
+
+
+Column._binlake_library_init = _library_column_init
+Column.__init__ = _column_init
+
+
 def caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:
     """A connection factory whose connections keep the table maps they carry (`_table_map_init`)."""
 
@@ -279,7 +306,25 @@ def keep_partial_json_bytes(event: Any) -> bool:
 
 
 def parse_binary_json(data: bytes) -> Any:
-    """A MySQL binary JSON value (type byte, then its body) in the library's form, as it reads a full image."""
-    from pymysqlreplication.json_binary import parse_json
+    """A MySQL binary JSON value (type byte, then its body), decoded by binlake (`json_binary.decode`) as a full
+    image's document is: the values of a partial update's diffs are binary JSON too."""
+    return json_binary.decode(data)
 
-    return parse_json(data[0], data[1:])
+
+def _read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
+    """The library's `read_binary_json` for a full JSON value: its bytes decoded by binlake, as `MySqlJson`.
+
+    python-mysql-replication 1.0.17 decodes opaque scalars wrongly (a TIMESTAMP or blob as its bytes read as text
+    with errors dropped; a DATE, TIME, DATETIME or DECIMAL as an object no JSON writer takes), and reads a
+    zero-length value — JSON null to MySQL — as SQL NULL. A partial value (a diff vector) stays the library's,
+    unless `keep_partial_json_bytes` took it over for the event.
+    """
+    if is_partial:
+        return _library_read_binary_json(self, size, is_partial)
+    return MySqlJson(json_binary.decode(self.read(self.read_uint_by_size(size))))
+
+
+_library_read_binary_json = getattr(BinLogPacketWrapper, "_binlake_library_read_binary_json",
+                                    BinLogPacketWrapper.read_binary_json)
+BinLogPacketWrapper._binlake_library_read_binary_json = _library_read_binary_json
+BinLogPacketWrapper.read_binary_json = _read_binary_json

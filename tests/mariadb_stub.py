@@ -357,6 +357,7 @@ class MariaDBStub(MySQLStub):
             raise StubError(1105, "mariadb stub: only a replica with @mariadb_slave_capability=4 is served")
         skipping: dict[int, Gtid] | None = None
         names = [file.name for file in self.binlogs]
+        name = name.split("\0", 1)[0] or names[0]  # a C string to MariaDB; empty: the first file
         if "slave_connect_state" in session:
             try:
                 requested = _parse_state(session["slave_connect_state"])

@@ -157,6 +157,20 @@ def test_mariadb_105_binlog_replays_into_delta(stub: MariaDBStub, tmp_path: Path
     assert not any(query.startswith("SET @slave_connect_state") for query in stub.queries)
 
 
+def test_status_counts_the_lag_in_mariadbs_binlog_events(stub: MariaDBStub, tmp_path: Path) -> None:
+    """`binlake status` reads the lag with SHOW BINLOG EVENTS from the table's offset on."""
+    config = _config(stub, tmp_path)
+    _write_snapshot(config, [], BinlogPosition(FIXTURE.name, FIRST_GTID_AT, "", ServerIdentity(server_id=1)))
+    Pipeline(config).sync()  # one batch: the first transaction
+    (behind,) = Pipeline(config).status()
+    # The second transaction is left: GTID, ANNOTATE_ROWS, TABLE_MAP, WRITE_ROWS_V1, XID; 372 bytes.
+    assert (behind.lag_events, behind.lag_bytes) == (5, len(FIXTURE.read_bytes()) - FIRST_END)
+    Pipeline(config).sync(until_caught_up=True)
+    (caught_up,) = Pipeline(config).status()
+    assert (caught_up.lag_events, caught_up.lag_bytes, caught_up.error) == (0, 0, None)
+    assert f"SHOW BINLOG EVENTS IN '{FIXTURE.name}' FROM {FIRST_END} LIMIT 100001" in stub.queries
+
+
 def test_mariadb_gtid_resume_on_another_server_applies_only_the_missing_transaction(
     stub: MariaDBStub, tmp_path: Path
 ) -> None:
@@ -273,6 +287,7 @@ STATEMENTS = [
     "SHOW BINARY LOGS",
     "SHOW GLOBAL VARIABLES LIKE 'BINLOG_CHECKSUM'",
     "SHOW VARIABLES LIKE 'BINLOG_ROW_METADATA'",
+    "SHOW BINLOG EVENTS LIMIT 3",  # binlake status; a file's first events: FORMAT_DESCRIPTION, GTID_LIST, CHECKPOINT
 ]
 #: What a MariaDB answers with an error, both flavours: a MySQL-only statement and MySQL-only variables.
 REFUSED = ["SHOW BINARY LOG STATUS", "SELECT @@GLOBAL.gtid_executed", "SELECT @@GLOBAL.server_uuid"]
@@ -289,6 +304,8 @@ def _answers(port: int, user: str, password: str) -> tuple[str, list[Any]]:
                     columns = [column[0] for column in cursor.description or ()]
                     if columns[0].startswith("Grants for"):  # the grants as written, the host and hash left out
                         answers.append([re.sub(r"@`[^`]*`|'\*[0-9A-F]{40}'", "…", grant) for grant, in rows])
+                    elif columns[0] == "Log_name" and len(columns) == 6:  # and the event types' names
+                        answers.append((columns, [row[2] for row in rows]))
                     elif columns == ["Variable_name", "Value"]:
                         answers.append((columns, sorted(name for name, _ in rows)))  # the names, not the settings
                     else:  # the columns, and the Python types of the values (each binlog file is one row)

@@ -34,6 +34,7 @@ from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
+from cdc_lib.errors import ServerHistoryError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
@@ -194,6 +195,24 @@ def test_mariadb_gtid_resume_on_another_server_applies_only_the_missing_transact
     assert "SET @slave_gtid_strict_mode=1" in stub.queries
     assert [query for query in stub.queries if query.startswith("<COM_BINLOG_DUMP")] == [
         "<COM_BINLOG_DUMP \0\0\0:4>"]
+
+
+def test_a_gtid_state_the_server_never_logged_stops_the_sync_naming_the_table_and_the_servers_reason(
+    stub: MariaDBStub, tmp_path: Path
+) -> None:
+    """0-7-1 (server 7's first transaction in domain 0) is within the server's domain 0 by sequence number, so
+    binlake asks for a GTID dump; MariaDB refuses it (the replica diverged). Nothing is written, and the error says
+    which table to re-snapshot and why the server refused."""
+    config = _config(stub, tmp_path)
+    path = _write_snapshot(config, [FIRST], BinlogPosition("replica-bin.000009", 4711, "0-7-1",
+                                                           ServerIdentity(server_id=2)))
+    with pytest.raises(ServerHistoryError) as raised:
+        Pipeline(config).sync(until_caught_up=True)
+    assert "SET @slave_connect_state = '0-7-1'" in stub.queries
+    assert "binlake snapshot --table toddy_test.outbox" in raised.value.remedy
+    assert "the slave has diverged due to executing extra erroneous transactions" in str(raised.value)
+    assert DeltaTable(path).version() == 0
+    assert Pipeline(config).read_state().tables["toddy_test.outbox"].position.gtid == "0-7-1"
 
 
 # -- the stub's binlog dump, as MariaDB's binlog sender ---------------------------------------------

@@ -24,7 +24,8 @@ MariaDB 10.5 answers; where 10.5 and 10.11 differ, the MariaDB documentation and
 Where the stub is not MariaDB (each case is refused with a message that says so): only a non-blocking dump, only
 a replica with `@mariadb_slave_capability` 4 (python-mysql-replication always sets it; MariaDB would rewrite events
 into dummies for older replicas), and a position inside an event is refused outright (MariaDB would read the bytes
-there as an event and fail on them).
+there as an event and fail on them); GTID strict mode's refusal of a state that falls in a hole of the binlog
+(a missing sequence number between two logged ones) is not made.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tests.mysql_stub import (
     BinlogFile,
     MySQLStub,
     StubError,
+    StubTable,
     _eof,
     _fake_rotate,
     _Wire,
@@ -235,7 +237,7 @@ class MariaDBStub(MySQLStub):
         self._session = threading.local()
 
     @classmethod
-    def serving(cls, files: list[BinlogFile], tables: Any, **settings: Any) -> MariaDBStub:
+    def serving(cls, files: list[BinlogFile], tables: list[StubTable], **settings: Any) -> MariaDBStub:
         """A MariaDB server whose binlog is `files`, its GTID variables read from them."""
         stub = super().serving(files, tables, **settings)
         assert isinstance(stub, MariaDBStub)
@@ -252,6 +254,9 @@ class MariaDBStub(MySQLStub):
     # -- wire ----------------------------------------------------------------------------------------
 
     def _handshake(self, thread_id: int, salt: bytes) -> bytes:
+        """MariaDB's handshake v10. The capabilities are the MySQL stub's (no TLS, no compression, which MariaDB
+        would offer and the stub does not speak) with CLIENT_MYSQL cleared; the collation is the server's,
+        utf8mb4_general_ci (45), as the file's ENUM_AND_SET_DEFAULT_CHARSET shows."""
         capabilities = SERVER_CAPABILITIES & ~CLIENT_LONG_PASSWORD  # CLIENT_MYSQL cleared: a MariaDB server
         return (
             b"\x0a" + b"5.5.5-" + self.version.encode() + b"\0"
@@ -277,6 +282,8 @@ class MariaDBStub(MySQLStub):
     # -- statements --------------------------------------------------------------------------------
 
     def answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+        """MariaDB's answer where it differs from MySQL's, else the MySQL stub's; a SET keeps the session's user
+        variables for the binlog dump."""
         text = " ".join(sql.strip().rstrip(";").split())
         upper = text.upper()
         if any(upper.startswith(" ".join(start.split()).upper()) for start in self.extra):
@@ -340,9 +347,10 @@ class MariaDBStub(MySQLStub):
         return ["Log_name", "Pos", "Event_type", "Server_id", "End_log_pos", "Info"], rows
 
     def _gtid_pos(self, name: str, position: int) -> str | None:
-        """BINLOG_GTID_POS: the state at `name`:`position`, from the file's GTID_LIST and the GTIDs before it."""
+        """BINLOG_GTID_POS: the state at `name`:`position`, from the file's GTID_LIST and the GTIDs before it; NULL
+        for an unknown file or a position that is not an event's start (MariaDB adds a warning)."""
         file = next((file for file in self.binlogs if file.name == name), None)
-        if file is None:
+        if file is None or (position not in {event.pos for event in file.events} and position != len(file.data)):
             return None
         last: dict[int, Gtid] = {}
         for event in file.events:

@@ -41,6 +41,7 @@ from typing import Any
 from tests.mysql_stub import (
     BINLOG_DUMP_NON_BLOCK,
     CLIENT_LONG_PASSWORD,
+    CLIENT_SSL,
     ER_SOURCE_FATAL_ERROR_READING_BINLOG,
     EVENT_HEADER_LENGTH,
     FORMAT_DESCRIPTION_EVENT,
@@ -182,6 +183,35 @@ def binlog_pos(files: list[BinlogFile]) -> list[Gtid]:
     return list(last.values())
 
 
+def mariadb_variables() -> dict[str, str]:
+    """The global variables binlake and python-mysql-replication may ask a MariaDB 10.5 for (sorted by name, as
+    SHOW VARIABLES lists them): its defaults, except what binlake needs (ROW, FULL images, FULL metadata). No
+    MySQL-only ones (`server_uuid`, `gtid_executed`, `gtid_mode`, `binlog_row_value_options`,
+    `binlog_transaction_compression`, the `replica` names of 8.0.26)."""
+    return {
+        "binlog_annotate_row_events": "ON",
+        "binlog_checksum": "CRC32",
+        "binlog_format": "ROW",
+        "binlog_row_image": "FULL",
+        "binlog_row_metadata": "FULL",
+        "expire_logs_days": "0",
+        "gtid_binlog_pos": "",
+        "gtid_binlog_state": "",
+        "gtid_current_pos": "",
+        "gtid_domain_id": "0",
+        "gtid_slave_pos": "",
+        "gtid_strict_mode": "OFF",
+        "hostname": "mariadb-105",
+        "log_bin": "ON",
+        "log_bin_basename": "/var/lib/mysql/mariadb-bin",
+        "log_slave_updates": "OFF",
+        "port": "3306",
+        "require_secure_transport": "OFF",
+        "server_id": "1",
+        "slave_exec_mode": "STRICT",
+    }
+
+
 def _native_hash(password: str) -> str:
     """The mysql_native_password hash SHOW GRANTS prints: '*' and SHA1(SHA1(password)) in upper-case hex."""
     return "*" + hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
@@ -203,31 +233,15 @@ class MariaDBStub(MySQLStub):
     version: str = "10.5.15-MariaDB-1:10.5.15+maria~focal-log"
     version_comment: str = "mariadb.org binary distribution"
     auth_plugin: str = "mysql_native_password"
-    #: Global variables as SHOW GLOBAL VARIABLES shows them (sorted by name, as MariaDB does).
-    variables: dict[str, str] = field(default_factory=lambda: {
-        "binlog_annotate_row_events": "ON",
-        "binlog_checksum": "CRC32",
-        "binlog_format": "ROW",
-        "binlog_row_image": "FULL",
-        "binlog_row_metadata": "FULL",
-        "gtid_binlog_pos": "",
-        "gtid_binlog_state": "",
-        "gtid_current_pos": "",
-        "gtid_domain_id": "0",
-        "gtid_slave_pos": "",
-        "gtid_strict_mode": "OFF",
-        "hostname": "mariadb-105",
-        "log_bin": "ON",
-        "log_bin_basename": "/var/lib/mysql/mariadb-bin",
-        "log_slave_updates": "OFF",
-        "port": "3306",
-        "server_id": "1",
-        "slave_exec_mode": "STRICT",
-    })
+    #: Global variables as SHOW GLOBAL VARIABLES shows them: `mariadb_variables()`, with the ones given here set over
+    #: them (not MySQL's: the MySQL stub's `mysql_variables` are replaced).
+    variables: dict[str, str] = field(default_factory=dict)
     grants: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        given = dict(self.variables)
         super().__post_init__()
+        self.variables = {**mariadb_variables(), **given}
         if not self.grants:
             self.grants = [
                 f"GRANT SELECT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `{self.user}`@`%` IDENTIFIED BY "
@@ -254,10 +268,11 @@ class MariaDBStub(MySQLStub):
     # -- wire ----------------------------------------------------------------------------------------
 
     def _handshake(self, thread_id: int, salt: bytes) -> bytes:
-        """MariaDB's handshake v10. The capabilities are the MySQL stub's (no TLS, no compression, which MariaDB
-        would offer and the stub does not speak) with CLIENT_MYSQL cleared; the collation is the server's,
-        utf8mb4_general_ci (45), as the file's ENUM_AND_SET_DEFAULT_CHARSET shows."""
+        """MariaDB's handshake v10. The capabilities are the MySQL stub's (TLS only with `tls`; no compression,
+        which MariaDB would offer and the stub does not speak) with CLIENT_MYSQL cleared; the collation is the
+        server's, utf8mb4_general_ci (45), as the file's ENUM_AND_SET_DEFAULT_CHARSET shows."""
         capabilities = SERVER_CAPABILITIES & ~CLIENT_LONG_PASSWORD  # CLIENT_MYSQL cleared: a MariaDB server
+        capabilities |= CLIENT_SSL if self.tls is not None else 0
         return (
             b"\x0a" + b"5.5.5-" + self.version.encode() + b"\0"
             + struct.pack("<I", thread_id)
@@ -281,13 +296,23 @@ class MariaDBStub(MySQLStub):
 
     # -- statements --------------------------------------------------------------------------------
 
-    def answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+    def _native_password_loaded(self) -> bool:
+        return True  # MariaDB's default plugin, in every version
+
+    def _log_status(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        raise StubError(1146, "Table 'performance_schema.log_status' doesn't exist", "42S02")  # MySQL 8.0.14+ only
+
+    def _replication_statement(self, upper: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        # binlake sends none of them; MariaDB's columns differ from MySQL's, so the stub does not pretend.
+        raise StubError(1105, f"mariadb stub: no answer for {upper!r}")
+
+    def _answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
         """MariaDB's answer where it differs from MySQL's, else the MySQL stub's; a SET keeps the session's user
         variables for the binlog dump."""
         text = " ".join(sql.strip().rstrip(";").split())
         upper = text.upper()
         if any(upper.startswith(" ".join(start.split()).upper()) for start in self.extra):
-            return super().answer(sql)
+            return super()._answer(sql)
         if upper.startswith("SET "):
             for name, value in re.findall(r"@(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|[^,\s]+)", text[4:]):
                 if value.startswith("@@"):  # e.g. @master_binlog_checksum = @@global.binlog_checksum
@@ -316,7 +341,7 @@ class MariaDBStub(MySQLStub):
         match = re.fullmatch(r"SELECT BINLOG_GTID_POS\('([^']*)', ?(\d+)\)", text, flags=re.IGNORECASE)
         if match:
             return [f"BINLOG_GTID_POS('{match[1]}', {match[2]})"], [(self._gtid_pos(match[1], int(match[2])),)]
-        return super().answer(sql)
+        return super()._answer(sql)
 
     def _require_monitor(self) -> None:
         joined = " ".join(self.grants).upper()

@@ -261,7 +261,8 @@ def _read_once(
                     result.end = tail
     except pymysql.MySQLError as exc:
         read.discard_spills()
-        raise mysql_error(exc, source, ReadingBinlog(read.start, read.start_state)) from None
+        reading = ReadingBinlog(read.start, read.start_state, tuple(sorted(read.by_name)))
+        raise mysql_error(exc, source, reading) from None
     except BaseException:
         read.discard_spills()
         raise

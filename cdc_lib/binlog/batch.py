@@ -40,12 +40,12 @@ from cdc_lib.errors import (
     UnreadableEventError,
     ZeroDateError,
 )
+from cdc_lib.model.gtid_sets import GtidSetError
 from cdc_lib.model.positions import (
     BinlogPosition,
     ServerIdentity,
     advance_state,
     earliest_state,
-    is_mariadb_state,
     transaction_applied,
 )
 from cdc_lib.model.tables import TableSchema
@@ -256,8 +256,9 @@ class BinlogRead:
 
     # -- event groups -----------------------------------------------------------------------
 
-    def gtid_event(self, event: Any) -> None:
-        gtid = getattr(event, "gtid", None)
+    def gtid_event(self, event: Any, tagged: str | None = None) -> None:
+        """A group starts; `tagged` is the GTID of a GTID_TAGGED event (read by `gtid_events`, not the library)."""
+        gtid = tagged or getattr(event, "gtid", None)
         self.transaction = None
         self.altered = {}
         transaction = self.open()
@@ -512,12 +513,8 @@ def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
 
 
 def _advance_gtid(state: str | None, gtid: str) -> str:
-    """The GTID state after transaction `gtid`: per domain on MariaDB, a growing GTID set on MySQL."""
-    if is_mariadb_state(state) and is_mariadb_state(gtid):
-        return advance_state(state, gtid)
-    from pymysqlreplication.gtid import Gtid, GtidSet
-
+    """The GTID state after transaction `gtid`: per domain on MariaDB, a growing GTID set on MySQL (tags too)."""
     try:
-        return str(GtidSet(state) + Gtid(gtid)).replace("\n", "")
-    except Exception:  # noqa: BLE001 - an unparsable set still leaves the transaction's own GTID
+        return advance_state(state, gtid)
+    except GtidSetError:  # an unparsable set still leaves the transaction's own GTID
         return gtid

@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader, binlogstream
+from pymysqlreplication.event import BinLogEvent, PreviousGtidsEvent
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -30,6 +31,7 @@ from pymysqlreplication.row_event import (
 )
 
 from cdc_lib.errors import BinlakeError
+from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
 
 #: The python-mysql-replication release whose private attributes this module was checked against.
 VERIFIED_VERSION = "1.0.17"
@@ -189,6 +191,27 @@ def _gtid_set(value: Any) -> Any:
 
 binlogstream._binlake_library_gtid_set = _library_gtid_set
 binlogstream.GtidSet = _gtid_set
+
+
+def _previous_gtids_init(self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any],
+                         ctl_connection: Any, **settings: Any) -> None:
+    """PreviousGtidsEvent's constructor, reading the set with binlake's decoder (`MysqlGtidSet.decode`).
+
+    python-mysql-replication 1.0.17 reads only the untagged format: a MySQL 8.3+ file whose PREVIOUS_GTIDS holds
+    a tagged GTID (format 1) makes it read past the event and fail, which a GTID dump (sent from a file's start)
+    always meets. binlake passes the event (a file header); its set is kept as text for a reader that prints it.
+    """
+    BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl_connection, **settings)
+    try:
+        found = MysqlGtidSet.decode(self.packet.read(event_size))
+    except GtidSetError:
+        found = MysqlGtidSet()
+    self._n_sid = len(found.intervals)
+    self._gtids = str(found).split(",") if found else []
+    self._previous_gtids = str(found)
+
+
+PreviousGtidsEvent.__init__ = _previous_gtids_init
 
 
 def _gtid_dump_length(connection: Any) -> None:

@@ -31,6 +31,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
+from cdc_lib.display.report import format_status
 from cdc_lib.errors import ServerHistoryError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef, TableSchema
@@ -199,11 +200,18 @@ def test_a_promoted_replica_resumes_the_table_from_its_gtid_set_tags_included(
     )], W, f"{U}:1-5,{V}:failover:1,{W}:1", f"{U}:1-5,{V}:failover:1")
     try:
         config = _config(third, tmp_path)
+        # Before the sync, status compares the table's set (written on server 2) with server 3's: one behind.
+        (status,) = Pipeline(config).status()
+        third.queries.clear()  # the status's runway reads the oldest binlog's first event: a dump of its own
         Pipeline(config).sync(until_caught_up=True)
         table = Pipeline(config).read_state().tables[NAME]
         dumps = _dumps(third)
     finally:
         third.stop()
+    assert status.position == f"replica-bin.000003:{len(binlog.data)} (gtid {U}:1-5,{V}:failover:1)"
+    assert status.lag_seconds and status.lag_seconds > 0
+    assert f"(gtid {U}:1-5,{V}:failover:1)" in format_status([status])  # the tagged set whole, as `binlake status`
+
     assert table.error is None, table.error
     assert dumps[0] == f"<COM_BINLOG_DUMP_GTID {U}:1-5,{V}:failover:1>"
     assert _versions(config)[-1] == [UPDATED]  # W:1 is the update again

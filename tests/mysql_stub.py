@@ -569,8 +569,8 @@ class MySQLStub:
 
     def _binlog_dump_gtid(self, wire: _Wire, requested: GtidSet, flags: int, checksum_aware: bool) -> None:
         """Stream what a replica with GTID set `requested` lacks, as MySQL's binlog sender does for
-        COM_BINLOG_DUMP_GTID (sql/rpl_binlog_sender.cc, "Replication with GTIDs"): refused when the source
-        purged transactions the set lacks (1789) or the set holds transactions the source never had (1236);
+        COM_BINLOG_DUMP_GTID (sql/rpl_binlog_sender.cc, "Replication with GTIDs"): refused (1236) when the source
+        purged transactions the set lacks or the set holds transactions the source never had;
         else from the start of the newest file whose PREVIOUS_GTIDS the set contains (a fake ROTATE to it,
         its FORMAT_DESCRIPTION), every transaction whose GTID is in the set left out.
         """
@@ -579,8 +579,10 @@ class MySQLStub:
             return
         purged = parse_gtid_set(self.variables.get("gtid_purged", ""))
         if not gtid_set_contains(requested, purged):
-            raise StubError(1789, "Cannot replicate because the source purged required binary logs. Replicate the "
-                            "missing transactions from elsewhere, or provision a new replica from backup.", "HY000")
+            # ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS (1789) is the sender's reason; the replica reads it as a 1236.
+            raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG, "Cannot replicate because the source purged "
+                            "required binary logs. Replicate the missing transactions from elsewhere, or provision a "
+                            "new replica from backup.")
         if not gtid_set_contains(parse_gtid_set(self.variables.get("gtid_executed", "")), requested):
             raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG, "Replica has more GTIDs than the source has, "
                             "using the source's SERVER_UUID.")

@@ -126,6 +126,11 @@ class MysqlGtidSet:
     def add(self, gtid: str) -> MysqlGtidSet:
         """The set with one more transaction, `uuid:number` or `uuid:tag:number`."""
         tsid, number = parse_gtid(gtid)
+        # The common case, once per transaction a read passes: the next number of a source's last interval.
+        for index, (known, found) in enumerate(self.intervals):
+            if known == tsid and found and found[-1][1] + 1 == number:
+                grown = (*found[:-1], (found[-1][0], number))
+                return MysqlGtidSet((*self.intervals[:index], (tsid, grown), *self.intervals[index + 1:]))
         return self.union(MysqlGtidSet.of({tsid: [(number, number)]}))
 
     # -- reading -----------------------------------------------------------------------------------

@@ -116,3 +116,14 @@ def test_variable_length_integers_as_mysql_writes_them() -> None:
 def test_which_text_is_a_mysql_set() -> None:
     assert is_mysql_set(f"{A}:1-5") and is_mysql_set(f"{B}:mytag:1")
     assert not is_mysql_set("") and not is_mysql_set(None) and not is_mysql_set("0-1-5,1-2-3")
+
+
+def test_adding_one_gtid_equals_the_union_with_it() -> None:
+    """`add` extends a source's last interval in place (the per-transaction path); anything else is a union."""
+    executed = MysqlGtidSet.parse(f"{A}:1-3:7-9,{B}:1-2:mytag:5")
+    for gtid in (f"{A}:10", f"{A}:4", f"{A}:6", f"{A}:8", f"{A}:12", f"{B}:3", f"{B}:mytag:6", f"{B}:mytag:4",
+                 f"{B}:other:1", f"{A}:tag:1"):
+        expected = executed.union(MysqlGtidSet.parse(gtid))
+        assert executed.add(gtid) == expected, gtid
+        executed = executed.add(gtid)
+    assert str(executed) == f"{A}:1-4:6-10:12:tag:1,{B}:1-3:mytag:4-6:other:1"

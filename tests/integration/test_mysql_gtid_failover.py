@@ -40,12 +40,14 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.commits import app_id
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from tests.mysql_stub import (
+    GTID_TAGGED_EVENT,
     BinlogEvent,
     BinlogFile,
     MySQLStub,
     StubColumn,
     StubError,
     StubTable,
+    make_event,
     parse_gtid_set,
     previous_gtids_event,
     rewritten_binlog,
@@ -253,3 +255,27 @@ def test_a_server_without_the_tables_history_is_refused_before_anything_is_writt
     assert _versions(config) == [[], [WRITTEN]]
     assert Pipeline(config).read_state().tables[NAME] == before
     assert parse_gtid_set(before.position.gtid or "") == {(U, ""): [(1, 3)]}
+
+
+def test_an_unreadable_gtid_tagged_event_stops_the_table_at_its_transaction(
+    synced_on_server_1: PipelineConfig, tmp_path: Path
+) -> None:
+    """Without its GTID, a transaction would be missing from the offset's set (a later failover would apply it
+    twice, or skip it): the table stops before it, the transactions ahead of it applied."""
+    events = _events()
+    broken = make_event(GTID_TAGGED_EVENT, 2, tagged_gtid_event(V, "failover", 1, 2)[19:-4][:12])
+    tail = [broken] + [_by(2, event.raw) for event in events[7:11]]
+    binlog = rewritten_binlog("replica-bin.000003", [events[0].raw, previous_gtids_event({(U, ""): [(1, 1)]}, 2)]
+                              + [event.raw for event in events[4:]] + tail, server_id=2)
+    second = _server([binlog], V, f"{U}:1-5,{V}:failover:1", f"{U}:1")
+    try:
+        config = _config(second, tmp_path)
+        Pipeline(config).sync(until_caught_up=True)
+        table = Pipeline(config).read_state().tables[NAME]
+    finally:
+        second.stop()
+    assert table.error is not None and "GTID_TAGGED" in table.error, table.error
+    assert _versions(config) == [[], [WRITTEN], [UPDATED], []]  # U:4 and U:5 applied, nothing of the broken one
+    broken_at = len(binlog.data) - sum(len(raw) for raw in tail)
+    assert (table.position.file, table.position.pos, table.position.gtid) == (
+        "replica-bin.000003", broken_at, f"{U}:1-5")

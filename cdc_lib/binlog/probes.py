@@ -48,7 +48,9 @@ def columns_after_ddl(
     stream = open_stream(source, position, events=None, tables=[table.table], server=position.server)
     name = table.table.name
     # A MySQL compressed transaction holds the table maps of its rows: opened, not passed over.
-    events = PayloadsOpened(stream, max_payload_event_bytes, current_file=lambda: position.file)
+    # The stream's own file name (it follows rotates), so that an error names the file the event is in.
+    events = PayloadsOpened(stream, max_payload_event_bytes,
+                            current_file=lambda: str(stream.log_file or position.file))
     try:
         for seen, event in enumerate(events):
             if seen >= max_events:

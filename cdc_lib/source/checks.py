@@ -28,9 +28,10 @@ PARTIAL_JSON_SETTING = "binlog_row_value_options"
 PARTIAL_JSON_VALUES = frozenset({"", "PARTIAL_JSON"})
 #: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
 #: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
-#: existing row, never as an INSERT.
-EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
-LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
+#: existing row, never as an INSERT. MySQL 8.0.26 renamed both and keeps the old names as aliases (MariaDB has the
+#: old ones only): the new name comes first, so a remedy names the one the server's manual uses.
+EXEC_MODE_SETTINGS = ("replica_exec_mode", "slave_exec_mode")
+LOG_REPLICA_UPDATES_SETTINGS = ("log_replica_updates", "log_slave_updates")
 
 
 def check_server_settings(

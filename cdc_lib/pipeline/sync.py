@@ -41,7 +41,7 @@ from cdc_lib.sink.spark import modes as spark_modes
 from cdc_lib.sink.spark.parallel_apply import apply_all, run_all
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
-from cdc_lib.source.history import Resume, plan_resume
+from cdc_lib.source.history import Resume, mysql_gtid_purged, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
 from cdc_lib.state.offset_store import StateHandle
@@ -193,7 +193,8 @@ def run_batch(
     # being rewritten under another app id): one listing of the offset store when none is.
     with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
         in_flight = settle_snapshots(context, handle, connection)
-    plans = _resume_plans(state, server_end, logs)
+    purged = mysql_gtid_purged(connection, [table.position for table in state.tables.values()], server_end)
+    plans = _resume_plans(state, server_end, logs, purged)
     skipped: dict[str, str] = {}
     backing_off: dict[str, str] = {}
     cursors = []
@@ -285,11 +286,11 @@ def run_batch(
 
 
 def _resume_plans(
-    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]]
+    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]], purged: str | None
 ) -> dict[str, Resume]:
     # Every table is judged before any offset moves: a server without our history stops the whole sync.
     return {
-        name: plan_resume(name, table_state.position, server_end, logs)
+        name: plan_resume(name, table_state.position, server_end, logs, purged=purged)
         for name, table_state in sorted(state.tables.items())
         if not table_state.error
     }

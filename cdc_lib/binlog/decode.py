@@ -1,0 +1,613 @@
+"""Binlog files decoded offline as the sync reads them (`binlake binlog decode`): a troubleshooting view.
+
+The files' events reach python-mysql-replication through `binlog_file.FileConnection` (no server, no socket), and
+from there the sync's own code reads them: `stream.PayloadsOpened` opens MySQL compressed transactions,
+`event_types.handling_of` classifies every event in the closed world, `table_rows.TableDecoder` and `fold_rows`
+decode rows events into binlake's values (`model.types`; PARTIAL_UPDATE_ROWS through `json_diff`), and
+`ddl.table_effects` judges each statement. What differs from the sync is only where a table's schema comes from:
+without a server, from the TABLE_MAP itself (`table_schema`): column names from its COLUMN_NAME metadata, or by
+position (`@1`, `@2`, … as mysqlbinlog numbers them) where the server logged MINIMAL metadata; signedness and
+charsets from its SIGNEDNESS and charset metadata (numbers decode as signed when it has none, as mysqlbinlog does,
+and text of unknown charset is shown as bytes). Every table the files touch is treated as followed.
+
+Each event becomes one `DecodedEvent`: where it is, its transaction and GTID, what the sync does with it
+(`verdict`) and why, and for rows events the row images in binlake's values.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.event import MariadbGtidEvent, PreviousGtidsEvent
+from pymysqlreplication.row_event import find_charset
+
+from cdc_lib.binlog.binlog_file import FileConnection, FileEvent, FileEvents, previous_gtids
+from cdc_lib.binlog.ddl import table_effects
+from cdc_lib.binlog.event_types import (
+    COMPRESSED_ROWS,
+    QUERY_COMPRESSED_EVENT,
+    compressed_table_id,
+    handling_of,
+    query_text,
+    raw_event,
+    uncompressed_query,
+    uncompressed_rows_packet,
+)
+from cdc_lib.binlog.json_diff import OPERATIONS, DiffVector, read_diffs
+from cdc_lib.binlog.payload import PayloadError
+from cdc_lib.binlog.replication_library import (
+    check_version,
+    keep_partial_json_bytes,
+    parse_binary_json,
+    rebuilt_rows_event,
+    stream_setting,
+)
+from cdc_lib.binlog.row_decoder import column_charset
+from cdc_lib.binlog.stream import PayloadsOpened
+from cdc_lib.binlog.table_rows import PARTIAL_UPDATE_ROWS_EVENT, TableDecoder, fold_rows
+from cdc_lib.binlog.transaction import transaction_control
+from cdc_lib.changes.events import Row, TableChanges
+from cdc_lib.config.model import BatchConfig, ZeroDatePolicy
+from cdc_lib.errors import BinlakeError, RowDecodeError
+from cdc_lib.model.tables import TableRef, TableSchema
+from cdc_lib.model.types import ColumnInfo, binlog_converter
+
+#: applied: binlake reads and uses it (rows applied, a group opened or committed, a table map kept) · harmless: it
+#: cannot change a row · schema_change: a DDL the table pauses at (Delta evolves, or the table stops) ·
+#: stops_table: the table it touches stops with an error · stops_all: every followed table stops.
+Verdict = Literal["applied", "harmless", "schema_change", "stops_table", "stops_all"]
+
+TRANSACTION_PAYLOAD_EVENT = 40
+_FL_STANDALONE = 1  # MariaDB GTID flag: a statement outside BEGIN … COMMIT
+
+
+@dataclass
+class RowChange:
+    """One row of a rows event: before and after image (column → binlake's value); a diff per partial JSON column."""
+
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    diffs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass
+class DecodedEvent:
+    """One event as the sync reads it. `pos` and `end` are byte positions in `file`; an event inside a compressed
+    transaction has the TRANSACTION_PAYLOAD's (and `in_payload`, its 1-based place in it)."""
+
+    file: str
+    pos: int
+    end: int
+    code: int
+    type: str
+    verdict: Verdict
+    why: str = ""
+    in_payload: int | None = None
+    transaction: int | None = None
+    gtid: str | None = None
+    table: str | None = None
+    operation: str | None = None
+    rows: list[RowChange] = field(default_factory=list)
+    columns: list[dict[str, Any]] = field(default_factory=list)
+    metadata: str | None = None
+    statement: str | None = None
+    error: str | None = None
+    remedy: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Recorded(TableChanges):
+    """A fold that keeps every row image in order instead of the last change per key."""
+
+    images: list[tuple[str, Row | None, Row | None]] = field(default_factory=list)
+
+    def insert(self, row: Row) -> None:
+        self.images.append(("insert", None, row))
+
+    def update(self, before: Row, after: Row) -> None:
+        self.images.append(("update", before, after))
+
+    def delete(self, row: Row) -> None:
+        self.images.append(("delete", row, None))
+
+    def truncate(self) -> None:
+        self.images.append(("truncate", None, None))
+
+
+@dataclass
+class _Table:
+    """A TABLE_MAP as the decode knows it: the library's table (by identity), the schema, the decoder or why none."""
+
+    library_table: Any
+    schema: TableSchema
+    decoder: TableDecoder | None
+    error: BinlakeError | None
+
+
+def decode_files(
+    paths: Sequence[Path], *, start: int | None = None, stop: int | None = None, zero_dates: ZeroDatePolicy = "null",
+    max_payload_event_bytes: int = BatchConfig.max_payload_event_bytes,
+) -> Iterator[DecodedEvent]:
+    """The events of `paths` (read in order as one stream, from `start` in the first file to before `stop` in the
+    last), each as the sync reads it; see the module docstring.
+
+    Raises:
+        BinlogFileError: a file is not a binlog, ends inside an event, or `start` is not an event's start (the events
+            before it have been yielded).
+    """
+    check_version()
+    events = FileEvents(paths, start=start, stop=stop)
+    yield from _Decoder(events, zero_dates, max_payload_event_bytes).run()
+
+
+class _Decoder:
+    def __init__(self, events: FileEvents, zero_dates: ZeroDatePolicy, max_payload_event_bytes: int) -> None:
+        self.events, self.zero_dates = events, zero_dates
+        self.max_payload_event_bytes = max_payload_event_bytes
+        self.tables: dict[int, _Table] = {}
+        self.names: set[str] = set(_table_map_names(events))
+        self.transactions = 0
+        self.transaction: int | None = None
+        self.gtid: str | None = None
+        self.begun = False
+        self.payload_at: tuple[str, int] | None = None
+        self.payload_index = 0
+        self.pending: list[DecodedEvent] = []
+
+    def run(self) -> Iterator[DecodedEvent]:
+        events = self.events
+        stream = BinLogStreamReader(
+            connection_settings={}, server_id=1, pymysql_wrapper=lambda **settings: FileConnection(events, **settings),
+            resume_stream=True, log_file=events.paths[0].name, log_pos=events.start or 4, blocking=False,
+            only_events=None, filter_non_implemented_events=False, enable_logging=False,
+            # The library's reading of PREVIOUS_GTIDS fails on MySQL 8.4's tagged form; the sync passes the event
+            # as harmless either way, so the decode shows it from its bytes (`_headers`).
+            ignored_events=[PreviousGtidsEvent],
+        )
+        self.stream = stream
+        payloads = PayloadsOpened(
+            stream, self.max_payload_event_bytes,
+            current_file=lambda: events.current.file if events.current is not None else "?",
+            on_error=self._payload_error,
+        )
+        try:
+            for event in payloads.events():
+                yield from self._flush()
+                yield from self._headers()
+                decoded = self.event(event)
+                if decoded is not None and events.shown:
+                    yield decoded
+            yield from self._flush()
+            yield from self._headers()
+        finally:
+            stream.close()
+
+    def _flush(self) -> Iterator[DecodedEvent]:
+        while self.pending:
+            yield self.pending.pop(0)
+
+    def _headers(self) -> Iterator[DecodedEvent]:
+        """The PREVIOUS_GTIDS events read before the current event (see `run`)."""
+        skipped = self.events.skipped
+        while skipped and skipped[0] is not self.events.current:
+            yield self._previous_gtids(skipped.pop(0))
+        if skipped and self.events.current is None:
+            yield self._previous_gtids(skipped.pop(0))
+
+    def _previous_gtids(self, event: FileEvent) -> DecodedEvent:
+        kind = handling_of(event.type_code, 0)
+        decoded = DecodedEvent(file=event.file, pos=event.pos, end=event.end, code=event.type_code, type=kind.name,
+                               verdict="harmless", why=kind.why)
+        gtids = previous_gtids(event, checksum=self.events.format.checksum)
+        if gtids is None:
+            decoded.notes.append("a tagged GTID set (MySQL 8.4+): not decoded here")
+        else:
+            decoded.gtid = gtids
+        return decoded
+
+    def _payload_error(self, where: str, exc: PayloadError) -> None:
+        current = self.events.current
+        self.pending.append(DecodedEvent(
+            file=current.file if current else "?", pos=current.pos if current else 0, end=current.end if current else 0,
+            code=TRANSACTION_PAYLOAD_EVENT, type="TRANSACTION_PAYLOAD_EVENT", verdict="stops_all",
+            transaction=self.transaction, gtid=self.gtid,
+            error=f"the compressed transaction (binlog_transaction_compression) ending at {where} could not be read "
+            f"({exc})",
+            remedy="SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), then "
+            "re-snapshot the tables: binlake snapshot",
+        ))
+
+    # -- one event ------------------------------------------------------------------------------
+
+    def event(self, event: Any) -> DecodedEvent | None:
+        current = self.events.current
+        if current is None:
+            return None
+        code = event.event_type
+        kind = handling_of(code, event.packet.flags)
+        decoded = DecodedEvent(file=current.file, pos=current.pos, end=current.end, code=code, type=kind.name,
+                               verdict="applied", why=kind.why)
+        if current.type_code == TRANSACTION_PAYLOAD_EVENT:
+            at = (current.file, current.pos)
+            self.payload_index = self.payload_index + 1 if self.payload_at == at else 1
+            self.payload_at = at
+            decoded.in_payload = self.payload_index
+        handling = kind.handling
+        if handling == "gtid":
+            self.transactions += 1
+            self.transaction = self.transactions
+            self.gtid = getattr(event, "gtid", None)
+            flags = getattr(event, "flags", 0) if isinstance(event, MariadbGtidEvent) else None
+            self.begun = flags is not None and not flags & _FL_STANDALONE
+            if code == 42 and self.gtid is None:
+                decoded.notes.append("a tagged GTID (MySQL 8.4+): python-mysql-replication 1.0.17 does not parse it")
+        decoded.transaction, decoded.gtid = self.transaction, self.gtid
+        if handling == "rows":
+            self.rows(event, decoded)
+        elif handling == "context":
+            self.table_map(event, decoded)
+        elif handling == "query":
+            self.query(event, decoded)
+        elif handling in ("xid", "xa_prepare"):
+            if handling == "xid":
+                decoded.why = f"commits the transaction (xid {getattr(event, 'xid', '?')})"
+            else:
+                decoded.why = "XA PREPARE: its rows wait for the XA COMMIT"
+            self.end_group()
+        elif handling == "rotate":
+            decoded.why = f"the next file is {event.next_binlog} (position {event.position})"
+        elif handling == "harmless":
+            decoded.verdict = "harmless"
+        elif handling == "stop_table":
+            decoded.verdict = "stops_table"
+            decoded.table = self.table_name(event)
+            decoded.error = f"a {kind.name} event ({kind.why}), which binlake cannot apply exactly"
+            decoded.remedy = ("log full row images (binlog_row_image=FULL, binlog_row_value_options='' on MySQL), "
+                              "then re-snapshot: binlake snapshot --table db.t")
+        elif handling == "stop_all":
+            decoded.verdict = "stops_all"
+            decoded.error = f"a {kind.name} event ({kind.why}), which binlake cannot turn into row changes"
+            decoded.remedy = "re-snapshot the tables: binlake snapshot --table db.t"
+        return decoded
+
+    def end_group(self) -> None:
+        self.transaction, self.gtid, self.begun = None, None, False
+
+    def table_name(self, event: Any) -> str | None:
+        table_id = getattr(event, "table_id", None)
+        if table_id is None:
+            table_id = compressed_table_id(raw_event(event, checksum=stream_setting(self.stream, "use_checksum")))
+        known = self.tables.get(table_id)
+        return known.schema.table.name if known is not None else None
+
+    # -- statements -----------------------------------------------------------------------------
+
+    def query(self, event: Any, decoded: DecodedEvent) -> None:
+        if event.event_type == QUERY_COMPRESSED_EVENT:
+            try:
+                text = uncompressed_query(raw_event(event, checksum=stream_setting(self.stream, "use_checksum")))
+            except Exception as exc:  # noqa: BLE001 - the sync stops every table on it; so does the view
+                decoded.verdict = "stops_all"
+                decoded.error = f"a compressed statement (log_bin_compress) could not be decoded ({exc})"
+                decoded.remedy = "SET GLOBAL log_bin_compress=OFF, then re-snapshot the tables: binlake snapshot"
+                return
+            statement, schema = text.statement, text.schema
+        else:
+            statement, schema = query_text(event.query), query_text(event.schema)
+        decoded.statement = redacted(statement)
+        control = transaction_control(statement)
+        if control is not None:
+            decoded.why = f"transaction control ({control.kind})"
+            if control.kind in ("begin", "xa_start"):
+                if self.transaction is None:
+                    self.transactions += 1
+                    decoded.transaction = self.transaction = self.transactions
+                self.begun = True
+            elif control.kind in ("commit", "rollback", "xa_prepare", "xa_commit", "xa_rollback"):
+                self.end_group()
+            return
+        effects = [effect for effect in table_effects(statement, schema, self.names) if effect.kind != "none"]
+        if not effects:
+            decoded.verdict = "harmless"
+            decoded.why = "changes no row of a table the files' TABLE_MAPs name"
+        for effect in effects:
+            decoded.table = effect.table
+            if effect.kind == "truncate":
+                decoded.why = "empties the table (TRUNCATE)"
+            elif effect.kind == "schema":
+                decoded.verdict = "schema_change"
+                decoded.why = "changes the table's columns: the sync pauses the table here, evolves Delta or stops it"
+            elif effect.kind == "stop":
+                decoded.verdict = "stops_table"
+                decoded.error, decoded.remedy = effect.cause, effect.remedy
+                break
+        if not self.begun:
+            self.end_group()  # a statement outside BEGIN … COMMIT is its own group
+
+    # -- table maps -----------------------------------------------------------------------------
+
+    def table_map(self, event: Any, decoded: DecodedEvent) -> None:
+        schema, metadata, notes = table_schema(event)
+        name = schema.table.name
+        self.names.add(name)
+        decoded.table, decoded.metadata, decoded.notes = name, metadata, decoded.notes + notes
+        decoded.why = "the columns of the rows events that follow"
+        decoded.columns = [
+            {"name": column.name, "type": column.column_type, "nullable": column.nullable,
+             "charset": column.character_set}
+            for column in schema.columns
+        ]
+        decoder: TableDecoder | None = None
+        error: BinlakeError | None = None
+        try:
+            decoder = TableDecoder.for_schema(schema, zero_dates=self.zero_dates)
+        except BinlakeError as exc:  # a column binlake cannot map: the table's rows stop it
+            error = exc
+            decoded.notes.append(f"binlake cannot map the table: {exc.cause}")
+        self.tables[event.table_id] = _Table(self.stream.table_map.get(event.table_id), schema, decoder, error)
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def rows(self, event: Any, decoded: DecodedEvent) -> None:
+        if event.event_type in COMPRESSED_ROWS:
+            try:
+                rebuilt = rebuilt_rows_event(self.stream, uncompressed_rows_packet(
+                    raw_event(event, checksum=stream_setting(self.stream, "use_checksum"))))
+            except Exception as exc:  # noqa: BLE001 - an undecodable compressed event stops its table
+                decoded.verdict, decoded.table = "stops_table", self.table_name(event)
+                decoded.error = f"a compressed rows event (log_bin_compress) could not be decoded ({exc})"
+                decoded.remedy = "SET GLOBAL log_bin_compress=OFF, then re-snapshot: binlake snapshot --table db.t"
+                return
+            if rebuilt is None:
+                return
+            event = rebuilt
+        table = self.tables.get(event.table_id)
+        decoded.table = f"{event.schema}.{event.table}"
+        decoded.operation = _OPERATIONS.get(event.event_type, "rows")
+        if table is None or table.library_table is not self.stream.table_map.get(event.table_id):
+            decoded.verdict = "stops_table"
+            decoded.error = "a rows event without its TABLE_MAP before it in what was read"
+            decoded.remedy = "decode from the start of its transaction (its GTID or BEGIN event): --start POS"
+            return
+        recorded = _Recorded(key_positions=(0,))
+        try:
+            if table.decoder is None:
+                raise table.error or RowDecodeError("no decoder", remedy="report this as a binlake bug",
+                                                    table=decoded.table)
+            fold_rows(event, table.decoder, recorded)
+        except BinlakeError as exc:
+            self.stopped(decoded, exc)
+        except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone, as in the sync
+            self.stopped(decoded, RowDecodeError(
+                f"a row event of the table could not be decoded ({exc.__class__.__name__}: {str(exc)[:200]})",
+                remedy=f"check the table's column definitions and data at the source, then re-snapshot: "
+                f"binlake snapshot --table {decoded.table}",
+                table=decoded.table,
+            ))
+        else:
+            names = table.schema.column_names
+            decoded.rows = [
+                RowChange(dict(zip(names, before, strict=True)) if before is not None else None,
+                          dict(zip(names, after, strict=True)) if after is not None else None)
+                for _, before, after in recorded.images
+            ]
+            if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
+                for change, row in zip(decoded.rows, event.rows, strict=True):
+                    change.diffs = _diffs(row["after_values"])
+            return
+        decoded.rows = _library_rows(event, table.schema)
+        if decoded.rows:
+            decoded.notes.append("the rows as python-mysql-replication reads them (absent columns left out); the "
+                                 "sync applies none of them")
+
+    def stopped(self, decoded: DecodedEvent, error: BinlakeError) -> None:
+        decoded.verdict = "stops_table"
+        decoded.why = "the sync stops the table at this event's transaction"
+        decoded.error = getattr(error, "cause", str(error))
+        decoded.remedy = error.remedy
+
+
+_OPERATIONS = {23: "insert", 30: "insert", 24: "update", 31: "update", 39: "update", 25: "delete", 32: "delete"}
+_PASSWORD = re.compile(r"\b(IDENTIFIED|PASSWORD)\b.*", re.IGNORECASE | re.DOTALL)
+
+
+def redacted(statement: str) -> str:
+    """A statement with whatever follows IDENTIFIED or PASSWORD cut: a password or its hash is never shown."""
+    return _PASSWORD.sub(lambda match: f"{match.group(1)} <redacted>", statement)
+
+
+def _diffs(after: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    found = {}
+    for name, value in after.items():
+        if isinstance(value, DiffVector):
+            found[str(name)] = [
+                {"operation": OPERATIONS.get(diff.operation, str(diff.operation)), "path": diff.path_text,
+                 "value": diff.value}
+                for diff in read_diffs(value.data, parse_binary_json)
+            ]
+    return found
+
+
+def _library_rows(event: Any, schema: TableSchema) -> list[RowChange]:
+    """What the library reads of a rows event the sync stops at: each present column in binlake's values."""
+    converters = {column.name: binlog_converter(column) for column in schema.columns}
+    try:
+        if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
+            keep_partial_json_bytes(event)
+        rows = event.rows
+    except Exception:  # noqa: BLE001 - the error shown already says why; there is nothing more to show
+        return []
+    changes = []
+
+    def image(values: dict[str, Any] | None) -> dict[str, Any] | None:
+        if values is None:
+            return None
+        shown = {}
+        for name, value in values.items():
+            convert = converters.get(name)
+            try:
+                shown[str(name)] = convert(value) if convert is not None and value is not None and not isinstance(
+                    value, DiffVector) else value
+            except Exception:  # noqa: BLE001 - shown as the library read it
+                shown[str(name)] = value
+        return shown
+
+    for row in rows:
+        if "values" in row:
+            values = row["values"]
+            present = _present(values, event.columns_present_bitmap)
+            insert = event.event_type in (23, 30)
+            changes.append(RowChange(None if insert else image(present), image(present) if insert else None))
+        else:
+            change = RowChange(image(_present(row["before_values"], event.columns_present_bitmap)),
+                               image(_present(row["after_values"], getattr(event, "columns_present_bitmap2", None))))
+            change.diffs = _diffs(row["after_values"])
+            changes.append(change)
+    return changes
+
+
+def _present(values: dict[str, Any], bitmap: bytes | None) -> dict[str, Any]:
+    """The columns a row image holds (the library reads an absent column as None)."""
+    if bitmap is None:
+        return values
+    mask = int.from_bytes(bitmap, "little")
+    return {name: value for index, (name, value) in enumerate(values.items()) if mask >> index & 1}
+
+
+# -- a table's schema from its TABLE_MAP ------------------------------------------------------------
+
+_CHARACTER = frozenset({FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING, FIELD_TYPE.BLOB})
+_NUMERIC = frozenset({FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.INT24, FIELD_TYPE.LONG, FIELD_TYPE.LONGLONG,
+                      FIELD_TYPE.NEWDECIMAL, FIELD_TYPE.DECIMAL, FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE})
+_INTEGERS = {FIELD_TYPE.TINY: "tinyint", FIELD_TYPE.SHORT: "smallint", FIELD_TYPE.INT24: "mediumint",
+             FIELD_TYPE.LONG: "int", FIELD_TYPE.LONGLONG: "bigint"}
+_TEMPORALS = {FIELD_TYPE.TIME2: "time", FIELD_TYPE.TIME: "time", FIELD_TYPE.DATETIME2: "datetime",
+              FIELD_TYPE.DATETIME: "datetime", FIELD_TYPE.TIMESTAMP2: "timestamp", FIELD_TYPE.TIMESTAMP: "timestamp"}
+_BLOB_SIZES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
+
+
+def table_schema(event: Any) -> tuple[TableSchema, str, list[str]]:
+    """A TABLE_MAP's table as a schema (`ColumnInfo` per column), how much metadata it had, and notes on what was
+    not in it. Where the TABLE_MAP has no column names, the library's columns are named `@1`, `@2`, … and given the
+    signedness and charsets of the optional metadata (python-mysql-replication applies those only with names)."""
+    columns = event.columns
+    metadata = event.optional_metadata
+    notes: list[str] = []
+    named = bool(metadata.column_name_list)
+    level = "full" if named else "minimal"
+    if not named:
+        notes.append("no column names in the TABLE_MAP (binlog_row_metadata=MINIMAL): columns named by position "
+                     "@1, @2, …")
+        unsigned = list(metadata.unsigned_column_list or [])
+        charsets = list(metadata.charset_collation_list or [])
+        labelled = list(metadata.enum_and_set_collation_list or [])
+        if not unsigned and any(column.type in _NUMERIC for column in columns):
+            notes.append("no SIGNEDNESS metadata: numbers decoded as signed, as mysqlbinlog does")
+        unknown_charset = False
+        for index, column in enumerate(columns):
+            column.name = f"@{index + 1}"
+            if unsigned:
+                column.unsigned = bool(unsigned[index])
+            if column.type in _CHARACTER or column.type in (FIELD_TYPE.ENUM, FIELD_TYPE.SET):
+                ids = charsets if column.type in _CHARACTER else labelled
+                if ids:
+                    _, collation, _ = find_charset(str(ids.pop(0)), dbms=event.dbms)
+                    column.collation_name = collation
+                if not getattr(column, "collation_name", None):
+                    column.collation_name = "binary"  # shown as bytes: no charset to decode with
+                    unknown_charset = True
+        if unknown_charset:
+            notes.append("no charset metadata for some text columns: their values are shown as bytes")
+    null_bits = int.from_bytes(bytes(event.null_bitmask), "little")
+    infos = tuple(_column_info(column, bool(null_bits >> index & 1)) for index, column in enumerate(columns))
+    keys = tuple(infos[index].name for index in (metadata.simple_primary_key_list or []) if index < len(infos))
+    return TableSchema(TableRef(event.schema, event.table), infos, keys), level, notes
+
+
+def _column_info(column: Any, nullable: bool) -> ColumnInfo:
+    code = column.type
+    name = str(column.name)
+    unsigned = " unsigned" if getattr(column, "unsigned", False) else ""
+    charset = column_charset(column, None)
+    binary = charset == "binary"
+    text_charset = None if binary else charset
+
+    def info(data_type: str, column_type: str, **more: Any) -> ColumnInfo:
+        return ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable, **more)
+
+    if code in _INTEGERS:
+        return info(_INTEGERS[code], _INTEGERS[code] + unsigned)
+    if code in (FIELD_TYPE.NEWDECIMAL, FIELD_TYPE.DECIMAL):
+        precision, scale = getattr(column, "precision", 10), getattr(column, "decimals", 0)
+        return info("decimal", f"decimal({precision},{scale}){unsigned}", numeric_precision=precision,
+                    numeric_scale=scale)
+    if code == FIELD_TYPE.FLOAT:
+        return info("float", "float" + unsigned)
+    if code == FIELD_TYPE.DOUBLE:
+        return info("double", "double" + unsigned)
+    if code == FIELD_TYPE.YEAR:
+        return info("year", "year")
+    if code in (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE):
+        return info("date", "date")
+    if code in _TEMPORALS:
+        fsp = getattr(column, "fsp", 0) or 0
+        kind = _TEMPORALS[code]
+        return info(kind, f"{kind}({fsp})" if fsp else kind, datetime_precision=fsp)
+    if code in (FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING):
+        width = getattr(column, "max_length", 0)
+        if binary:
+            return info("varbinary", f"varbinary({width})")
+        return info("varchar", f"varchar({width})", character_set=text_charset)
+    if code == FIELD_TYPE.STRING:
+        width = getattr(column, "max_length", 0)
+        if binary:
+            return info("binary", f"binary({width})")
+        return info("char", f"char({width})", character_set=text_charset)
+    if code in (FIELD_TYPE.ENUM, FIELD_TYPE.SET):
+        kind = "enum" if code == FIELD_TYPE.ENUM else "set"
+        labels = (getattr(column, "enum_values", None) or [""])[1:] if kind == "enum" else (
+            getattr(column, "set_values", None) or [])
+        quoted = ",".join("'" + str(label).replace("'", "''") + "'" for label in labels)
+        return info(kind, f"{kind}({quoted})", character_set=text_charset)
+    if code == FIELD_TYPE.BLOB:
+        size = _BLOB_SIZES.get(getattr(column, "length_size", 2), "")
+        if binary:
+            return info(f"{size}blob", f"{size}blob")
+        return info(f"{size}text", f"{size}text", character_set=text_charset)
+    if code == FIELD_TYPE.JSON:
+        return info("json", "json", character_set="utf8mb4")
+    if code == FIELD_TYPE.BIT:
+        return info("bit", f"bit({getattr(column, 'bits', 1)})")
+    if code == FIELD_TYPE.GEOMETRY:
+        return info("geometry", "geometry")
+    return info(f"type {code}", f"type {code}")
+
+
+def _table_map_names(events: FileEvents) -> list[str]:
+    """The tables the files' TABLE_MAPs name (outside compressed transactions), so a statement is judged against
+    every table the files touch, also before its first TABLE_MAP."""
+    names = []
+    for path in events.paths:
+        try:
+            scan = FileEvents([path])
+            for event, _ in scan:
+                if event.type_code == 19:
+                    body = event.raw[19:]
+                    schema_length = body[8]
+                    schema = body[9:9 + schema_length].decode("utf-8", errors="replace")
+                    table_length = body[10 + schema_length]
+                    table = body[11 + schema_length:11 + schema_length + table_length].decode("utf-8",
+                                                                                           errors="replace")
+                    names.append(f"{schema}.{table}")
+        except (BinlakeError, IndexError, struct.error):
+            continue  # the decode itself reports a bad file where it meets it
+    return names
+

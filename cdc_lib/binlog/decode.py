@@ -49,7 +49,7 @@ from cdc_lib.binlog.replication_library import (
     stream_setting,
 )
 from cdc_lib.binlog.stream import PayloadsOpened
-from cdc_lib.binlog.table_map_schema import table_schema
+from cdc_lib.binlog.table_map_schema import shown_type, table_schema
 from cdc_lib.binlog.table_rows import PARTIAL_UPDATE_ROWS_EVENT, TableDecoder, fold_rows
 from cdc_lib.binlog.transaction import transaction_control
 from cdc_lib.changes.events import Row, TableChanges
@@ -340,9 +340,9 @@ class _Decoder:
         decoded.table, decoded.metadata, decoded.notes = name, metadata, decoded.notes + notes
         decoded.why = "the columns of the rows events that follow"
         decoded.columns = [
-            {"name": column.name, "type": column.column_type, "nullable": column.nullable,
-             "charset": column.character_set}
-            for column in schema.columns
+            {"name": info.name, "type": shown_type(info, column), "nullable": info.nullable,
+             "charset": info.character_set}
+            for info, column in zip(schema.columns, event.columns, strict=True)
         ]
         decoder: TableDecoder | None = None
         error: BinlakeError | None = None

@@ -45,7 +45,7 @@ def table_schema(event: Any) -> tuple[TableSchema, str, list[str]]:
         labelled = list(metadata.enum_and_set_collation_list or [])
         if not unsigned and any(column.type in _NUMERIC for column in columns):
             notes.append("no SIGNEDNESS metadata read: numbers decoded as signed, as mysqlbinlog does")
-        unknown_charset = False
+        unknown_charset = unlabelled = False
         for index, column in enumerate(columns):
             column.name = f"@{index + 1}"
             if unsigned:
@@ -57,9 +57,15 @@ def table_schema(event: Any) -> tuple[TableSchema, str, list[str]]:
                     column.collation_name = collation
                 if not getattr(column, "collation_name", None):
                     column.collation_name = "binary"  # shown as bytes: no charset to decode with
+                    column.binlake_charset_unknown = True
                     unknown_charset = True
+            if _label_by_number(column):
+                unlabelled = True
         if unknown_charset:
             notes.append("no charset metadata for some text columns: their values are shown as bytes")
+        if unlabelled:
+            notes.append("ENUM/SET without labels in the TABLE_MAP: an ENUM shows as its index, a SET as the values "
+                         "of its bits (1,4 for 0b101), as mysqlbinlog shows them")
     null_bits = int.from_bytes(bytes(event.null_bitmask), "little")
     infos = tuple(_column_info(column, bool(null_bits >> index & 1)) for index, column in enumerate(columns))
     keys = tuple(infos[index].name for index in (metadata.simple_primary_key_list or []) if index < len(infos))
@@ -102,6 +108,9 @@ def _column_info(column: Any, nullable: bool) -> ColumnInfo:
         return info("varchar", f"varchar({width})", character_set=text_charset)
     if code == FIELD_TYPE.STRING:
         width = getattr(column, "max_length", 0)
+        if getattr(column, "binlake_charset_unknown", False):
+            # CHAR or BINARY, unknown which: its bytes as stored (BINARY's padding would add zeros to a CHAR).
+            return info("varbinary", f"varbinary({width})")
         if binary:
             return info("binary", f"binary({width})")
         return info("char", f"char({width})", character_set=text_charset)
@@ -123,3 +132,26 @@ def _column_info(column: Any, nullable: bool) -> ColumnInfo:
     if code == FIELD_TYPE.GEOMETRY:
         return info("geometry", "geometry")
     return info(f"type {code}", f"type {code}")
+
+
+def _label_by_number(column: Any) -> bool:
+    """Give an ENUM or SET without labels (MINIMAL metadata) labels that are its numbers; whether it had none.
+
+    python-mysql-replication reads an ENUM without labels as None, which would show a value as NULL.
+    """
+    if column.type == FIELD_TYPE.ENUM and not getattr(column, "enum_values", None):
+        column.enum_values = ["", *(str(index) for index in range(1, 256 ** column.size))]
+    elif column.type == FIELD_TYPE.SET and not getattr(column, "set_values", None):
+        column.set_values = [str(1 << bit) for bit in range(8 * column.size)]
+    else:
+        return False
+    column.binlake_unlabelled = True
+    return True
+
+
+def shown_type(info: ColumnInfo, column: Any) -> str:
+    """A column's type as the decode shows it: an ENUM or SET labelled by number without its thousands of labels."""
+    if getattr(column, "binlake_unlabelled", False):
+        return f"{info.data_type} (no labels)"
+    return info.column_type
+

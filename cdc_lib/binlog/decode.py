@@ -415,12 +415,16 @@ class _Decoder:
 
 
 _OPERATIONS = {23: "insert", 30: "insert", 24: "update", 31: "update", 39: "update", 25: "delete", 32: "delete"}
-_PASSWORD = re.compile(r"\b(IDENTIFIED|PASSWORD)\b.*", re.IGNORECASE | re.DOTALL)
+#: Where a statement may go on with a password or its hash: CREATE/ALTER USER … IDENTIFIED, SET PASSWORD,
+#: PASSWORD('…'), …_PASSWORD = '…' (CHANGE REPLICATION SOURCE). A column named password is not one of them.
+_PASSWORD = re.compile(r"(\bIDENTIFIED\b|\bSET\s+PASSWORD\b|\bPASSWORD\s*\(|\b\w+_PASSWORD\s*=).*",
+                       re.IGNORECASE | re.DOTALL)
 
 
 def redacted(statement: str) -> str:
-    """A statement with whatever follows IDENTIFIED or PASSWORD cut: a password or its hash is never shown."""
-    return _PASSWORD.sub(lambda match: f"{match.group(1)} <redacted>", statement)
+    """A statement with whatever follows IDENTIFIED, SET PASSWORD, PASSWORD( or X_PASSWORD= cut: a password or its
+    hash is never shown."""
+    return _PASSWORD.sub(lambda match: f"{match.group(1).rstrip('(= ')} <redacted>", statement)
 
 
 def _diffs(after: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

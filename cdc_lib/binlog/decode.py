@@ -268,12 +268,12 @@ class _Decoder:
         elif handling == "stop_table":
             decoded.verdict = "stops_table"
             decoded.table = self.table_name(event)
-            decoded.error = f"a {kind.name} event ({kind.why}), which binlake cannot apply exactly"
+            decoded.error = f"{kind.name} ({kind.why}): binlake cannot apply it exactly"
             decoded.remedy = ("log full row images (binlog_row_image=FULL, binlog_row_value_options='' on MySQL), "
                               "then re-snapshot: binlake snapshot --table db.t")
         elif handling == "stop_all":
             decoded.verdict = "stops_all"
-            decoded.error = f"a {kind.name} event ({kind.why}), which binlake cannot turn into row changes"
+            decoded.error = f"{kind.name} ({kind.why}): binlake cannot turn it into row changes"
             decoded.remedy = "re-snapshot the tables: binlake snapshot --table db.t"
         return decoded
 

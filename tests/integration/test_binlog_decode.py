@@ -461,8 +461,8 @@ def test_an_unknown_event_type_stops_every_table_and_says_so(tmp_path: Path) -> 
     assert done.returncode == 1
     assert "@1='-507:48:27'" in done.stdout  # everything before it is printed
     assert re.search(r"^at 472 +event type 200 +stops_all", done.stdout, re.MULTILINE)
-    assert ("binlake: error: the sync stops every table at binlog.000002:472: a event type 200 event (unknown to "
-            "binlake, and not flagged ignorable)" in done.stderr)
+    assert ("binlake: error: the sync stops every table at binlog.000002:472: event type 200 (unknown to binlake, "
+            "and not flagged ignorable): binlake cannot turn it into row changes" in done.stderr)
     assert "remedy: re-snapshot the tables" in done.stderr
     ignorable = tmp_path / "binlog.000003"
     ignorable.write_bytes(data + _event(200, 0x80, b"who knows", len(data)))

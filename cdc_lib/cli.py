@@ -187,7 +187,7 @@ def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) 
 
 def unexpected_remedy(command: str) -> str:
     """What an unexpected failure of `command` left behind, so the user knows what a rerun repeats."""
-    if command in ("reconcile", "status", "validate"):
+    if command in ("reconcile", "status", "validate", "binlog"):
         return f"binlake {command} changes no Delta table and no offset"
     if command == "snapshot":
         return "a rerun resumes the snapshot at its first chunk not committed"

@@ -54,7 +54,7 @@ from cdc_lib.binlog.table_rows import PARTIAL_UPDATE_ROWS_EVENT, TableDecoder, f
 from cdc_lib.binlog.transaction import transaction_control
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import BatchConfig, ZeroDatePolicy
-from cdc_lib.errors import BinlakeError, RowDecodeError
+from cdc_lib.errors import BinlakeError, BinlogFileError, RowDecodeError
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 
@@ -178,7 +178,7 @@ class _Decoder:
             on_error=self._payload_error,
         )
         try:
-            for event in payloads.events():
+            for event in self._library_read(payloads):
                 yield from self._flush()
                 yield from self._headers()
                 decoded = self.event(event)
@@ -188,6 +188,22 @@ class _Decoder:
             yield from self._headers()
         finally:
             stream.close()
+
+    def _library_read(self, payloads: PayloadsOpened) -> Iterator[Any]:
+        """The events as the library parses them; an event it cannot parse ends the decode with its place."""
+        try:
+            yield from payloads.events()
+        except BinlakeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the library's own failure on bytes it cannot read
+            current = self.events.current
+            where = f"{current.file}:{current.pos}" if current is not None else "the end"
+            following = f": --start {current.end}" if current is not None else ""
+            raise BinlogFileError(
+                f"the event at {where} could not be read by python-mysql-replication "
+                f"({exc.__class__.__name__}: {str(exc)[:200]}); the sync would fail on it too",
+                remedy=f"check that the file is a byte-exact copy; to see what follows, decode past it{following}",
+            ) from None
 
     def _flush(self) -> Iterator[DecodedEvent]:
         while self.pending:

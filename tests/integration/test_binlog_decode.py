@@ -511,3 +511,15 @@ def test_a_table_map_without_optional_metadata_decodes_as_mysqlbinlog_would(tmp_
     ((_, _, after), _, _) = rows(events)
     assert after == {"@1": S.encode(), "@2": L.encode(), "@3": "1", "@4": "1,4",
                      "@5": b"0123456789"}
+
+
+def test_an_event_the_library_cannot_parse_ends_the_decode_with_its_place(tmp_path: Path) -> None:
+    data = (RUST / "time_issue.000001").read_bytes()
+    broken = tmp_path / "binlog.000004"
+    broken.write_bytes(data + _event(2, 0, b"x", len(data)))  # a QUERY event one byte long
+    done = binlake(str(broken))
+    assert done.returncode == 2
+    assert "@1='-507:48:27'" in done.stdout
+    assert "binlake: error: the event at binlog.000004:472 could not be read by python-mysql-replication" in done.stderr
+    assert "remedy: check that the file is a byte-exact copy; to see what follows, decode past it: --start 496" \
+        in done.stderr

@@ -281,6 +281,12 @@ class _Decoder:
             decoded.why = f"the next file is {event.next_binlog} (position {event.position})"
         elif handling == "harmless":
             decoded.verdict = "harmless"
+            # The statement behind the rows events that follow (MySQL binlog_rows_query_log_events, MariaDB
+            # binlog_annotate_row_events), shown as mysqlbinlog shows it.
+            annotation = getattr(event, "sql_statement", None) if code == 160 else (
+                getattr(event, "query", None) if code == 29 else None)
+            if annotation is not None:
+                decoded.statement = redacted(query_text(annotation))
         elif handling == "stop_table":
             decoded.verdict = "stops_table"
             decoded.table = self.table_name(event)
@@ -357,7 +363,7 @@ class _Decoder:
         decoded.why = "the columns of the rows events that follow"
         decoded.columns = [
             {"name": info.name, "type": shown_type(info, column), "nullable": info.nullable,
-             "charset": info.character_set}
+             "charset": info.character_set, "key": info.name in schema.primary_key}
             for info, column in zip(schema.columns, event.columns, strict=True)
         ]
         decoder: TableDecoder | None = None

@@ -117,6 +117,7 @@ def text_lines(events: Iterable[DecodedEvent]) -> Iterator[str]:
         if event.columns:
             yield f"{indent}metadata {event.metadata}: " + ", ".join(
                 f"{column['name']} {column['type']}" + ("" if column["nullable"] else " NOT NULL")
+                + (" KEY" if column["key"] else "")
                 + (f" {column['charset']}" if column["charset"] else "")
                 for column in event.columns
             )

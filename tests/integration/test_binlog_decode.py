@@ -276,8 +276,9 @@ def test_rust_enum_string_set() -> None:
     updated = {"f1": "field1", "f2": "field_2", "f3": "variant2", "f4": "two,four", "f5": L}
     assert rows(events) == [("insert", None, written), ("update", written, updated), ("delete", updated, None)]
     assert of_type(events, "TABLE_MAP_EVENT")[0].columns[2:4] == [
-        {"name": "f3", "type": "enum('var1','variant2','foo')", "nullable": True, "charset": "utf8mb4"},
-        {"name": "f4", "type": "set('one','two','three','four')", "nullable": True, "charset": "utf8mb4"},
+        {"name": "f3", "type": "enum('var1','variant2','foo')", "nullable": True, "charset": "utf8mb4", "key": False},
+        {"name": "f4", "type": "set('one','two','three','four')", "nullable": True, "charset": "utf8mb4",
+         "key": False},
     ]
     assert [event.gtid for event in of_type(events, "GTID_LOG_EVENT")] == [
         f"93e95066-a2f4-11ec-9b69-9657f0ae95e2:{n}" for n in range(1, 6)]
@@ -306,7 +307,7 @@ def test_rust_time_issue() -> None:
     # ASSERTED: negative, 21 days 3:48:27 — MySQL's text -507:48:27 (binlake's TIME mapping).
     assert rows(events) == [("insert", None, {"@1": "-507:48:27"})]
     (table_map,) = of_type(events, "TABLE_MAP_EVENT")
-    assert table_map.columns == [{"name": "@1", "type": "time", "nullable": True, "charset": None}]
+    assert table_map.columns == [{"name": "@1", "type": "time", "nullable": True, "charset": None, "key": False}]
 
 
 def test_rust_bit() -> None:
@@ -339,15 +340,17 @@ def test_rust_mariadb() -> None:
     events = decode(path)
     every_event_read(path, events)
     maps = of_type(events, "TABLE_MAP_EVENT")
-    # ASSERTED: names, and the charsets 45 (utf8mb4_general_ci) of topic and event_type, 63 (binary) of event.
-    assert [(column["name"], column["type"], column["charset"]) for column in maps[0].columns] == [
-        ("id", "int", None), ("topic", "varchar(1020)", "utf8mb4"),
-        ("event_type", "enum('BLOB','JSON','PROTOBUF')", "utf8mb4"), ("event", "blob", None),
-        ("created", "timestamp", None),
+    # ASSERTED: names, PRI_KEY on id only, and the charsets 45 (utf8mb4_general_ci) of topic and event_type, 63
+    # (binary) of event.
+    assert [(column["name"], column["type"], column["charset"], column["key"]) for column in maps[0].columns] == [
+        ("id", "int", None, True), ("topic", "varchar(1020)", "utf8mb4", False),
+        ("event_type", "enum('BLOB','JSON','PROTOBUF')", "utf8mb4", False), ("event", "blob", None, False),
+        ("created", "timestamp", None, False),
     ]
     # OBSERVED: MariaDB GTIDs 0-1-1 and 0-1-2, ANNOTATE_ROWS passed as harmless, v1 WRITE_ROWS, xids 800 and 820.
     assert [event.gtid for event in of_type(events, "GTID_EVENT")] == ["0-1-1", "0-1-2"]
-    assert {event.verdict for event in of_type(events, "ANNOTATE_ROWS_EVENT")} == {"harmless"}
+    assert [(event.verdict, event.statement) for event in of_type(events, "ANNOTATE_ROWS_EVENT")] == [
+        ("harmless", "insert into outbox (topic, event_type, event) values ('foo', 'JSON', '{\"foo\":1}')")] * 2
     created = [dt.datetime(2022, 4, 20, 22, 18, 4, tzinfo=dt.UTC), dt.datetime(2022, 4, 20, 22, 19, 55, tzinfo=dt.UTC)]
     assert rows(events) == [
         ("insert", None, {"id": key, "topic": "foo", "event_type": "JSON", "event": b'{"foo":1}', "created": when})

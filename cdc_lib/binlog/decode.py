@@ -42,6 +42,7 @@ from cdc_lib.binlog.event_types import (
 from cdc_lib.binlog.json_diff import OPERATIONS, DiffVector, read_diffs
 from cdc_lib.binlog.payload import PayloadError
 from cdc_lib.binlog.replication_library import (
+    caching_table_maps,
     check_version,
     keep_partial_json_bytes,
     parse_binary_json,
@@ -152,6 +153,8 @@ class _Decoder:
         self.events, self.zero_dates = events, zero_dates
         self.max_payload_event_bytes = max_payload_event_bytes
         self.tables: dict[int, _Table] = {}
+        self.decoders: dict[TableSchema, TableDecoder | BinlakeError] = {}
+        self.schemas: dict[int, tuple[Any, tuple[TableSchema, str, list[str]]]] = {}
         self.names: set[str] = set(_table_map_names(events))
         self.transactions = 0
         self.transaction: int | None = None
@@ -164,7 +167,9 @@ class _Decoder:
     def run(self) -> Iterator[DecodedEvent]:
         events = self.events
         stream = BinLogStreamReader(
-            connection_settings={}, server_id=1, pymysql_wrapper=lambda **settings: FileConnection(events, **settings),
+            connection_settings={}, server_id=1,
+            # As the sync's connections: a TABLE_MAP repeated byte for byte is parsed once (`caching_table_maps`).
+            pymysql_wrapper=caching_table_maps(lambda **settings: FileConnection(events, **settings)),
             resume_stream=True, log_file=events.paths[0].name, log_pos=events.start or 4, blocking=False,
             only_events=None, filter_non_implemented_events=False, enable_logging=False,
             # The library's reading of PREVIOUS_GTIDS fails on MySQL 8.4's tagged form; the sync passes the event
@@ -356,7 +361,12 @@ class _Decoder:
     # -- table maps -----------------------------------------------------------------------------
 
     def table_map(self, event: Any, decoded: DecodedEvent) -> None:
-        schema, metadata, notes = table_schema(event)
+        library_table = self.stream.table_map.get(event.table_id)
+        # A TABLE_MAP repeated byte for byte is the library's same table (`caching_table_maps`): read it once.
+        cached = self.schemas.get(id(library_table))
+        if cached is None or cached[0] is not library_table:
+            cached = self.schemas[id(library_table)] = (library_table, table_schema(event))
+        schema, metadata, notes = cached[1]
         name = schema.table.name
         self.names.add(name)
         decoded.table, decoded.metadata, decoded.notes = name, metadata, decoded.notes + notes
@@ -366,14 +376,17 @@ class _Decoder:
              "charset": info.character_set, "key": info.name in schema.primary_key}
             for info, column in zip(schema.columns, event.columns, strict=True)
         ]
-        decoder: TableDecoder | None = None
-        error: BinlakeError | None = None
-        try:
-            decoder = TableDecoder.for_schema(schema, zero_dates=self.zero_dates)
-        except BinlakeError as exc:  # a column binlake cannot map: the table's rows stop it
-            error = exc
-            decoded.notes.append(f"binlake cannot map the table: {exc.cause}")
-        self.tables[event.table_id] = _Table(self.stream.table_map.get(event.table_id), schema, decoder, error)
+        # One decoder per schema, as the sync keeps one per table: its generated row reader is built once.
+        known = self.decoders.get(schema)
+        if known is None:
+            try:
+                known = self.decoders[schema] = TableDecoder.for_schema(schema, zero_dates=self.zero_dates)
+            except BinlakeError as exc:  # a column binlake cannot map: the table's rows stop it
+                known = self.decoders[schema] = exc
+        if isinstance(known, BinlakeError):
+            decoded.notes.append(f"binlake cannot map the table: {known.cause}")
+        decoder, error = (None, known) if isinstance(known, BinlakeError) else (known, None)
+        self.tables[event.table_id] = _Table(library_table, schema, decoder, error)
 
     # -- rows -----------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ Each event becomes one `DecodedEvent`: where it is, its transaction and GTID, wh
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from pymysqlreplication.event import MariadbGtidEvent, PreviousGtidsEvent
 
 from cdc_lib.binlog.binlog_file import FileConnection, FileEvent, FileEvents, previous_gtids
 from cdc_lib.binlog.ddl import table_effects
+from cdc_lib.binlog.decode_rows import RowChange, json_diffs, library_rows, redacted
 from cdc_lib.binlog.event_types import (
     COMPRESSED_ROWS,
     QUERY_COMPRESSED_EVENT,
@@ -39,13 +39,10 @@ from cdc_lib.binlog.event_types import (
     uncompressed_query,
     uncompressed_rows_packet,
 )
-from cdc_lib.binlog.json_diff import OPERATIONS, DiffVector, read_diffs
 from cdc_lib.binlog.payload import PayloadError
 from cdc_lib.binlog.replication_library import (
     caching_table_maps,
     check_version,
-    keep_partial_json_bytes,
-    parse_binary_json,
     rebuilt_rows_event,
     stream_setting,
 )
@@ -57,7 +54,6 @@ from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import BatchConfig, ZeroDatePolicy
 from cdc_lib.errors import BinlakeError, BinlogFileError, RowDecodeError
 from cdc_lib.model.tables import TableSchema
-from cdc_lib.model.types import binlog_converter
 
 #: applied: binlake reads and uses it (rows applied, a group opened or committed, a table map kept) · harmless: it
 #: cannot change a row · schema_change: a DDL the table pauses at (Delta evolves, or the table stops) ·
@@ -66,15 +62,6 @@ Verdict = Literal["applied", "harmless", "schema_change", "stops_table", "stops_
 
 TRANSACTION_PAYLOAD_EVENT = 40
 _FL_STANDALONE = 1  # MariaDB GTID flag: a statement outside BEGIN … COMMIT
-
-
-@dataclass
-class RowChange:
-    """One row of a rows event: before and after image (column → binlake's value); a diff per partial JSON column."""
-
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    diffs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -435,9 +422,9 @@ class _Decoder:
             ]
             if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
                 for change, row in zip(decoded.rows, event.rows, strict=True):
-                    change.diffs = _diffs(row["after_values"])
+                    change.diffs = json_diffs(row["after_values"])
             return
-        decoded.rows = _library_rows(event, table.schema)
+        decoded.rows = library_rows(event, table.schema)
         if decoded.rows:
             decoded.notes.append("the rows as python-mysql-replication reads them (absent columns left out); the "
                                  "sync applies none of them")
@@ -450,76 +437,6 @@ class _Decoder:
 
 
 _OPERATIONS = {23: "insert", 30: "insert", 24: "update", 31: "update", 39: "update", 25: "delete", 32: "delete"}
-#: Where a statement may go on with a password or its hash: CREATE/ALTER USER … IDENTIFIED, SET PASSWORD,
-#: PASSWORD('…'), …_PASSWORD = '…' (CHANGE REPLICATION SOURCE). A column named password is not one of them.
-_PASSWORD = re.compile(r"(\bIDENTIFIED\b|\bSET\s+PASSWORD\b|\bPASSWORD\s*\(|\b\w+_PASSWORD\s*=).*",
-                       re.IGNORECASE | re.DOTALL)
-
-
-def redacted(statement: str) -> str:
-    """A statement with whatever follows IDENTIFIED, SET PASSWORD, PASSWORD( or X_PASSWORD= cut: a password or its
-    hash is never shown."""
-    return _PASSWORD.sub(lambda match: f"{match.group(1).rstrip('(= ')} <redacted>", statement)
-
-
-def _diffs(after: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    found = {}
-    for name, value in after.items():
-        if isinstance(value, DiffVector):
-            found[str(name)] = [
-                {"operation": OPERATIONS.get(diff.operation, str(diff.operation)), "path": diff.path_text,
-                 "value": diff.value}
-                for diff in read_diffs(value.data, parse_binary_json)
-            ]
-    return found
-
-
-def _library_rows(event: Any, schema: TableSchema) -> list[RowChange]:
-    """What the library reads of a rows event the sync stops at: each present column in binlake's values."""
-    converters = {column.name: binlog_converter(column) for column in schema.columns}
-    try:
-        if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
-            keep_partial_json_bytes(event)
-        rows = event.rows
-    except Exception:  # noqa: BLE001 - the error shown already says why; there is nothing more to show
-        return []
-    changes = []
-
-    def image(values: dict[str, Any] | None) -> dict[str, Any] | None:
-        if values is None:
-            return None
-        shown = {}
-        for name, value in values.items():
-            convert = converters.get(name)
-            try:
-                shown[str(name)] = convert(value) if convert is not None and value is not None and not isinstance(
-                    value, DiffVector) else value
-            except Exception:  # noqa: BLE001 - shown as the library read it
-                shown[str(name)] = value
-        return shown
-
-    for row in rows:
-        if "values" in row:
-            values = row["values"]
-            present = _present(values, event.columns_present_bitmap)
-            insert = event.event_type in (23, 30)
-            changes.append(RowChange(None if insert else image(present), image(present) if insert else None))
-        else:
-            change = RowChange(image(_present(row["before_values"], event.columns_present_bitmap)),
-                               image(_present(row["after_values"], getattr(event, "columns_present_bitmap2", None))))
-            change.diffs = _diffs(row["after_values"])
-            changes.append(change)
-    return changes
-
-
-def _present(values: dict[str, Any], bitmap: bytes | None) -> dict[str, Any]:
-    """The columns a row image holds (the library reads an absent column as None)."""
-    if bitmap is None:
-        return values
-    mask = int.from_bytes(bitmap, "little")
-    return {name: value for index, (name, value) in enumerate(values.items()) if mask >> index & 1}
-
-
 def _table_map_names(events: FileEvents) -> list[str]:
     """The tables the files' TABLE_MAPs name (outside compressed transactions), so a statement is judged against
     every table the files touch, also before its first TABLE_MAP."""

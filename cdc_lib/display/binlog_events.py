@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
-from cdc_lib.binlog.decode import DecodedEvent, RowChange
+from cdc_lib.binlog.decode import DecodedEvent
+from cdc_lib.binlog.decode_rows import RowChange
 from cdc_lib.binlog.json_diff import DiffVector
 
 #: The JSON Lines keys, in order (docs/cli.md).

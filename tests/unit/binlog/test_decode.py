@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cdc_lib.binlog.binlog_file import FileEvent, FileEvents, previous_gtids
-from cdc_lib.binlog.decode import redacted
+from cdc_lib.binlog.decode_rows import redacted
 from cdc_lib.errors import BinlogFileError
 
 

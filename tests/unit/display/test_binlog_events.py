@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cdc_lib.binlog.decode import DecodedEvent, RowChange
+from cdc_lib.binlog.decode import DecodedEvent
+from cdc_lib.binlog.decode_rows import RowChange
 from cdc_lib.display.binlog_events import JSON_KEYS, json_value, text_lines, text_value, to_json
 
 

@@ -10,6 +10,14 @@ packets, and the statements binlake sends. What it answers is MySQL 8.4's docume
   File, Position, Binlog_Do_DB, Binlog_Ignore_DB, Executed_Gtid_Set, and needs REPLICATION CLIENT (1227);
 - `SHOW BINARY LOGS` answers Log_name, File_size, Encrypted;
 - MariaDB-only variables (`gtid_binlog_pos`) are unknown (1193);
+- `version` picks what that MySQL version has (`mysql_variables`, `answer`): 8.0.x, 8.4.x or 9.x variables
+  (`expire_logs_days` until 8.2, `default_authentication_plugin` until 8.4, the `*_replica_*` names from 8.0.26,
+  `binlog_expire_logs_auto_purge` from 8.0.29), statements (`SHOW BINARY LOG STATUS` from 8.2, the MASTER/SLAVE
+  statements until 8.4, `SHOW REPLICAS` from 8.0.22) and `mysql_native_password` (on in 8.0, off unless
+  `mysql_native_password=ON` in 8.4, gone in 9.0: a login with it is refused with 1524);
+- with `tls` (an `ssl.SSLContext`) it offers CLIENT_SSL and upgrades the connection when the client asks, so
+  `caching_sha2_password` full authentication takes the password in clear inside TLS (no RSA); with
+  `require_secure_transport` a login without TLS is refused with 3159, as MySQL does;
 - COM_BINLOG_DUMP without binlog files answers end-of-stream at once (a non-blocking dump at the binlog's end):
   enough to see which statements python-mysql-replication sends before it streams.
 - Given binlog files (`MySQLStub.serving`: real MySQL binlog bytes, tests/fixtures/mysql-binlogs/), it is a
@@ -25,9 +33,11 @@ every statement received, in order, for the tests to assert on.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import socket
+import ssl
 import struct
 import threading
 import zlib
@@ -41,6 +51,7 @@ CLIENT_FOUND_ROWS = 0x2
 CLIENT_LONG_FLAG = 0x4
 CLIENT_CONNECT_WITH_DB = 0x8
 CLIENT_PROTOCOL_41 = 0x200
+CLIENT_SSL = 0x800
 CLIENT_TRANSACTIONS = 0x2000
 CLIENT_SECURE_CONNECTION = 0x8000
 CLIENT_MULTI_STATEMENTS = 0x10000
@@ -48,7 +59,8 @@ CLIENT_MULTI_RESULTS = 0x20000
 CLIENT_PLUGIN_AUTH = 0x80000
 CLIENT_CONNECT_ATTRS = 0x100000
 CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 0x200000
-#: No CLIENT_SSL: the stub offers no TLS, so pymysql's caching_sha2_password full authentication must use RSA.
+#: Without CLIENT_SSL, added when the stub has a `tls` context: without TLS, pymysql's caching_sha2_password
+#: full authentication must use RSA.
 SERVER_CAPABILITIES = (
     CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB | CLIENT_PROTOCOL_41
     | CLIENT_TRANSACTIONS | CLIENT_SECURE_CONNECTION | CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS
@@ -182,6 +194,61 @@ def _format_description_for(event: BinlogEvent, start: int, checksum: bool) -> b
     return _with_checksum(patched, checksum)
 
 
+# -- server versions ---------------------------------------------------------------------------------
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    major, minor, patch = ([int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0, 0])[:3]
+    return major, minor, patch
+
+
+def mysql_variables(version: str) -> dict[str, str]:
+    """The global variables binlake may ask for, as a MySQL of `version` has them (its defaults, except what
+    binlake needs: `binlog_row_metadata=FULL`, GTIDs on). From MySQL's option and variable change lists
+    (dev.mysql.com/doc/mysqld-version-reference): `binlog_transaction_compression` from 8.0.20, the `replica`
+    names of `log_slave_updates` and `slave_exec_mode` from 8.0.26 (the old names stay, deprecated),
+    `binlog_expire_logs_auto_purge` from 8.0.29, `expire_logs_days` removed in 8.2.0,
+    `default_authentication_plugin` removed in 8.4.0, where `mysql_native_password` (OFF) appeared; 9.0 removed
+    that plugin and its variable. `binlog_format` is deprecated from 8.0.34 and still there."""
+    at = version_tuple(version)
+    variables = {
+        "log_bin": "ON",
+        "binlog_format": "ROW",
+        "binlog_row_image": "FULL",
+        "binlog_row_metadata": "FULL",
+        "binlog_row_value_options": "",
+        "binlog_checksum": "CRC32",
+        "binlog_expire_logs_seconds": "2592000",
+        "log_slave_updates": "ON",
+        "slave_exec_mode": "STRICT",
+        "require_secure_transport": "OFF",
+        "server_id": "1",
+        "server_uuid": "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+        "hostname": "mysql-stub",
+        "port": "3306",
+        "log_bin_basename": "/var/lib/mysql/binlog",
+        "gtid_mode": "ON",
+        "enforce_gtid_consistency": "ON",
+        "gtid_executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57",
+    }
+    if at >= (8, 0, 20):
+        variables["binlog_transaction_compression"] = "OFF"
+    if at >= (8, 0, 26):
+        variables.update(log_replica_updates="ON", replica_exec_mode="STRICT")
+    if at >= (8, 0, 29):
+        variables["binlog_expire_logs_auto_purge"] = "ON"
+    if at < (8, 2, 0):
+        variables["expire_logs_days"] = "0"
+    if at < (8, 4, 0):
+        variables["default_authentication_plugin"] = "caching_sha2_password"
+    elif at < (9, 0, 0):
+        variables["mysql_native_password"] = "OFF"
+    return variables
+
+
+#: Variables MySQL 8.0.26 gave a new name, keeping the old one as a deprecated alias of the same variable.
+_RENAMED_VARIABLES = (("log_slave_updates", "log_replica_updates"), ("slave_exec_mode", "replica_exec_mode"))
+
+
 # -- tables ------------------------------------------------------------------------------------------
 
 _INTEGER_PRECISION = {"tinyint": 3, "smallint": 5, "mediumint": 7, "int": 10, "bigint": 19}
@@ -244,23 +311,13 @@ class MySQLStub:
     auth_plugin: str = "caching_sha2_password"
     user: str = "cdc"
     password: str = "cdc-password"
-    #: Global variables as SHOW GLOBAL VARIABLES shows them: MySQL 8.4's defaults plus what binlake needs.
-    variables: dict[str, str] = field(default_factory=lambda: {
-        "log_bin": "ON",
-        "binlog_format": "ROW",
-        "binlog_row_image": "FULL",
-        "binlog_row_metadata": "FULL",
-        "binlog_row_value_options": "",
-        "binlog_transaction_compression": "OFF",
-        "binlog_checksum": "CRC32",
-        "binlog_expire_logs_seconds": "2592000",
-        "server_id": "1",
-        "server_uuid": "3e11fa47-71ca-11e1-9e33-c80aa9429562",
-        "gtid_mode": "ON",
-        "gtid_executed": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57",
-    })
+    #: Global variables as SHOW GLOBAL VARIABLES shows them: `mysql_variables(version)` (that version's defaults
+    #: plus what binlake needs), with the ones given here set over them.
+    variables: dict[str, str] = field(default_factory=dict)
     grants: list[str] = field(default_factory=lambda: [
         "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+        # MySQL shows a dynamic privilege on a line of its own; the snapshot's log_status read needs it.
+        "GRANT BACKUP_ADMIN ON *.* TO `cdc`@`%`",
         "GRANT SELECT ON `shop`.* TO `cdc`@`%`",
     ])
     binary_logs: list[tuple[str, int]] = field(
@@ -272,16 +329,22 @@ class MySQLStub:
     reported_version: str | None = None
     #: Statements received, in order (COM_BINLOG_DUMP is recorded as "<COM_BINLOG_DUMP file:pos>").
     queries: list[str] = field(default_factory=list)
+    #: Statements answered with an ERR packet, as "statement -> code": what this server version rejects.
+    refused: list[str] = field(default_factory=list)
     #: Users in the server's caching_sha2_password cache: fast authentication succeeds for them. MySQL empties
     #: it on restart and FLUSH PRIVILEGES, so the first login after either takes the full (RSA) path, which adds them.
     sha2_cache: set[str] = field(default_factory=set)
-    #: How each login authenticated: "native", "sha2-fast", "sha2-full-rsa".
+    #: How each login authenticated: "native", "sha2-fast", "sha2-full-rsa", "sha2-full-tls".
     logins: list[str] = field(default_factory=list)
+    #: Per successful login, whether the connection was inside TLS.
+    secure_logins: list[bool] = field(default_factory=list)
     #: Binlog files the server keeps, oldest first; when set they replace `binary_logs` and COM_BINLOG_DUMP
     #: streams them (see `serving`).
     binlogs: list[BinlogFile] = field(default_factory=list)
     #: Tables information_schema shows.
     tables: list[StubTable] = field(default_factory=list)
+    #: TLS the server offers (CLIENT_SSL), with its certificate loaded; None: no TLS, as before.
+    tls: ssl.SSLContext | None = None
 
     @classmethod
     def serving(cls, files: list[BinlogFile], tables: list[StubTable], **settings: Any) -> MySQLStub:
@@ -301,6 +364,7 @@ class MySQLStub:
         return stub
 
     def __post_init__(self) -> None:
+        self.variables = {**mysql_variables(self.version), **self.variables}
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -369,19 +433,52 @@ class MySQLStub:
         wire = _Wire(client)
         try:
             if self._authenticate(wire, thread_id):
+                self.secure_logins.append(wire.sock is not client)
                 self._commands(wire)
         except (ConnectionError, OSError, EOFError):
             pass
         finally:
+            wire.sock.close()  # the TLS socket when the connection was upgraded (it owns the descriptor then)
             client.close()
+
+    def _upgrade_to_tls(self, wire: _Wire, client: socket.socket) -> None:
+        """Wrap the connection in TLS after the client's SSLRequest, as MySQL does before the HandshakeResponse."""
+        assert self.tls is not None
+        secure = self.tls.wrap_socket(client, server_side=True)
+        with self._lock:  # `stop` shuts the connections down: the TLS socket is the one that works now
+            self._clients = [secure if open_client is client else open_client for open_client in self._clients]
+        wire.sock = secure
+
+    def _native_password_loaded(self) -> bool:
+        """mysql_native_password: loaded in 8.0, only with mysql_native_password=ON in 8.4, removed in 9.0."""
+        if self._version() >= (9, 0, 0):
+            return False
+        if self._version() >= (8, 4, 0):
+            return self.variables.get("mysql_native_password", "OFF") == "ON"
+        return True
 
     def _authenticate(self, wire: _Wire, thread_id: int) -> bool:
         salt = bytes(b % 94 + 33 for b in os.urandom(20))  # printable and never NUL, like MySQL's
         wire.send(self._handshake(thread_id, salt))
         response = wire.receive()
+        secure = False  # whether the connection went inside TLS
+        if len(response) == 32 and struct.unpack("<I", response[:4])[0] & CLIENT_SSL and self.tls is not None:
+            # An SSLRequest: the first 32 bytes of a HandshakeResponse41; the rest follows inside TLS.
+            self._upgrade_to_tls(wire, wire.sock)
+            secure = True
+            response = wire.receive()
         user, auth_response, plugin = _parse_handshake_response(response)
+        if self.variables.get("require_secure_transport") == "ON" and not secure:
+            wire.send(_err(StubError(
+                3159, "Connections using insecure transport are prohibited while --require_secure_transport=ON."
+            )))
+            return False
         if user != self.user:
             return self._deny(wire, user)
+        if self.auth_plugin == "mysql_native_password" and not self._native_password_loaded():
+            # The account's plugin is not there (8.4 without mysql_native_password=ON, any 9.x).
+            wire.send(_err(StubError(1524, "Plugin 'mysql_native_password' is not loaded")))
+            return False
         if self.auth_plugin == "mysql_native_password":
             if plugin != "mysql_native_password":
                 wire.send(b"\xfe" + b"mysql_native_password\0" + salt + b"\0")
@@ -406,7 +503,16 @@ class MySQLStub:
             return True
         wire.send(b"\x01\x04")  # perform_full_authentication
         request = wire.receive()
-        if request != b"\x02":  # only the RSA key exchange: the stub offers no TLS
+        if secure:
+            # Inside TLS the client sends the password itself, NUL-terminated: no key exchange.
+            if request != self.password.encode() + b"\0":
+                return self._deny(wire, user)
+            with self._lock:
+                self.sha2_cache.add(user)
+            self.logins.append("sha2-full-tls")
+            wire.send(_ok())
+            return True
+        if request != b"\x02":  # without TLS, only the RSA key exchange
             return self._deny(wire, user)
         wire.send(b"\x01" + self._public_key_pem())
         encrypted = wire.receive()
@@ -423,14 +529,15 @@ class MySQLStub:
         return False
 
     def _handshake(self, thread_id: int, salt: bytes) -> bytes:
+        capabilities = SERVER_CAPABILITIES | (CLIENT_SSL if self.tls is not None else 0)
         return (
             b"\x0a" + self.version.encode() + b"\0"
             + struct.pack("<I", thread_id)
             + salt[:8] + b"\0"
-            + struct.pack("<H", SERVER_CAPABILITIES & 0xFFFF)
+            + struct.pack("<H", capabilities & 0xFFFF)
             + bytes([UTF8MB4_0900_AI_CI])
             + struct.pack("<H", SERVER_STATUS_AUTOCOMMIT)
-            + struct.pack("<H", SERVER_CAPABILITIES >> 16)
+            + struct.pack("<H", capabilities >> 16)
             + bytes([len(salt) + 1])
             + b"\0" * 10
             + salt[8:] + b"\0"
@@ -554,7 +661,15 @@ class MySQLStub:
     # -- statements --------------------------------------------------------------------------------
 
     def answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
-        """Columns and rows of a result set, None for OK; raises StubError for an ERR packet."""
+        """Columns and rows of a result set, None for OK; raises StubError for an ERR packet (recorded in
+        `refused`)."""
+        try:
+            return self._answer(sql)
+        except StubError as error:
+            self.refused.append(f"{' '.join(sql.split())} -> {error.code}")
+            raise
+
+    def _answer(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
         text = " ".join(sql.strip().rstrip(";").split())
         upper = text.upper()
         for start, result in self.extra.items():
@@ -577,14 +692,18 @@ class MySQLStub:
                 raise _parse_error("MASTER LOGS")
             self._require("REPLICATION CLIENT", "SUPER, REPLICATION CLIENT")
             return ["Log_name", "File_size", "Encrypted"], [(name, size, "No") for name, size in self._logs()]
+        if upper in ("SHOW SLAVE HOSTS", "SHOW SLAVE STATUS", "SHOW REPLICAS", "SHOW REPLICA STATUS"):
+            return self._replication_statement(upper)
         if upper == "SHOW GRANTS":
             return [f"Grants for {self.user}@%"], [(grant,) for grant in self.grants]
         match = re.match(r"^SHOW (?:GLOBAL |SESSION )?VARIABLES (WHERE VARIABLE_NAME IN|LIKE) (.*)$", upper)
         if match:
             wanted = [name.lower() for name in re.findall(r"'([^']*)'", text)]
-            rows = [(name, value) for name, value in self.variables.items()
+            rows = [(name, value) for name, value in self._global_variables().items()
                     if any(re.fullmatch(pattern.replace("%", ".*").replace("_", "."), name) for pattern in wanted)]
             return ["Variable_name", "Value"], rows
+        if upper == "SELECT LOCAL FROM PERFORMANCE_SCHEMA.LOG_STATUS":
+            return self._log_status()
         if "INFORMATION_SCHEMA." in upper:
             return self._information_schema(text)
         if upper.startswith("SELECT "):
@@ -593,11 +712,8 @@ class MySQLStub:
 
     def _information_schema(self, text: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """The information_schema statements binlake sends (`cdc_lib.source.server`, `cdc_lib.binlog.stream`,
-        `cdc_lib.pipeline.schema_changes`), answered from `tables`.
-
-        Not MySQL in one place: the table list ignores the statement's `TABLE_SCHEMA NOT IN ('mysql', …)`, because
-        the origins of some real binlog fixtures created their test tables in the `mysql` schema; MySQL would not
-        list them there, and binlake would call them missing.
+        `cdc_lib.pipeline.schema_changes`), answered from `tables` (the origins of some real binlog fixtures created
+        their test tables in the `mysql` schema, as MySQL lets a user do).
         """
         upper = text.upper()
         named = re.search(r"TABLE_SCHEMA = '((?:[^'\\]|\\.)*)' AND TABLE_NAME = '((?:[^'\\]|\\.)*)'", text)
@@ -621,8 +737,17 @@ class MySQLStub:
             return ["COLUMN_NAME"], generated
         raise StubError(1105, f"mysql stub: no answer for {text[:80]!r}")
 
-    def _version(self) -> tuple[int, ...]:
-        return tuple(int(part) for part in re.findall(r"\d+", self.version)[:3])
+    def _global_variables(self) -> dict[str, str]:
+        """`variables`, where an old name and its 8.0.26 `replica` name are one variable: a test that sets the new
+        name sets both, as `SET GLOBAL` does on MySQL."""
+        variables = dict(self.variables)
+        for old, new in _RENAMED_VARIABLES:
+            if old in variables and new in variables:
+                variables[old] = variables[new]
+        return variables
+
+    def _version(self) -> tuple[int, int, int]:
+        return version_tuple(self.version)
 
     def _require(self, privilege: str, names: str) -> None:
         joined = " ".join(self.grants).upper()
@@ -630,6 +755,29 @@ class MySQLStub:
             raise StubError(
                 1227, f"Access denied; you need (at least one of) the {names} privilege(s) for this operation", "42000"
             )
+
+    def _replication_statement(self, upper: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The replica statements of a server that has no replicas and is none: SHOW REPLICAS and SHOW REPLICA
+        STATUS from 8.0.22, their SLAVE names until 8.4 removed them (binlake sends none of them)."""
+        old = "SLAVE" in upper
+        if (old and self._version() >= (8, 4, 0)) or (not old and self._version() < (8, 0, 22)):
+            raise _parse_error(upper.removeprefix("SHOW "))
+        self._require("REPLICATION", "REPLICATION SLAVE" if "HOSTS" in upper or "REPLICAS" in upper
+                      else "SUPER, REPLICATION CLIENT")
+        if upper.endswith("STATUS"):
+            return ["Replica_IO_State", "Source_Host"], []
+        return ["Server_Id", "Host", "Port", "Source_Id", "Replica_UUID"], []
+
+    def _log_status(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """performance_schema.log_status (8.0.14+): its LOCAL column, the binlog end and gtid_executed as one JSON
+        document; the manual asks for BACKUP_ADMIN (and SELECT on the table, which the stub does not check)."""
+        if self._version() < (8, 0, 14):
+            raise StubError(1146, "Table 'performance_schema.log_status' doesn't exist", "42S02")
+        self._require("BACKUP_ADMIN", "BACKUP_ADMIN")
+        name, size = self._logs()[-1]
+        local = {"gtid_executed": self.variables.get("gtid_executed", ""), "binary_log_file": name,
+                 "binary_log_position": size}
+        return ["LOCAL"], [(json.dumps(local),)]
 
     def _binlog_status(self) -> tuple[list[str], list[tuple[Any, ...]]]:
         self._require("REPLICATION CLIENT", "SUPER, REPLICATION CLIENT")
@@ -653,8 +801,8 @@ class MySQLStub:
                 variable = lowered.removeprefix("@@").removeprefix("global.").removeprefix("session.")
                 if variable == "version":
                     row.append(self.version)
-                elif variable in self.variables:
-                    value = self.variables[variable]
+                elif variable in self._global_variables():
+                    value = self._global_variables()[variable]
                     row.append(int(value) if value.isdigit() else value)
                 else:
                     raise StubError(1193, f"Unknown system variable '{variable}'")

@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants import FIELD_TYPE
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -111,6 +112,8 @@ def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dic
     parsed = cache.get(key) if cache is not None and key is not None else None
     if parsed is None:
         parse_table_map(self, from_packet, event_size, table_map, ctl_connection, **settings)
+        if getattr(self, "_processed", True) and getattr(self, "columns", None):
+            keep_unnamed_metadata(self)
         if cache is not None and key is not None and self._processed and len(cache) < TABLE_MAPS_KEPT:
             cache[key] = self
         return
@@ -128,6 +131,49 @@ def _table_map_bytes(wrapper: Any, event_size: int) -> bytes | None:
     if start + event_size > len(data):
         return None
     return data[start:start + event_size]
+
+
+def keep_unnamed_metadata(event: Any) -> None:
+    """Keep a nameless table map's SIGNEDNESS and charset metadata on its columns, as a named one's are kept.
+
+    binlog_row_metadata=MINIMAL (MySQL 8.0's and 8.4's default) logs signedness and charsets but no column names;
+    python-mysql-replication parses them and then applies them only in the branch that has names, so an INT
+    UNSIGNED column reads as signed (3230202323 as -1064764973) and text has no charset. Here each column gets
+    `binlake_binlog_unsigned` (the SIGNEDNESS bit of a numeric column, None without that metadata), the
+    collation the binlog names, and `binlake_binlog_name` (its COLUMN_NAME, when a FULL table map is read by a
+    stream that ignores optional metadata); `row_decoder.prepare_columns` then names the columns from the table's
+    schema by position and checks them against it (`column_positions`). A table map with names is left as the
+    library made it.
+    """
+    from pymysqlreplication.row_event import find_charset
+
+    columns = event.columns
+    if any(getattr(column, "name", None) is not None for column in columns):
+        return
+    metadata = event.optional_metadata
+    dbms = getattr(event, "dbms", "mysql")
+    # The library counts YEAR among the numeric columns that have a SIGNEDNESS bit; MySQL's Table_map writer
+    # does not (is_numeric_type), so with a YEAR column the bits after it cannot be placed: none are kept.
+    years = any(column.type == FIELD_TYPE.YEAR for column in columns)
+    signedness = list(metadata.unsigned_column_list or []) if not years else []
+    # A table map written with FULL metadata read on a stream that found the server at MINIMAL (the library decides
+    # once, from the server's current setting) still carries its names: kept to check the mapping by.
+    names = list(metadata.column_name_list or [])
+    character = iter(metadata.charset_collation_list or [])
+    labels = iter(metadata.enum_and_set_collation_list or [])
+    for index, column in enumerate(columns):
+        numeric = event._is_numeric_column(column.type)
+        column.binlake_binlog_unsigned = bool(signedness[index]) if numeric and index < len(signedness) else None
+        column.binlake_binlog_name = names[index] if len(names) == len(columns) else None
+        if event._is_character_column(column.type, dbms=dbms):
+            collation_id = next(character, None)
+        elif event._is_enum_or_set_column(column.type):
+            collation_id = next(labels, None)
+        else:
+            continue
+        if collation_id is not None and column.collation_name is None:
+            _, collation, _ = find_charset(str(collation_id), dbms=dbms)
+            column.collation_name = collation
 
 
 TableMapEvent._binlake_library_init = parse_table_map

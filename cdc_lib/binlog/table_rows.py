@@ -23,7 +23,6 @@ from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
 from cdc_lib.errors import (
     SchemaChangeError,
-    ServerSettingsError,
     UnreadableEventError,
     ZeroDateError,
     ZeroDateKeyError,
@@ -139,7 +138,15 @@ _OUT_OF_RANGE = frozenset(
 def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
     table = schema.table.name
     if any(str(key).startswith("UNKNOWN_COL") for key in values):
-        return ServerSettingsError("binlog_row_metadata", "MINIMAL", "FULL")
+        # prepare_columns names a nameless table map by position before any row is read; a column the library
+        # still calls UNKNOWN_COL<n> means that did not happen, and a name is not guessed here.
+        return SchemaChangeError(
+            "the binlog names no columns (binlog_row_metadata is MINIMAL or NO_LOG) and they were not matched to "
+            "the table's schema by position",
+            remedy=f"report this as a binlake bug; meanwhile SET GLOBAL binlog_row_metadata=FULL (and in my.cnf) and "
+            f"re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )
     added = [key for key in values if key not in schema.column_names]
     missing = [name for name in schema.column_names if name not in values]
     return SchemaChangeError(

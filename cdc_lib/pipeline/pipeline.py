@@ -27,6 +27,7 @@ from cdc_lib.sink.storage import SinkStorage, sink_storage
 from cdc_lib.snapshot.jdbc_read import SnapshotResult
 from cdc_lib.snapshot.progress import ProgressListener
 from cdc_lib.snapshot.tables import snapshot_tables
+from cdc_lib.snapshot.watermarks import mysql_log_status
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
 from cdc_lib.source.history import plan_resume
@@ -90,6 +91,11 @@ class Pipeline:
             checked.append("binlog: log_bin=ON, ROW format, FULL row image, FULL row metadata")
             checks.check_grants(connection)
             checked.append("grants: replication and binlog status readable")
+            if not mysql.server_flavour(connection).mariadb:
+                # Every MySQL snapshot reads its low watermark there (BACKUP_ADMIN): refused now, not at the first
+                # snapshot after a sync ran for days without it.
+                mysql_log_status(connection, mysql.server_identity(connection))
+                checked.append("snapshot position: performance_schema.log_status readable")
             tables = self.configured_tables(connection)
             for ref in tables:
                 mysql.describe_table(connection, ref)

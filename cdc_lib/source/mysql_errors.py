@@ -31,6 +31,9 @@ BINLOG_ACCESS_DENIED = frozenset({1227, 1044})
 #: MariaDB: a newer binlog dump with the same server_id took over and the server dropped this one.
 DUPLICATE_SERVER_ID = 4052
 SSL_CONNECTION_ERROR = 2026
+#: ER_PLUGIN_IS_NOT_LOADED at login: the account's authentication plugin is not in the server. MySQL 8.4 loads
+#: mysql_native_password only with mysql_native_password=ON, and 9.0 removed it.
+PLUGIN_NOT_LOADED = 1524
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,16 @@ def _connect_failure(where: _Where, exc: pymysql.MySQLError) -> BinlakeError:
     if code == UNKNOWN_DATABASE:
         return SourceConnectionError(
             f"unknown database for {where.login}", remedy="check source.tables", retryable=False
+        )
+    if code == PLUGIN_NOT_LOADED:
+        # Not a passing fault: every login of this account fails the same way until the account or server changes.
+        return SourceConnectionError(
+            f"cannot log in as {where.login}: the account authenticates with a plugin the server does not load "
+            f"({error_text(exc)}); MySQL 8.4 disables mysql_native_password by default and 9.0 removed it",
+            remedy=f"ALTER USER '{where.user}'@'%' IDENTIFIED WITH caching_sha2_password BY '<password>' (binlake "
+            "logs in with caching_sha2_password, over TLS or by the RSA key exchange); on MySQL 8.4 only, starting "
+            "the server with mysql_native_password=ON also works",
+            retryable=False,
         )
     return SourceConnectionError(
         f"cannot connect as {where.login} ({error_text(exc)})", remedy="check the source settings and the server's log"

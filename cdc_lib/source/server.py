@@ -284,27 +284,84 @@ def identity_checked(
     return connect_checked
 
 
+#: Schemas the server keeps for itself: a wildcard never reaches into them.
+SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+#: The server's own tables in the `mysql` schema (MySQL 8.0-9.x and MariaDB 10.x-11.x manuals, "The mysql System
+#: Schema" / "The mysql Database Tables"). The server changes many of them through statements the binlog logs as SQL
+#: (GRANT, CREATE USER, INSTALL PLUGIN, CREATE EVENT...), never as row changes, so a copy would drift without a word.
+#: Other tables in `mysql` are tables a user created there (some projects' test data does): copied when named.
+SERVER_SYSTEM_TABLES = frozenset({
+    # grants and accounts
+    "user", "global_grants", "global_priv", "db", "tables_priv", "columns_priv", "procs_priv", "proxies_priv",
+    "default_roles", "role_edges", "roles_mapping", "password_history", "password_reuse_check_history",
+    # stored objects, plugins, components
+    "component", "event", "func", "plugin", "proc", "servers",
+    # logs, help, time zones
+    "general_log", "slow_log", "help_category", "help_keyword", "help_relation", "help_topic",
+    "time_zone", "time_zone_leap_second", "time_zone_name", "time_zone_transition", "time_zone_transition_type",
+    # replication
+    "gtid_executed", "gtid_slave_pos", "ndb_binlog_index", "slave_master_info", "slave_relay_log_info",
+    "slave_worker_info", "replication_asynchronous_connection_failover",
+    "replication_asynchronous_connection_failover_managed", "replication_group_configuration_version",
+    "replication_group_member_actions", "transaction_registry",
+    # optimizer statistics and costs
+    "innodb_index_stats", "innodb_table_stats", "server_cost", "engine_cost", "column_stats", "index_stats",
+    "table_stats",
+    # audit log and firewall plugins
+    "audit_log_filter", "audit_log_user", "firewall_group_allowlist", "firewall_groups", "firewall_membership",
+    "firewall_users", "firewall_whitelist",
+})
+
+
 def resolve_tables(connection: pymysql.connections.Connection, patterns: tuple[str, ...]) -> list[TableRef]:
-    """Expand `db.table` and `db.*` patterns against the server; a named table must exist."""
+    """Expand `db.table` and `db.*` patterns against the server; a named table must exist.
+
+    A wildcard never matches a table in the server's own schemas. A table named exactly there is copied when a
+    user created it (the `mysql` schema holds some); the server's own tables are refused (`SERVER_SYSTEM_TABLES`).
+    """
     rows = query(
-        connection,
-        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-        "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "
-        "('mysql', 'information_schema', 'performance_schema', 'sys')",
+        connection, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE'"
     )
     existing = sorted(TableRef(str(database), str(table)) for database, table in rows)
     chosen: list[TableRef] = []
     for pattern in patterns:
-        matched = [ref for ref in existing if fnmatch.fnmatchcase(ref.name, pattern)]
-        if not matched and "*" not in pattern:
-            raise TableError(
-                f"table {pattern} does not exist on the server, or the binlake user may not SELECT it",
-                remedy=f"create it, GRANT SELECT ON {pattern.partition('.')[0]}.* TO the binlake user, "
-                "or fix source.tables in the config",
-                table=pattern,
-            )
+        if "*" in pattern or "?" in pattern or "[" in pattern:
+            matched = [
+                ref for ref in existing
+                if ref.database.lower() not in SYSTEM_SCHEMAS and fnmatch.fnmatchcase(ref.name, pattern)
+            ]
+            if not matched and "*" not in pattern:
+                raise TableError(
+                    f"no table on the server matches {pattern}, or the binlake user may not SELECT it",
+                    remedy="fix source.tables in the config, or GRANT SELECT on the database to the binlake user",
+                    table=pattern,
+                )
+        else:
+            matched = [ref for ref in existing if ref.name == pattern]
+            if not matched:
+                raise TableError(
+                    f"table {pattern} does not exist on the server, or the binlake user may not SELECT it",
+                    remedy=f"create it, GRANT SELECT ON {pattern.partition('.')[0]}.* TO the binlake user, "
+                    "or fix source.tables in the config",
+                    table=pattern,
+                )
+            _refuse_server_table(matched[0])
         chosen.extend(ref for ref in matched if ref not in chosen)
     return chosen
+
+
+def _refuse_server_table(ref: TableRef) -> None:
+    database = ref.database.lower()
+    if database not in SYSTEM_SCHEMAS or (database == "mysql" and ref.table.lower() not in SERVER_SYSTEM_TABLES):
+        return
+    raise TableError(
+        f"table {ref.name} is one of the server's own tables: the server changes it through statements that the "
+        "binlog logs as SQL (GRANT, CREATE USER, INSTALL PLUGIN...), not as row changes, so no copy of it stays "
+        "exact",
+        remedy=f"remove {ref.name} from source.tables; to copy what it holds, copy it into a table of your own "
+        "database (e.g. INSERT ... SELECT on a schedule) and list that table",
+        table=ref.name,
+    )
 
 
 def describe_table(connection: pymysql.connections.Connection, ref: TableRef) -> TableSchema:

@@ -526,3 +526,52 @@ def test_an_event_the_library_cannot_parse_ends_the_decode_with_its_place(tmp_pa
     assert "binlake: error: the event at binlog.000004:472 could not be read by python-mysql-replication" in done.stderr
     assert "remedy: check that the file is a byte-exact copy; to see what follows, decode past it: --start 496" \
         in done.stderr
+
+
+def _images(event: bytes, columns: int = 4) -> list[bytes]:
+    """The row images of a v2 rows event of json.binlog's table (INT, JSON, VARCHAR(100) utf8mb4, INT; none NULL)."""
+    at = 19 + 10 + 1 + 2 * ((columns + 7) // 8)  # header, post-header with v2 extra data, count, two bitmaps
+    images, end = [], len(event) - 4
+    while at < end:
+        start = at
+        at += 1 + 4  # null bitmap, @1
+        at += 4 + struct.unpack_from("<I", event, at)[0]  # @2: JSON, 4 length bytes
+        at += 2 + struct.unpack_from("<H", event, at)[0]  # @3: VARCHAR of 400 bytes at most, 2 length bytes
+        at += 4  # @4
+        images.append(event[start:at])
+    return images
+
+
+def test_a_partial_json_update_with_a_full_before_image_is_applied(tmp_path: Path) -> None:
+    """json.binlog's PARTIAL_UPDATE_ROWS (#35) has a MINIMAL before image; the same event with the FULL before image
+    a server with binlog_row_image=FULL writes (the after images of the UPDATE #30, real bytes) and #35's own diff
+    (REPLACE $.age) is applied: the decode shows the diff and the document it gives."""
+    data = (RUST / "json.binlog.000001").read_bytes()
+    update, partial = data[2612:3496], data[3750:3980]  # events #30 and #35 (PROVENANCE.md)
+    assert update[4] == 31 and partial[4] == 39
+    afters = _images(update)[1::2]  # ages 25, 33, 41, 25, 33, 41
+    rows_bytes = b""
+    for image in afters:
+        age = struct.unpack_from("<i", image, len(image) - 4)[0]
+        diff = bytes([0, 5]) + b"$.age" + bytes([3, 5]) + struct.pack("<h", age + 1)  # REPLACE $.age, int16
+        json_length = struct.unpack_from("<I", image, 5)[0]
+        name = image[9 + json_length:len(image) - 4]
+        after = b"\x01" + b"\x01" + b"\x00" + image[1:5] + struct.pack("<I", len(diff)) + diff + name \
+            + struct.pack("<i", age + 1)  # value_options PARTIAL_JSON, partial bitmap, null bitmap, @1..@4
+        rows_bytes += image + after
+    body = partial[19:29] + b"\x04\x0f\x0f" + rows_bytes
+    header = partial[:9] + struct.pack("<I", 19 + len(body) + 4) + partial[13:19]
+    event = header + body + struct.pack("<I", zlib.crc32(header + body))
+    full = tmp_path / "json.binlog.000002"
+    full.write_bytes(data[:3750] + event + data[3980:])
+    events = decode(full)
+    every_event_read(full, events)
+    (applied,) = of_type(events, "PARTIAL_UPDATE_ROWS_EVENT")
+    assert applied.verdict == "applied", applied.error
+    people = [("Joe", 25, "x"), ("Sue", 33, "y"), ("Pete", 41, "z")] * 2
+    assert [(json.loads((row.before or {})["@2"])["age"], json.loads((row.after or {})["@2"]))
+            for row in applied.rows] == [
+        (age, {"age": age + 1, "data": letter * 10, "name": name}) for name, age, letter in people]
+    assert [(row.after or {})["@4"] for row in applied.rows] == [age + 1 for _, age, _ in people]
+    assert [row.diffs for row in applied.rows] == [
+        {"@2": [{"operation": "REPLACE", "path": "$.age", "value": age + 1}]} for _, age, _ in people]

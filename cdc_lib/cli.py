@@ -112,6 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
         "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
     )
     register.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
+    binlog = commands.add_parser("binlog", help="look at binlog files offline (no server, no config)")
+    binlog_commands = binlog.add_subparsers(dest="binlog_command", required=True)
+    decode = binlog_commands.add_parser(
+        "decode", help="decode binlog files as the sync reads them: transactions, rows in binlake's values, and what "
+        "the sync does with each event; exit 1 if an event stops every table"
+    )
+    decode.add_argument("files", nargs="+", metavar="FILE", help="binlog files, read in order as one stream")
+    decode.add_argument("--json", action="store_true", help="one JSON object per event (JSON Lines; docs/cli.md)")
+    decode.add_argument("--start", type=int, metavar="POS", help="start at this event position in the first file")
+    decode.add_argument("--stop", type=int, metavar="POS",
+                        help="stop before the first event at or past this position in the last file")
     demo = commands.add_parser("demo", help="run the end-to-end demo against a private MariaDB")
     demo.add_argument("--workdir", default=".binlake-demo", help="where the demo keeps MariaDB, lake and config")
     demo.add_argument("--keep-running", action="store_true", help="leave the demo MariaDB running afterwards")
@@ -141,6 +152,8 @@ def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) 
                 from cdc_lib.dev.demo import run_demo
 
                 return run_demo(arguments.workdir, keep_running=arguments.keep_running)
+            if arguments.command == "binlog":
+                return _binlog_decode(arguments)
             config = load_config(arguments.config)
             secrets = [config.source.password]
             configure_logging(
@@ -174,7 +187,7 @@ def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) 
 
 def unexpected_remedy(command: str) -> str:
     """What an unexpected failure of `command` left behind, so the user knows what a rerun repeats."""
-    if command in ("reconcile", "status", "validate"):
+    if command in ("reconcile", "status", "validate", "binlog"):
         return f"binlake {command} changes no Delta table and no offset"
     if command == "snapshot":
         return "a rerun resumes the snapshot at its first chunk not committed"
@@ -289,6 +302,27 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print("\n".join(format_reconciliation(report)))
         return 0 if all(report.matches for report in reports) else 1
     raise AssertionError(arguments.command)
+
+
+def _binlog_decode(arguments: argparse.Namespace) -> int:
+    """`binlake binlog decode`: each event as it is decoded (what came before a bad event is printed)."""
+    from cdc_lib.binlog.decode import decode_files
+    from cdc_lib.display.binlog_events import json_lines, text_lines
+
+    stopping: list[str] = []
+
+    def watched() -> Iterator[Any]:
+        for event in decode_files([Path(name) for name in arguments.files], start=arguments.start,
+                                  stop=arguments.stop):
+            if event.verdict == "stops_all":
+                stopping.append(f"{event.file}:{event.pos}: {event.error} — remedy: {event.remedy}")
+            yield event
+
+    for line in (json_lines if arguments.json else text_lines)(watched()):
+        print(line, flush=True)
+    for reason in stopping:
+        print(f"binlake: error: the sync stops every table at {reason}", file=sys.stderr)
+    return 1 if stopping else 0
 
 
 def _check_follow_arguments(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:

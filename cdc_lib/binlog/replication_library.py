@@ -330,8 +330,12 @@ def payload_event(stream: BinLogStreamReader, event_bytes: bytes) -> Any:
     stream would filter out is None. The library's `fetchone` has no way to be fed bytes that did not come off
     the connection, so this is the one place that stands in for it.
     """
-    wrapper = _wrapper(stream, b"\x00" + event_bytes, stream_setting(stream, "allowed_events_in_packet"),
-                       checksum=False)  # inner events carry no checksum: the payload event's covers them
+    # Inner events carry no checksum (the payload event's covers them), but the library's table map reads its
+    # optional metadata while more than a checksum's 4 bytes are left in the packet, whatever the checksum
+    # setting: without 4 bytes in their place, a trailing field of 4 bytes or less (SIGNEDNESS of a few columns,
+    # SIMPLE_PRIMARY_KEY, a short COLUMN_NAME) would be skipped unseen. Past the event's size, nothing reads them.
+    wrapper = _wrapper(stream, b"\x00" + event_bytes + bytes(4), stream_setting(stream, "allowed_events_in_packet"),
+                       checksum=False)
     event = wrapper.event
     if event is None:
         return None

@@ -25,6 +25,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.checks import health_evaluations, health_results
+from assets.metrics import metric_observations
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, PipelineNames
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from assets.tables import BatchSummary, batch_records
@@ -206,6 +207,12 @@ def _observe(
     for record in batch_records(names=names, pipeline=pipeline, batch=BatchSummary(), tables=tables,
                                 statuses=statuses, state=state, now=time.time()):
         context.log_event(record.event())
+    try:  # the batch is committed and recorded: metrics it cannot read are a warning, not a failed run
+        for observation in metric_observations(names=names, pipeline=pipeline, statuses=list(statuses.values()),
+                                               tables=tables):
+            context.log_event(observation)
+    except Exception as error:  # noqa: BLE001 - see above
+        context.log.warning(f"binlake metrics not recorded: {type(error).__name__}: {error}")
     by_key = {names.table_key(table): table for table in tables}
     check_keys = {
         dg.AssetCheckKey(key, check) for key in by_key for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)

@@ -35,6 +35,7 @@ from assets.discovery import (
     discovery_description,
     tables_to_discover,
 )
+from assets.metrics import metric_observations
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from cdc_lib.config.model import PipelineConfig
@@ -509,6 +510,12 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
                 )
             elif key in selected:
                 context.log_event(record.event())
+        try:  # the batch is committed and recorded: metrics it cannot read are a warning, not a failed run
+            for observation in metric_observations(names=names, pipeline=pipeline, statuses=list(statuses.values()),
+                                                   tables=[table for key, table in by_key.items() if key in selected]):
+                context.log_event(observation)
+        except Exception as error:  # noqa: BLE001 - see above
+            context.log.warning(f"binlake metrics not recorded: {type(error).__name__}: {error}")
         for name, reason in batch.skipped.items():
             context.log.warning(f"{name} skipped: {reason}")
         if results:

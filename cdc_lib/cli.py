@@ -91,9 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status = commands.add_parser("status", help="offsets, lag, retrying, last reconcile")
     status.add_argument(
-        "--format", choices=("text", "json", "openmetrics"), default=None,
-        help="text for a person (default), json, or openmetrics for a textfile collector (docs/production.md "
-        "\"Metrics\"; exits 0 whatever the tables' state, which the metrics carry)",
+        "--format", choices=("text", "json", "openmetrics", "prometheus"), default=None,
+        help="text for a person (default), json, openmetrics, or prometheus (the older text format node_exporter's "
+        "textfile collector reads); both metric formats exit 0 whatever the tables' state, which they carry "
+        "(docs/production.md \"Metrics\")",
     )
     status.add_argument("--json", action="store_true", help="the same as --format json")
     status.add_argument(
@@ -261,10 +262,10 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
     if arguments.command == "status":
         statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
         output = arguments.format or ("json" if arguments.json else "text")
-        if output == "openmetrics":
+        if output in ("openmetrics", "prometheus"):
             from cdc_lib.status.metrics import openmetrics_text
 
-            sys.stdout.write(openmetrics_text(pipeline.context, statuses))
+            sys.stdout.write(openmetrics_text(pipeline.context, statuses, classic=output == "prometheus"))
             return 0
         if output == "json":
             print(json.dumps([status.to_json() for status in statuses], indent=1))

@@ -35,6 +35,8 @@ from cdc_lib.status.table_status import TableStatus
 
 #: The content type of the text `render` writes (OpenMetrics 1.0).
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#: ... and of its `classic` text (Prometheus's format 0.0.4).
+CLASSIC_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 MetricType = Literal["gauge", "counter", "histogram"]
 TableStateName = Literal["healthy", "retrying", "stopped", "snapshotting"]
@@ -65,20 +67,27 @@ class Family:
     samples: tuple[Sample, ...] = ()
 
 
-def render(families: Iterable[Family]) -> str:
-    """The families as OpenMetrics text, ending in `# EOF`; a family without samples is left out."""
+def render(families: Iterable[Family], *, classic: bool = False) -> str:
+    """The families as OpenMetrics text, ending in `# EOF`; a family without samples is left out.
+
+    `classic`: Prometheus's older text format (0.0.4) instead, the one node_exporter's textfile collector parses:
+    no `# UNIT`, no `_created` samples, no `# EOF`, and a counter's family named with its `_total`.
+    """
     lines: list[str] = []
     for family in families:
-        if not family.samples:
+        samples = [sample for sample in family.samples if not (classic and sample.suffix == "_created")]
+        if not samples:
             continue
-        lines.append(f"# TYPE {family.name} {family.type}")
-        if family.unit:
-            lines.append(f"# UNIT {family.name} {family.unit}")
-        lines.append(f"# HELP {family.name} {_escape(family.help, quote=False)}")
-        for sample in family.samples:
-            labels = ",".join(f'{name}="{_escape(value)}"' for name, value in sample.labels)
+        name = f"{family.name}_total" if classic and family.type == "counter" else family.name
+        lines.append(f"# TYPE {name} {family.type}")
+        if family.unit and not classic:
+            lines.append(f"# UNIT {name} {family.unit}")
+        lines.append(f"# HELP {name} {_escape(family.help, quote=False)}")
+        for sample in samples:
+            labels = ",".join(f'{label}="{_escape(value)}"' for label, value in sample.labels)
             lines.append(f"{family.name}{sample.suffix}{{{labels}}} {_number(sample.value)}")
-    lines.append("# EOF")
+    if not classic:
+        lines.append("# EOF")
     return "\n".join(lines) + "\n"
 
 
@@ -348,14 +357,16 @@ class BatchMetrics:
         ]
 
 
-def openmetrics_text(context: PipelineContext, statuses: Sequence[TableStatus]) -> str:
-    """What `binlake status --format openmetrics` prints: the per-table families, from one collection."""
+def openmetrics_text(context: PipelineContext, statuses: Sequence[TableStatus], *, classic: bool = False) -> str:
+    """What `binlake status --format openmetrics` (`classic`: `--format prometheus`) prints: the per-table families,
+    from one collection."""
     collected_at = time.time()
-    return render(table_families(context.config.pipeline, collect(context, statuses), collected_at=collected_at))
+    families = table_families(context.config.pipeline, collect(context, statuses), collected_at=collected_at)
+    return render(families, classic=classic)
 
 
 __all__ = [
-    "CONTENT_TYPE", "DURATION_BUCKETS", "OPERATIONS", "TABLE_STATES", "BatchMetrics", "Family", "Histogram", "Sample",
+    "CLASSIC_CONTENT_TYPE", "CONTENT_TYPE", "DURATION_BUCKETS", "OPERATIONS", "TABLE_STATES", "BatchMetrics", "Family", "Histogram", "Sample",
     "TableFigures", "TableLayout", "collect", "figures_of", "openmetrics_text", "render", "table_families",
     "table_layout", "table_state",
 ]

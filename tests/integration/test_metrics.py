@@ -18,6 +18,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as prometheus_text_families
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
@@ -106,6 +107,13 @@ def test_status_openmetrics_after_snapshot_changes_and_a_stopped_table(
         pipeline.table_path(items)).version()
     runway = _value(families, "binlake_binlog_runway_seconds", "binlake_binlog_runway_seconds", table=items)
     assert runway is not None and runway > 0
+    # The older text format, for node_exporter's textfile collector: the same figures.
+    classic = run_cli(config_path, "status", "--format", "prometheus")
+    assert classic.returncode == 0, classic.stderr
+    parsed = {family.name: family for family in prometheus_text_families(classic.stdout)}
+    assert parsed["binlake_rows_applied"].type == "counter"
+    assert sorted((s.labels["operation"], s.value) for s in parsed["binlake_rows_applied"].samples
+                  if s.labels["table"] == items) == [("delete", 3), ("insert", 7), ("update", 4)]
     # The other formats are unchanged: JSON (now with the rows applied) and the table for a person.
     as_json = run_cli(config_path, "status", "--format", "json")
     assert as_json.returncode == 1  # a stopped table

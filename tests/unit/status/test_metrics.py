@@ -209,3 +209,27 @@ def test_server_serves_openmetrics_and_is_gone_after_stop(monkeypatch: pytest.Mo
         server.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5)
+
+
+def test_classic_text_is_what_node_exporters_textfile_collector_parses() -> None:
+    """node_exporter reads the older text format only (its issue 1988): there every sample is named after the
+    `# TYPE` line before it (a histogram adds _bucket, _sum, _count), and there are no _created samples."""
+    metrics = BatchMetrics("p1")
+    metrics.observe(seconds=0.4, tables=[("shop.orders", {"insert": 5}, 0.2)], behind_bytes=0)
+    families = [*table_families("p1", [figures_of(_status())], collected_at=3.0), *metrics.families()]
+    text = render(families, classic=True)
+    assert "# EOF" not in text and "# UNIT" not in text and "_created{" not in text
+    typed = ""
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed, kind = line.split()[2:4]
+            continue
+        if line.startswith("#"):
+            continue
+        name = line.split("{")[0]
+        allowed = {typed} | ({f"{typed}_bucket", f"{typed}_sum", f"{typed}_count"} if kind == "histogram" else set())
+        assert name in allowed, line
+    parsed = {family.name: family for family in prometheus_families(text)}
+    assert parsed["binlake_rows_applied"].type == "counter"
+    assert [s.value for s in parsed["binlake_rows_applied"].samples if s.labels["operation"] == "insert"] == [3]
+    assert parsed["binlake_batch_duration_seconds"].type == "histogram"

@@ -204,15 +204,16 @@ def _observe(
     with engine_errors("reading the pipeline status", context.log):
         statuses = {status.table: status for status in pipeline.status()}
         state = pipeline.read_state()
-    for record in batch_records(names=names, pipeline=pipeline, batch=BatchSummary(), tables=tables,
-                                statuses=statuses, state=state, now=time.time()):
-        context.log_event(record.event())
-    try:  # the batch is committed and recorded: metrics it cannot read are a warning, not a failed run
+    # Before the lag observations: Dagster's freshness check reads a table's latest observation only.
+    try:  # metrics binlake cannot read are a warning, not a failed run
         for observation in metric_observations(names=names, pipeline=pipeline, statuses=list(statuses.values()),
                                                tables=tables):
             context.log_event(observation)
     except Exception as error:  # noqa: BLE001 - see above
         context.log.warning(f"binlake metrics not recorded: {type(error).__name__}: {error}")
+    for record in batch_records(names=names, pipeline=pipeline, batch=BatchSummary(), tables=tables,
+                                statuses=statuses, state=state, now=time.time()):
+        context.log_event(record.event())
     by_key = {names.table_key(table): table for table in tables}
     check_keys = {
         dg.AssetCheckKey(key, check) for key in by_key for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)

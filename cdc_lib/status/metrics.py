@@ -366,7 +366,7 @@ def openmetrics_text(context: PipelineContext, statuses: Sequence[TableStatus], 
 
 
 __all__ = [
-    "CLASSIC_CONTENT_TYPE", "CONTENT_TYPE", "DURATION_BUCKETS", "OPERATIONS", "TABLE_STATES", "BatchMetrics", "Family", "Histogram", "Sample",
-    "TableFigures", "TableLayout", "collect", "figures_of", "openmetrics_text", "render", "table_families",
-    "table_layout", "table_state",
+    "CLASSIC_CONTENT_TYPE", "CONTENT_TYPE", "DURATION_BUCKETS", "OPERATIONS", "TABLE_STATES", "BatchMetrics", "Family",
+    "Histogram", "Sample", "TableFigures", "TableLayout", "collect", "figures_of", "openmetrics_text", "render",
+    "table_families", "table_layout", "table_state",
 ]

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families as prometheu
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.status.metrics import collect
 from tests.conftest import CDC_PASSWORD, run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import wait_for
 
@@ -85,6 +87,12 @@ def test_status_openmetrics_after_snapshot_changes_and_a_stopped_table(
     pipeline.sync(until_caught_up=True)
     assert sorted(scan_rows(pipeline.table_path(items))) == source_rows(mariadb, items)
 
+    started = time.monotonic()
+    statuses = pipeline.status()
+    status_seconds = time.monotonic() - started
+    collect(pipeline.context, statuses)
+    print(f"status {status_seconds * 1000:.0f} ms; the metrics' own share (a Delta log load per table) "
+          f"{(time.monotonic() - started - status_seconds) * 1000:.0f} ms for {len(statuses)} tables")
     done = run_cli(config_path, "status", "--format", "openmetrics")
 
     assert done.returncode == 0, done.stderr  # the stopped table is in the metrics, not in the exit code
@@ -129,9 +137,16 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: How long each scrape of the follow test took, while batches ran.
+SCRAPE_SECONDS: list[float] = []
+
+
 def _scrape(url: str) -> tuple[str, dict[str, Any]]:
+    started = time.monotonic()
     with urllib.request.urlopen(url, timeout=10) as response:
-        return response.headers["Content-Type"], _families(response.read().decode())
+        body = response.read().decode()
+        SCRAPE_SECONDS.append(time.monotonic() - started)
+        return response.headers["Content-Type"], _families(body)
 
 
 def test_follow_serves_metrics_that_move_and_stops_serving_with_it(
@@ -190,6 +205,8 @@ def test_follow_serves_metrics_that_move_and_stops_serving_with_it(
         assert commits is not None and commits >= 3
         assert (_value(families, "binlake_batch_duration_seconds", "binlake_batch_duration_seconds_sum") or 0) > 0
         assert _value(families, "binlake_lag_bytes", "binlake_lag_bytes", table=items) == 0
+        print(f"{len(SCRAPE_SECONDS)} scrapes while following: max {max(SCRAPE_SECONDS) * 1000:.1f} ms, "
+              f"median {sorted(SCRAPE_SECONDS)[len(SCRAPE_SECONDS) // 2] * 1000:.1f} ms")
         follower.send_signal(signal.SIGTERM)
         assert follower.wait(timeout=120) == 0, (tmp_path / "follow.err").read_text()[-3000:]
     finally:

@@ -16,6 +16,7 @@ down: the endpoint is gone when follow mode ends.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ log = logging.getLogger("binlake")
 
 #: While no batch runs, the per-table figures (lag seconds, runway) are still read again this often.
 IDLE_REFRESH_SECONDS = 60.0
+#: `stop` waits this long for a refresh under way (it only reads; the process may exit under it).
+REFRESH_JOIN_SECONDS = 10.0
 
 
 class MetricsServer:
@@ -42,8 +45,7 @@ class MetricsServer:
         self._tables: list[Family] = []
         self._wanted = threading.Event()
         self._stopping = threading.Event()
-        self._http = ThreadingHTTPServer((host, port), _handler(self))
-        self._http.daemon_threads = True  # a slow scraper never holds the process at exit
+        self._http = _Listener((host, port), _handler(self))
         self._threads = [
             threading.Thread(target=self._http.serve_forever, name="binlake-metrics-http", daemon=True),
             threading.Thread(target=self._refresh_loop, name="binlake-metrics-refresh", daemon=True),
@@ -66,8 +68,10 @@ class MetricsServer:
         self._wanted.set()
         self._http.shutdown()  # waits for serve_forever to return
         self._http.server_close()
+        # A refresh under way ends at its next network wait at the latest; it only reads, so it is not waited
+        # for longer than this.
         for thread in self._threads:
-            thread.join(timeout=max(self.context.config.source.network_timeout_seconds, 1))
+            thread.join(timeout=REFRESH_JOIN_SECONDS)
         log.info("metrics: endpoint stopped")
 
     def batch_done(self, *, seconds: float, tables: Sequence[tuple[str, Mapping[str, int], float]],
@@ -97,6 +101,16 @@ class MetricsServer:
             self._stopping.wait(self.refresh_seconds)
             self._wanted.wait(IDLE_REFRESH_SECONDS)
             self._wanted.clear()
+
+
+class _Listener(ThreadingHTTPServer):
+    """A threaded HTTP server on IPv4 or IPv6, as the host names it."""
+
+    daemon_threads = True  # a slow scraper never holds the process at exit
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, handler)
 
 
 def _handler(server: MetricsServer) -> type[BaseHTTPRequestHandler]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -14,6 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as prometheus_families
 
 from cdc_lib.config.model import MetricsConfig
+from cdc_lib.errors import ConfigError
 from cdc_lib.status.metrics import (
     CONTENT_TYPE,
     TABLE_STATES,
@@ -28,7 +30,7 @@ from cdc_lib.status.metrics import (
     table_families,
     table_state,
 )
-from cdc_lib.status.metrics_server import MetricsServer
+from cdc_lib.status.metrics_server import MetricsServer, start_metrics_server
 from cdc_lib.status.table_status import TableStatus
 
 
@@ -233,3 +235,41 @@ def test_classic_text_is_what_node_exporters_textfile_collector_parses() -> None
     assert parsed["binlake_rows_applied"].type == "counter"
     assert [s.value for s in parsed["binlake_rows_applied"].samples if s.labels["operation"] == "insert"] == [3]
     assert parsed["binlake_batch_duration_seconds"].type == "histogram"
+
+
+def test_server_listens_on_ipv6_when_the_host_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(MetricsServer, "refresh", lambda self: None)
+    try:
+        server = MetricsServer(_Context(), host="::1", port=0, refresh_seconds=1.0)  # type: ignore[arg-type]
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    server.start()
+    try:
+        host, port = server.address
+        with urllib.request.urlopen(f"http://[{host}]:{port}/metrics", timeout=10) as response:
+            assert response.read().decode().endswith("# EOF\n")
+    finally:
+        server.stop()
+
+
+def test_a_busy_port_is_a_config_error_that_names_the_key() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        class Busy(_Context):
+            class config(_Context.config):  # noqa: N801
+                metrics = MetricsConfig(address=f"127.0.0.1:{port}")
+
+        with pytest.raises(ConfigError) as error:
+            start_metrics_server(Busy())  # type: ignore[arg-type]
+    assert error.value.key == "metrics.address" and str(port) in str(error.value)
+
+
+def test_no_address_no_endpoint() -> None:
+    class Off(_Context):
+        class config(_Context.config):  # noqa: N801
+            metrics = MetricsConfig()
+
+    assert start_metrics_server(Off()) is None  # type: ignore[arg-type]

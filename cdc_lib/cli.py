@@ -90,7 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --follow: pause between looks at the binlog end while caught up (default %(default)g)",
     )
     status = commands.add_parser("status", help="offsets, lag, retrying, last reconcile")
-    status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--format", choices=("text", "json", "openmetrics", "prometheus"), default=None,
+        help="text for a person (default), json, openmetrics, or prometheus (the older text format node_exporter's "
+        "textfile collector reads); both metric formats exit 0 whatever the tables' state, which they carry "
+        "(docs/production.md \"Metrics\")",
+    )
+    status.add_argument("--json", action="store_true", help="the same as --format json")
     status.add_argument(
         "--runway-warn-hours", type=float, default=DEFAULT_RUNWAY_WARN_HOURS,
         help="flag tables whose binlog the server purges within this many hours (default %(default)g)",
@@ -134,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.command == "sync":
         _check_follow_arguments(parser, arguments)
+    if arguments.command == "status" and arguments.json and arguments.format not in (None, "json"):
+        parser.error(f"--json and --format {arguments.format} disagree; give one")
     logs = log_dir(workdir=arguments.workdir if arguments.command == "demo" else None)
     run_log = run_log_path(logs)
     # Native output (a delta-rs panic and its backtrace) and tracebacks go to the run's log, not the terminal.
@@ -266,7 +274,13 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         return 1 if failed or any(result.skipped_tables for result in results) else 0
     if arguments.command == "status":
         statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
-        if arguments.json:
+        output = arguments.format or ("json" if arguments.json else "text")
+        if output in ("openmetrics", "prometheus"):
+            from cdc_lib.status.metrics import openmetrics_text
+
+            sys.stdout.write(openmetrics_text(pipeline.context, statuses, classic=output == "prometheus"))
+            return 0
+        if output == "json":
             print(json.dumps([status.to_json() for status in statuses], indent=1))
         else:
             print(format_status(statuses))

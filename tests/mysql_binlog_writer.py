@@ -29,7 +29,7 @@ import uuid
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any
 
 import zstandard
@@ -320,7 +320,9 @@ def decimal_bytes(value: Decimal, precision: int, scale: int) -> bytes:
     bytes, the leftover digits in fewer, the integer part's leftovers first and the fraction's last; a negative
     number has every byte inverted; the first bit is flipped so that the bytes sort as the numbers do."""
     negative = value < 0
-    digits = format(abs(value).quantize(Decimal(1).scaleb(-scale)), "f")
+    with localcontext() as context:
+        context.prec = 100  # DECIMAL holds 65 digits; the default context rounds at 28
+        digits = format(abs(value).quantize(Decimal(1).scaleb(-scale)), "f")
     integer, _, fraction = digits.partition(".")
     integer_digits = precision - scale
     integer = integer.lstrip("0").rjust(integer_digits, "0")

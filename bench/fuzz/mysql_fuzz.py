@@ -340,6 +340,16 @@ def _draw_diffs(rng: random.Random, document: Any) -> tuple[list[JsonDiff], Any]
     return diffs, document
 
 
+#: DDL on a table no round follows (`scratch`), as an application's migrations write it between transactions.
+_UNFOLLOWED_DDL = [
+    "CREATE TABLE IF NOT EXISTS scratch (id INT PRIMARY KEY, j JSON)",
+    "ALTER TABLE scratch ADD COLUMN extra VARCHAR(10)",
+    "DROP TABLE IF EXISTS scratch",
+    "CREATE TABLE `scratch` (`id` int NOT NULL, PRIMARY KEY (`id`)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 "
+    "COLLATE=utf8mb4_0900_ai_ci",
+]
+
+
 # -- a round's plan ------------------------------------------------------------------------------
 
 
@@ -368,6 +378,9 @@ class Transaction:
     statements: list[Statement]
     compressed: bool
     rotate_after: bool
+    #: A DDL statement on a table binlake does not follow, written before the transaction (its own GTID,
+    #: no BEGIN/XID): it changes no followed row, so it must change nothing.
+    ddl: str | None = None
 
 
 @dataclass
@@ -403,6 +416,8 @@ class RoundPlan:
             for transaction in phase.transactions:
                 flags = ("compressed " if transaction.compressed else "") + ("then rotate" if transaction.rotate_after
                                                                                else "")
+                if transaction.ddl:
+                    lines.append(f"  DDL {transaction.ddl}")
                 lines.append(f"  transaction {flags}")
                 lines += [f"    {statement.describe()}" for statement in transaction.statements]
         return "\n".join(lines)
@@ -519,7 +534,9 @@ class Generator:
                     if statement is not None:
                         statements.append(statement)
                 if statements:
-                    transactions.append(Transaction(statements, rng.random() < compress_share, rng.random() < 0.15))
+                    ddl = rng.choice(_UNFOLLOWED_DDL) if rng.random() < 0.1 else None
+                    transactions.append(Transaction(statements, rng.random() < compress_share, rng.random() < 0.15,
+                                                    ddl))
             syncs = [rng.choice([None, 1, 2, 3, 7, 50]) for _ in range(rng.randint(1, 3))]
             phases.append(Phase(transactions, syncs))
         minimal = self.minimal_metadata and rng.random() < 0.3
@@ -693,11 +710,13 @@ def build(plan: RoundPlan) -> Built:
     files, states = [], []
     for phase in plan.phases:
         for transaction in phase.transactions:
+            if transaction.ddl:
+                writer.ddl(DATABASE, transaction.ddl)
             changes = [(s.event_type, tables[s.table].table, s.rows) for s in transaction.statements]
             writer.transaction(DATABASE, changes, compressed=transaction.compressed)
             for statement in transaction.statements:
                 _apply_statement(model, tables[statement.table], statement)
-            states.append((BinlogPosition(writer.name, writer.position), model.copy()))
+            states.append((BinlogPosition(writer.name, writer.position, writer.executed), model.copy()))
             if transaction.rotate_after:
                 writer.rotate()
         files.append([BinlogFile(name, bytes(data)) for name, data in writer.files])
@@ -724,8 +743,9 @@ def run_round(plan: RoundPlan, work: Path) -> Outcome:
         _run_round(plan, work, outcome)
     except UnexpectedStop as exc:
         outcome.result, outcome.detail = "unexpected-stop", str(exc)
-    except Exception:  # noqa: BLE001 - any other failure is the harness's or binlake's, shown whole
-        outcome.result, outcome.detail = "unexpected-stop", traceback.format_exc(limit=8)
+    except Exception as exc:  # noqa: BLE001 - any other failure is the harness's or binlake's, shown whole
+        outcome.result = "unexpected-stop"
+        outcome.detail = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
     outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -800,11 +820,13 @@ def _run_round(plan: RoundPlan, work: Path, outcome: Outcome) -> None:
 
 
 def _executed(built: Built, files: list[BinlogFile]) -> str:
-    """Executed_Gtid_Set once `files` are written: the GNOs of the transactions they hold."""
+    """Executed_Gtid_Set once `files` are written: the set after the last transaction they hold."""
     ends = {file.name: len(file.data) for file in files}
-    done = sum(1 for position, _ in built.states if position.file in ends and position.pos <= ends[position.file])
-    last = built.writer.first_gno - 1 + done
-    return f"{built.writer.server_uuid}:1-{last}" if last else ""
+    executed = built.start.gtid or ""
+    for position, _ in built.states:
+        if position.file in ends and position.pos <= ends[position.file]:
+            executed = position.gtid or ""
+    return executed
 
 
 def _check_at_offsets(plan: RoundPlan, built: Built, config: PipelineConfig, outcome: Outcome, when: str) -> None:
@@ -841,6 +863,7 @@ class Totals:
     operations: dict[str, int] = field(default_factory=dict)
     key_changes: int = 0
     rotations: int = 0
+    ddl: int = 0
     batches: int = 0
     rows_compared: int = 0
     results: dict[str, int] = field(default_factory=dict)
@@ -865,6 +888,7 @@ class Fuzzer:
         totals.transactions += len(transactions)
         totals.compressed += sum(transaction.compressed for transaction in transactions)
         totals.rotations += sum(transaction.rotate_after for transaction in transactions)
+        totals.ddl += sum(transaction.ddl is not None for transaction in transactions)
         partial = [row for transaction in transactions for statement in transaction.statements
                    if statement.event_type == PARTIAL_UPDATE_ROWS for row in statement.rows]
         totals.partial_rows += len(partial)
@@ -920,8 +944,8 @@ def main(argv: list[str] | None = None) -> int:
         fuzzer.round(arguments.seed, number)
     totals = fuzzer.totals
     print(f"{totals.rounds} rounds, {totals.transactions} transactions ({totals.compressed} compressed, "
-          f"{totals.rotations} rotations, {totals.key_changes} key changes), {totals.partial_rows} partial JSON rows "
-          f"with {totals.diffs} diffs {totals.operations}, "
+          f"{totals.rotations} rotations, {totals.key_changes} key changes, {totals.ddl} DDL), "
+          f"{totals.partial_rows} partial JSON rows with {totals.diffs} diffs {totals.operations}, "
           f"{totals.batches} batches, {totals.rows_compared} rows compared: {totals.results}")
     for failure in totals.failures:
         print(f"  {failure}")

@@ -613,8 +613,9 @@ class BinlogWriter:
 
     @property
     def executed(self) -> str:
-        """Executed_Gtid_Set after what was written."""
-        return f"{self.server_uuid}:1-{self.gno - 1}" if self.gno > 1 else ""
+        """Executed_Gtid_Set after what was written, as MySQL prints it (`uuid:1`, `uuid:1-5`)."""
+        last = self.gno - 1
+        return "" if last < 1 else f"{self.server_uuid}:1" if last == 1 else f"{self.server_uuid}:1-{last}"
 
     def _open(self, number: int) -> None:
         self.files.append((f"{self.base_name}.{number:06d}", bytearray(MAGIC)))

@@ -31,9 +31,9 @@ Outcomes: `ok`; `expected-stop` (the payload refusal, and everything matched bef
 the round did not call for). A failure prints its seed, round and the transaction list.
 
 `--spark` adds BIGINT UNSIGNED and DECIMAL past 15 digits, which binlake writes with Spark only (deltalake's
-statistics of them are inexact), so a SparkSession starts. `--minimal-metadata` writes TABLE_MAPs without column
-names (binlog_row_metadata=MINIMAL, and the stub says so) in 30 % of rounds; off by default until binlake maps
-columns by position from information_schema (issue 27, part A).
+statistics of them are inexact), so a SparkSession starts. 30 % of rounds write TABLE_MAPs without column names
+(binlog_row_metadata=MINIMAL, MySQL 8's default, and the stub says so), which binlake names from the table's schema by
+position (`cdc_lib.binlog.column_positions`); `--full-metadata-only` turns them off.
 """
 
 from __future__ import annotations
@@ -864,6 +864,8 @@ class Totals:
     key_changes: int = 0
     rotations: int = 0
     ddl: int = 0
+    #: Rounds whose TABLE_MAPs name no columns (binlog_row_metadata=MINIMAL).
+    minimal_metadata: int = 0
     batches: int = 0
     rows_compared: int = 0
     results: dict[str, int] = field(default_factory=dict)
@@ -871,7 +873,7 @@ class Totals:
 
 
 class Fuzzer:
-    def __init__(self, work: Path, *, minimal_metadata: bool = False, wide: bool = False,
+    def __init__(self, work: Path, *, minimal_metadata: bool = True, wide: bool = False,
                  out: Callable[[str], None] = print) -> None:
         self.work, self.minimal_metadata, self.wide, self.out = work, minimal_metadata, wide, out
         self.totals = Totals()
@@ -885,6 +887,7 @@ class Fuzzer:
         totals = self.totals
         transactions = plan.transactions()
         totals.rounds += 1
+        totals.minimal_metadata += plan.minimal_metadata
         totals.transactions += len(transactions)
         totals.compressed += sum(transaction.compressed for transaction in transactions)
         totals.rotations += sum(transaction.rotate_after for transaction in transactions)
@@ -913,7 +916,7 @@ class Fuzzer:
             totals.failures.append(f"seed {seed} round {round_number}: {outcome.result}")
             self.out(f"FAILURE seed {seed} round {round_number}: {outcome.result}\n{outcome.detail[:3000]}\n"
                      f"replay: python -m bench.fuzz.mysql_fuzz --seed {seed} --round {round_number}"
-                     + (" --minimal-metadata" if self.minimal_metadata else "") + (" --spark" if self.wide else "")
+                     + ("" if self.minimal_metadata else " --full-metadata-only") + (" --spark" if self.wide else "")
                      + "\n" + plan.script()[:8000])
         return outcome
 
@@ -923,8 +926,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="run rounds until this much time has passed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--round", type=int, default=None, help="run this one round and print its plan")
-    parser.add_argument("--minimal-metadata", action="store_true",
-                        help="some rounds write TABLE_MAPs without column names (binlog_row_metadata=MINIMAL)")
+    parser.add_argument("--full-metadata-only", action="store_true",
+                        help="no round writes TABLE_MAPs without column names (by default about 30%% do: "
+                        "binlog_row_metadata=MINIMAL, MySQL 8's default)")
     parser.add_argument("--spark", action="store_true",
                         help="also BIGINT UNSIGNED and DECIMAL past 15 digits, which only Spark writes (batch.writer "
                         "auto: a SparkSession starts)")
@@ -932,7 +936,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = arguments.work or Path(tempfile.mkdtemp(prefix="mysql-fuzz-"))
-    fuzzer = Fuzzer(work, minimal_metadata=arguments.minimal_metadata, wide=arguments.spark)
+    fuzzer = Fuzzer(work, minimal_metadata=not arguments.full_metadata_only, wide=arguments.spark)
     if arguments.round is not None:
         print(fuzzer.plan(arguments.seed, arguments.round).script()[:20000])
         outcome = fuzzer.round(arguments.seed, arguments.round)

@@ -59,6 +59,7 @@ class TableSettings:
     deletion_vectors: bool | None = None
     change_data_feed: bool | None = None
     mode: TableMode | None = None
+    metadata_columns: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class SinkConfig:
     change_data_feed: bool = False
     #: The tables' mode unless overridden per table (docs/table-modes.md).
     mode: TableMode = "mirror"
+    #: `_binlake_source_ts` and `_binlake_applied_ts` after the source's columns of mirror tables, for incremental
+    #: consumers and freshness tools (docs/readers.md#metadata-columns). Off: the table is the source's columns only.
+    metadata_columns: bool = False
 
     @property
     def on_s3(self) -> bool:
@@ -96,6 +100,17 @@ class SinkConfig:
         """How `table` ('database.table') keeps changes: its override, else the pipeline's."""
         override = self.tables.get(table, TableSettings()).mode
         return self.mode if override is None else override
+
+    def metadata_columns_for(self, table: str) -> bool:
+        """Whether `table` ('database.table') carries binlake's metadata columns: its override, else the pipeline's.
+
+        Mirror tables only: soft-delete and history tables carry their own commit times (the config refuses the
+        per-table combination; a pipeline-wide default simply passes them by).
+        """
+        if self.mode_for(table) != "mirror":
+            return False
+        override = self.tables.get(table, TableSettings()).metadata_columns
+        return self.metadata_columns if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

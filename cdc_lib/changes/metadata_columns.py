@@ -73,7 +73,8 @@ class StampedChanges(TableChanges):
         stamped = TableChanges(later.key_positions, truncated=later.truncated, inserted=later.inserted,
                                updated=later.updated, deleted=later.deleted, new_keys=later.new_keys)
         stamped.rows = {
-            key: (operation, None if row is None else (*row, stamp.time)) for key, (operation, row) in later.rows.items()
+            key: (operation, None if row is None else (*row, stamp.time))
+            for key, (operation, row) in later.rows.items()
         }
         super().merge_from(stamped, stamp)
 

@@ -188,7 +188,8 @@ def _default(config_class: type, name: str) -> Any:
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
     _reject_unknown(
-        document, "sink.", {"path", "deletion_vectors", "change_data_feed", "tables", "mode", "metadata_columns", *_SINK_S3_KEYS}
+        document, "sink.",
+        {"path", "deletion_vectors", "change_data_feed", "tables", "mode", "metadata_columns", *_SINK_S3_KEYS},
     )
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")

@@ -19,6 +19,7 @@ The cheap health checks (consistency, lag, binlog runway) run inside the
 micro-batch step, so every scheduled run refreshes them for every table.
 """
 
+import datetime as dt
 import time
 import warnings
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from assets.discovery import (
 )
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
-from cdc_lib.config.model import PipelineConfig
+from cdc_lib.config.model import Freshness, PipelineConfig
 from cdc_lib.display.progress import ProgressLines
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.tables import TableSchema as SourceSchema
@@ -350,6 +351,25 @@ def table_spec(*, config: PipelineConfig, names: PipelineNames, table: str) -> d
         metadata={"dagster/uri": dg.MetadataValue.path(path), "source_table": table, "pipeline": config.pipeline},
         tags={"binlake/pipeline": config.pipeline},
         skippable=True,
+        freshness_policy=freshness_policy(config.sink.freshness_for(table)),
+    )
+
+
+def freshness_policy(freshness: Freshness | None) -> dg.FreshnessPolicy | None:
+    """Dagster's own freshness policy for a table's `freshness` setting (docs/dagster.md#freshness).
+
+    Dagster 1.13 judges it by the asset's last materialization only, and a micro-batch materializes a table only
+    when it wrote a change to it: the policy says "a source change reached the Delta table within the window"
+    (what dbt's source freshness says over `_binlake_applied_ts`), for tables whose source changes that often.
+    Whether binlake keeps up with an idle table is the last-update freshness check's (`assets.checks`), which
+    also counts the observations of unchanged tables.
+    """
+    if freshness is None:
+        return None
+    warn = freshness.warn_after_minutes
+    return dg.FreshnessPolicy.time_window(
+        fail_window=dt.timedelta(minutes=freshness.fail_after_minutes),
+        warn_window=dt.timedelta(minutes=warn) if warn is not None else None,
     )
 
 

@@ -339,7 +339,9 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
                 remedy="fix the name, or add the table to source.tables",
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
-        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness"})
+        _reject_unknown(
+            entry_doc, prefix, {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness"}
+        )
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),

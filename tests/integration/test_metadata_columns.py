@@ -49,7 +49,7 @@ def commit_at(mariadb: Any, seconds: int, *statements: str) -> None:
 
 def server_now(mariadb: Any) -> dt.datetime:
     ((now,),) = sql(mariadb, "SELECT UTC_TIMESTAMP(6)")
-    return now.replace(tzinfo=dt.UTC)  # type: ignore[no-any-return]
+    return now.replace(tzinfo=dt.UTC)
 
 
 def delta_table(config: Any, table: str) -> list[dict[str, Any]]:
@@ -168,7 +168,8 @@ def test_both_writers_write_the_same_values(mariadb, database, make_config, tmp_
     assert (by_id[1][SOURCE_TS], by_id[1][APPLIED_TS], by_id[9][SOURCE_TS]) == (at(2), applied, at(1))
     assert 2 not in by_id
     for config in tables.values():
-        field_types = {field.name: str(field.type) for field in DeltaTable(Pipeline(config).table_path(table)).schema().fields}
+        fields = DeltaTable(Pipeline(config).table_path(table)).schema().fields
+        field_types = {field.name: str(field.type) for field in fields}
         assert field_types[SOURCE_TS] == field_types[APPLIED_TS] == "PrimitiveType(\"timestamp\")"
 
 

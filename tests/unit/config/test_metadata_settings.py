@@ -37,17 +37,18 @@ def test_pipeline_default_and_per_table_override() -> None:
     assert sink.freshness_for("inventory.items") == Freshness(fail_after_minutes=30, warn_after_minutes=10)
 
 
-@pytest.mark.parametrize(("sink", "key"), [
-    ({"metadata_columns": "yes"}, "sink.metadata_columns"),
-    ({"metadata_columns": True, "mode": "soft_delete"}, "sink.metadata_columns"),
+@pytest.mark.parametrize(("sink", "key", "why"), [
+    ({"metadata_columns": "yes"}, "sink.metadata_columns", "must be true or false"),
+    ({"metadata_columns": True, "mode": "soft_delete"}, "sink.metadata_columns", "mirror tables only"),
     ({"tables": {"shop.orders": {"metadata_columns": True, "mode": "history"}}},
-     "sink.tables.shop.orders.metadata_columns"),
-    ({"freshness": {"fail_after_minutes": 10, "warn_after_minutes": 10}}, "sink.freshness.warn_after_minutes"),
-    ({"freshness": {"warn_after_minutes": 10}}, "sink.freshness.fail_after_minutes"),
-    ({"freshness": {"fail_after_minutes": 0}}, "sink.freshness.fail_after_minutes"),
-    ({"freshness": {"fail_after_minutes": 5, "fail_after": 1}}, "sink.freshness.fail_after"),
+     "sink.tables.shop.orders.metadata_columns", "mirror tables only"),
+    ({"freshness": {"fail_after_minutes": 10, "warn_after_minutes": 10}}, "sink.freshness.warn_after_minutes",
+     "must be below"),
+    ({"freshness": {"warn_after_minutes": 10}}, "sink.freshness.fail_after_minutes", "is required"),
+    ({"freshness": {"fail_after_minutes": 0}}, "sink.freshness.fail_after_minutes", "between 1 and"),
+    ({"freshness": {"fail_after_minutes": 5, "fail_after": 1}}, "sink.freshness.fail_after", "unknown"),
 ])
-def test_refused_with_the_key_named(sink: dict[str, Any], key: str) -> None:
+def test_refused_with_the_key_named(sink: dict[str, Any], key: str, why: str) -> None:
     with pytest.raises(ConfigError) as raised:
         parse_config(with_sink(**sink))
-    assert key in str(raised.value)
+    assert key in str(raised.value) and why in str(raised.value)

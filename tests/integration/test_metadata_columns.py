@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -50,6 +53,20 @@ def commit_at(mariadb: Any, seconds: int, *statements: str) -> None:
 def server_now(mariadb: Any) -> dt.datetime:
     ((now,),) = sql(mariadb, "SELECT UTC_TIMESTAMP(6)")
     return now.replace(tzinfo=dt.UTC)
+
+
+def binlog_commit_time(mariadb: Any, statement: str) -> dt.datetime:
+    """Run `statement` (autocommit) and return its commit event's header time as `mariadb-binlog` prints it
+    from the binlog file itself (not through binlake's reader)."""
+    ((log_file, start, *_),) = sql(mariadb, "SHOW MASTER STATUS")
+    sql(mariadb, statement)
+    ((_, stop, *_),) = sql(mariadb, "SHOW MASTER STATUS")
+    printed = subprocess.run(
+        ["mariadb-binlog", f"--start-position={start}", f"--stop-position={stop}", str(mariadb.datadir / log_file)],
+        capture_output=True, text=True, check=True, env={**os.environ, "TZ": "UTC"},
+    ).stdout
+    (stamp,) = re.findall(r"^#(\d{6} +\d{1,2}:\d\d:\d\d) server id .*\bXid = ", printed, re.MULTILINE)
+    return dt.datetime.strptime(" ".join(stamp.split()), "%y%m%d %H:%M:%S").replace(tzinfo=dt.UTC)
 
 
 def delta_table(config: Any, table: str) -> list[dict[str, Any]]:
@@ -112,17 +129,15 @@ def test_columns_hold_commit_and_batch_times(writer, mariadb, database, make_con
     assert by_id[4][APPLIED_TS] < applied, "a row the batch did not touch keeps its time"
     assert all(report.matches for report in reconcile(pipeline)), "reconcile ignores the metadata columns"
 
-    # A transaction stamped by the server's own clock: within the seconds around it (the binlog's resolution).
-    low = server_now(mariadb).replace(microsecond=0)
-    sql(mariadb, f"UPDATE {table} SET qty = 44 WHERE id = 4")
-    high = server_now(mariadb)
+    # A transaction stamped by the server's own clock: the commit event's header time in the binlog file.
+    logged = binlog_commit_time(mariadb, f"UPDATE {table} SET qty = 44 WHERE id = 4")
     # An added source column goes before the metadata columns, which stay last.
     sql(mariadb, f"ALTER TABLE {table} ADD COLUMN note VARCHAR(10)")
     commit_at(mariadb, 60, f"UPDATE {table} SET note = 'n' WHERE id = 5")
     pipeline.sync(until_caught_up=True)
     assert delta_columns(config, table) == ["id", "qty", "label", "note", SOURCE_TS, APPLIED_TS]
     by_id = {row["id"]: row for row in delta_table(config, table)}
-    assert low <= by_id[4][SOURCE_TS] <= high
+    assert by_id[4][SOURCE_TS] == logged
     assert by_id[5][SOURCE_TS] == at(60) and by_id[5]["note"] == "n"
     assert all(report.matches for report in reconcile(pipeline))
 

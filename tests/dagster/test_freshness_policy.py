@@ -1,4 +1,5 @@
-"""Each Delta table asset carries Dagster's own freshness policy from the pipeline's `freshness` settings."""
+"""Each Delta table asset carries Dagster's own freshness policy from the pipeline's `freshness` settings, and
+its column schema lists binlake's metadata columns when the table has them."""
 
 from __future__ import annotations
 
@@ -49,3 +50,17 @@ def test_no_freshness_setting_no_policy(tmp_path: Path) -> None:
     defs = build_definitions(load_config(path))
     graph = defs.get_repository_def().asset_graph
     assert graph.get(PipelineNames("shop").table_key("shop.orders")).freshness_policy is None
+
+
+def test_column_schema_lists_the_metadata_columns_last() -> None:
+    from assets.tables import column_schema
+
+    schema_json = {
+        "columns": [{"name": "id", "data_type": "int", "column_type": "int(11)", "nullable": False}],
+        "primary_key": ["id"],
+    }
+    with_columns = column_schema("db.t", schema_json, with_metadata_columns=True)
+    assert [(column.name, column.type) for column in with_columns.columns] == [
+        ("id", "int"), ("_binlake_source_ts", "timestamp"), ("_binlake_applied_ts", "timestamp"),
+    ]
+    assert [column.name for column in column_schema("db.t", schema_json).columns] == ["id"]

@@ -22,7 +22,10 @@ packets, and the statements binlake sends. What it answers is MySQL 8.4's docume
   enough to see which statements python-mysql-replication sends before it streams.
 - Given binlog files (`MySQLStub.serving`: real MySQL binlog bytes, tests/fixtures/mysql-binlogs/), it is a
   binlog source: `SHOW BINARY LOGS`, the binlog status, `@@binlog_checksum`, `@@server_id` and the version come
-  from the files, and COM_BINLOG_DUMP streams them as MySQL's binlog sender does (`_binlog_dump` says how).
+  from the files, and COM_BINLOG_DUMP streams them as MySQL's binlog sender does (`_binlog_dump` says how);
+  COM_BINLOG_DUMP_GTID streams every transaction the replica's GTID set lacks (`_binlog_dump_gtid`), tagged
+  GTIDs included. `rewritten_binlog` builds another server's binlog from real events (a promoted replica's
+  history: the same transactions at other positions), so a test can fail a pipeline over between servers.
 - Given table definitions (`StubTable`), it answers the information_schema statements binlake sends to find and
   describe tables (`_information_schema` says which, and the one place it is not MySQL).
 
@@ -103,6 +106,10 @@ def _parse_error(near: str) -> StubError:
 BINLOG_MAGIC = b"\xfebin"
 EVENT_HEADER_LENGTH = 19
 ROTATE_EVENT, FORMAT_DESCRIPTION_EVENT = 4, 15
+QUERY_EVENT, XID_EVENT, GTID_EVENT, PREVIOUS_GTIDS_EVENT, GTID_TAGGED_EVENT = 2, 16, 33, 35, 42
+#: Events that open a transaction (GTID, ANONYMOUS_GTID, GTID_TAGGED), and events outside every transaction.
+_GROUP_STARTS = frozenset({GTID_EVENT, 34, GTID_TAGGED_EVENT})
+_NOT_IN_GROUPS = frozenset({3, ROTATE_EVENT, FORMAT_DESCRIPTION_EVENT, PREVIOUS_GTIDS_EVENT})
 #: Common-header flag of an event the server made up for the stream (not in the file): the fake ROTATE.
 LOG_EVENT_ARTIFICIAL_F = 0x20
 #: ER_MASTER_FATAL_ERROR_READING_BINLOG (ER_SOURCE_FATAL_ERROR_READING_BINLOG from 8.0.26): every refused dump.
@@ -591,9 +598,14 @@ class MySQLStub:
                     wire.send(_err(error))
                 continue
             if command == COM_BINLOG_DUMP_GTID:
-                # binlake asks MySQL for a file and position only (its GTID dump is MariaDB's, a COM_BINLOG_DUMP).
-                self.queries.append("<COM_BINLOG_DUMP_GTID>")
-                wire.send(_err(StubError(1047, "mysql stub: COM_BINLOG_DUMP_GTID is not served", "08S01")))
+                flags, _server_id, name_size = struct.unpack_from("<HII", body)
+                position, data_size = struct.unpack_from("<QI", body, 10 + name_size)
+                requested = decode_gtid_set(body[10 + name_size + 12:10 + name_size + 12 + data_size])
+                self.queries.append(f"<COM_BINLOG_DUMP_GTID {format_gtid_set(requested)}>")
+                try:
+                    self._binlog_dump_gtid(wire, requested, flags, checksum_aware)
+                except StubError as error:
+                    wire.send(_err(error))
                 continue
             if command != COM_QUERY:
                 wire.send(_err(StubError(1047, "Unknown command", "08S01")))
@@ -640,18 +652,59 @@ class MySQLStub:
         if position < 4 or (position not in {event.pos for event in first.events} and position != len(first.data)):
             raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG,
                             f"Client requested source to start replication from invalid position {position}")
+        self._stream(wire, names.index(name), position, flags, checksum, skipped=None)
+
+    def _stream(self, wire: _Wire, first: int, position: int, flags: int, checksum: bool,
+                skipped: GtidSet | None) -> None:
+        """The dump's events from file `first` at `position` on; transactions whose GTID is in `skipped` left out."""
         if not flags & BINLOG_DUMP_NON_BLOCK:
             raise StubError(1105, "mysql stub: only a non-blocking dump (BINLOG_DUMP_NON_BLOCK) is served")
         server_id = int(self.variables.get("server_id", "1"))
-        wire.send(b"\0" + _fake_rotate(server_id, name, position, checksum))
-        for index, file in enumerate(self.binlogs[names.index(name):]):
+        wire.send(b"\0" + _fake_rotate(server_id, self.binlogs[first].name, position, checksum))
+        for index, file in enumerate(self.binlogs[first:]):
             start = position if index == 0 else 4
             events = file.events
             wire.send(b"\0" + _format_description_for(events[0], start, checksum))
+            skipping = False
             for event in events[1:]:
-                if event.pos >= start:
+                if event.type_code in _GROUP_STARTS or event.type_code in _NOT_IN_GROUPS:
+                    gtid = event_gtid(event) if skipped is not None else None
+                    skipping = gtid is not None and gtid_in(skipped or {}, *gtid)
+                if event.pos >= start and not skipping:
                     wire.send(b"\0" + event.raw)
         wire.send(_eof())
+
+    def _binlog_dump_gtid(self, wire: _Wire, requested: GtidSet, flags: int, checksum_aware: bool) -> None:
+        """Stream what a replica with GTID set `requested` lacks, as MySQL's binlog sender does for
+        COM_BINLOG_DUMP_GTID (sql/rpl_binlog_sender.cc, "Replication with GTIDs"): refused (1236) when the source
+        purged transactions the set lacks or the set holds transactions the source never had;
+        else from the start of the newest file whose PREVIOUS_GTIDS the set contains (a fake ROTATE to it,
+        its FORMAT_DESCRIPTION), every transaction whose GTID is in the set left out.
+        """
+        if not self.binlogs:
+            wire.send(b"\xfe\0\0\0\0")
+            return
+        purged = parse_gtid_set(self.variables.get("gtid_purged", ""))
+        if not gtid_set_contains(requested, purged):
+            # ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS (1789) is the sender's reason; the replica reads it as a 1236.
+            raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG, "Cannot replicate because the source purged "
+                            "required binary logs. Replicate the missing transactions from elsewhere, or provision a "
+                            "new replica from backup.")
+        if not gtid_set_contains(parse_gtid_set(self.variables.get("gtid_executed", "")), requested):
+            raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG, "Replica has more GTIDs than the source has, "
+                            "using the source's SERVER_UUID.")
+        checksum = self.binlogs[0].checksum == "CRC32"
+        if checksum and not checksum_aware:
+            raise StubError(ER_SOURCE_FATAL_ERROR_READING_BINLOG,
+                            "Replica can not handle replication events with the checksum that source is configured "
+                            "to log")
+        first = 0
+        for index, file in enumerate(self.binlogs):
+            previous = next((event for event in file.events if event.type_code == PREVIOUS_GTIDS_EVENT), None)
+            body = previous.raw[EVENT_HEADER_LENGTH:len(previous.raw) - (4 if checksum else 0)] if previous else b""
+            if not previous or gtid_set_contains(requested, decode_gtid_set(body)):
+                first = index
+        self._stream(wire, first, 4, flags, checksum, skipped=requested)
 
     def _logs(self) -> list[tuple[str, int]]:
         if self.binlogs:
@@ -951,3 +1004,176 @@ SHOP_ORDERS: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {
          ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4")]),
     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE": (["COLUMN_NAME"], [("id",)]),
 }
+
+
+# -- GTID sets and another server's binlog ------------------------------------------------------------
+# Written for the stub apart from binlake's own (cdc_lib/model/gtid_sets.py), from MySQL's documentation of
+# Gtid_set::encode and of mysql::serialization, and checked on the real fixtures' PREVIOUS_GTIDS events:
+# what binlake sends is decoded by code it does not share.
+
+#: (uuid, tag or "") → inclusive intervals of transaction numbers.
+GtidSet = dict[tuple[str, str], list[tuple[int, int]]]
+
+
+def parse_gtid_set(text: str) -> GtidSet:
+    found: GtidSet = {}
+    for part in text.replace("\n", "").split(","):
+        if not part.strip():
+            continue
+        uuid, *fields = part.strip().lower().split(":")
+        tag = ""
+        for piece in fields:
+            if not piece[0].isdigit():
+                tag = piece
+                continue
+            start, _, end = piece.partition("-")
+            found.setdefault((uuid, tag), []).append((int(start), int(end or start)))
+    return found
+
+
+def format_gtid_set(gtids: GtidSet) -> str:
+    by_uuid: dict[str, list[str]] = {}
+    for (uuid, tag), intervals in sorted(gtids.items()):
+        parts = by_uuid.setdefault(uuid, [uuid])
+        parts += [tag] if tag else []
+        parts += [f"{a}" if a == b else f"{a}-{b}" for a, b in sorted(intervals)]
+    return ",".join(":".join(parts) for parts in by_uuid.values())
+
+
+def gtid_in(gtids: GtidSet, uuid: str, tag: str, number: int) -> bool:
+    return any(start <= number <= end for start, end in gtids.get((uuid, tag), []))
+
+
+def gtid_set_contains(outer: GtidSet, inner: GtidSet) -> bool:
+    return all(gtid_in(outer, uuid, tag, number) for (uuid, tag), intervals in inner.items()
+               for start, end in intervals for number in range(start, end + 1))
+
+
+def _read_varlen(data: bytes, offset: int) -> tuple[int, int]:
+    """mysql::serialization: as many bytes as the first byte has trailing ones, plus one; the value above them."""
+    if data[offset] == 0xFF:
+        return int.from_bytes(data[offset + 1:offset + 9], "little"), offset + 9
+    size = 1
+    while data[offset] >> (size - 1) & 1:
+        size += 1
+    return int.from_bytes(data[offset:offset + size], "little") >> size, offset + size
+
+
+def _varlen(value: int) -> bytes:
+    size = next((n for n in range(1, 9) if value < 1 << (7 * n)), 9)
+    if size == 9:
+        return b"\xff" + value.to_bytes(8, "little")
+    return ((value << size) | (1 << (size - 1)) - 1).to_bytes(size, "little")
+
+
+def _uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def decode_gtid_set(data: bytes) -> GtidSet:
+    """Gtid_set::encode's bytes: an 8-byte count, or (tagged format 1) format byte, 6-byte count, format byte."""
+    tagged = len(data) >= 8 and data[0] == 1 and data[7] == 1
+    count = int.from_bytes(data[1:7] if tagged else data[:8], "little")
+    found: GtidSet = {}
+    offset = 8
+    for _ in range(count):
+        uuid, tag = _uuid_text(data[offset:offset + 16]), ""
+        offset += 16
+        if tagged:
+            length, offset = _read_varlen(data, offset)
+            tag, offset = data[offset:offset + length].decode(), offset + length
+        (intervals,) = struct.unpack_from("<Q", data, offset)
+        offset += 8
+        for _ in range(intervals):
+            start, end = struct.unpack_from("<QQ", data, offset)
+            found.setdefault((uuid, tag), []).append((start, end - 1))
+            offset += 16
+    return found
+
+
+def encode_gtid_set(gtids: GtidSet) -> bytes:
+    tagged = any(tag for _, tag in gtids)
+    entries = sorted(gtids.items())
+    out = bytes([1]) + len(entries).to_bytes(6, "little") + bytes([1]) if tagged else struct.pack("<Q", len(entries))
+    for (uuid, tag), intervals in entries:
+        out += bytes.fromhex(uuid.replace("-", "")) + (_varlen(len(tag)) + tag.encode() if tagged else b"")
+        out += struct.pack("<Q", len(intervals)) + b"".join(struct.pack("<QQ", a, b + 1) for a, b in sorted(intervals))
+    return out
+
+
+def event_gtid(event: BinlogEvent) -> tuple[str, str, int] | None:
+    """(uuid, tag, number) of a GTID or GTID_TAGGED event, else None."""
+    body = event.raw[EVENT_HEADER_LENGTH:]
+    if event.type_code == GTID_EVENT:  # flags (1), SID (16), GNO (8)
+        return _uuid_text(body[1:17]), "", struct.unpack_from("<q", body, 17)[0]
+    if event.type_code != GTID_TAGGED_EVENT:
+        return None
+    try:
+        return _tagged(body)
+    except (IndexError, UnicodeDecodeError):
+        return None  # a damaged event (a test's): streamed as it is, for the reader to refuse
+
+
+def _tagged(body: bytes) -> tuple[str, str, int]:
+    offset = _read_varlen(body, _read_varlen(body, _read_varlen(body, 0)[1])[1])[1]  # version, size, last field
+    uuid, tag, number = "", "", 0
+    while not tag:
+        field_id, offset = _read_varlen(body, offset)
+        if field_id == 1:
+            octets = []
+            for _ in range(16):
+                octet, offset = _read_varlen(body, offset)
+                octets.append(octet)
+            uuid = _uuid_text(bytes(octets))
+        elif field_id == 2:
+            coded, offset = _read_varlen(body, offset)
+            number = coded >> 1 if not coded & 1 else -(coded >> 1) - 1
+        elif field_id == 3:
+            length, offset = _read_varlen(body, offset)
+            tag = body[offset:offset + length].decode()
+        else:
+            _, offset = _read_varlen(body, offset)
+    return uuid, tag, number
+
+
+def make_event(type_code: int, server_id: int, body: bytes, *, checksum: bool = True, timestamp: int = 0) -> bytes:
+    """An event's bytes (log_pos 0: `rewritten_binlog` sets it)."""
+    size = EVENT_HEADER_LENGTH + len(body) + (4 if checksum else 0)
+    return _with_checksum(struct.pack("<IBIIIH", timestamp, type_code, server_id, size, 0, 0) + body, checksum)
+
+
+def previous_gtids_event(gtids: GtidSet, server_id: int, *, checksum: bool = True) -> bytes:
+    return make_event(PREVIOUS_GTIDS_EVENT, server_id, encode_gtid_set(gtids), checksum=checksum)
+
+
+def tagged_gtid_event(uuid: str, tag: str, number: int, server_id: int, *, checksum: bool = True) -> bytes:
+    """A GTID_TAGGED event as MySQL 9.x writes one (the fields of the real fixture's, in its order)."""
+    fields = [(0, _varlen(0)), (1, b"".join(_varlen(octet) for octet in bytes.fromhex(uuid.replace("-", "")))),
+              (2, _varlen(number << 1)), (3, _varlen(len(tag)) + tag.encode()), (4, _varlen(0)), (5, _varlen(2)),
+              (6, _varlen(1_770_368_687_207_196)), (8, _varlen(296)), (9, _varlen(90600))]
+    rest = _varlen(0) + b"".join(_varlen(field_id) + value for field_id, value in fields)
+    size = 1 + len(rest) + 1
+    size += len(_varlen(size)) - 1
+    return make_event(GTID_TAGGED_EVENT, server_id, _varlen(1) + _varlen(size) + rest, checksum=checksum)
+
+
+def with_gtid(event: BinlogEvent, uuid: str, number: int, server_id: int) -> bytes:
+    """A copy of a GTID event naming another transaction, written by `server_id`."""
+    body = event.raw[EVENT_HEADER_LENGTH:-4]
+    body = body[:1] + bytes.fromhex(uuid.replace("-", "")) + struct.pack("<q", number) + body[25:]
+    return make_event(GTID_EVENT, server_id, body, timestamp=struct.unpack_from("<I", event.raw)[0])
+
+
+def rewritten_binlog(name: str, events: list[bytes], *, server_id: int, checksum: bool = True) -> BinlogFile:
+    """A binlog file of `events` (the first a FORMAT_DESCRIPTION, now `server_id`'s), each placed after the
+    previous one: its log_pos (the event's end) and checksum computed for its new place. Replicated events keep
+    the server_id of the server that wrote them first, as a replica's binlog does."""
+    data = bytearray(BINLOG_MAGIC)
+    for index, raw in enumerate(events):
+        bare = bytearray(raw[:-4] if checksum else raw)
+        struct.pack_into("<I", bare, 13, len(data) + len(raw))
+        if index == 0:
+            struct.pack_into("<I", bare, 5, server_id)
+        data += _with_checksum(bytes(bare), checksum)
+    return BinlogFile(name, bytes(data))

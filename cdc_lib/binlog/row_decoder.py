@@ -9,7 +9,7 @@ precompiled structs and yields each image as a tuple in schema order, holding ex
 the library path yields after binlake's conversions (`cdc_lib.model.types.binlog_converter`).
 
 Whatever it does not cover answers None instead, and the caller decodes with the library: a
-column type without a reader (MySQL's binary JSON and partial JSON, GEOMETRY, pre-5.6 temporals),
+column type without a reader (MySQL's partial JSON, GEOMETRY, pre-5.6 temporals),
 column names that differ from the schema (a table map without names is named by position first, the same
 way for both paths: `prepare_columns`), a row image that is not FULL, or bytes that do not parse
 to the event's exact end. Correctness therefore never depends on coverage. (MariaDB's JSON is
@@ -29,10 +29,12 @@ from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
+from cdc_lib.binlog import json_binary
 from cdc_lib.binlog.column_positions import name_by_position, unnamed
 from cdc_lib.binlog.replication_library import rows_decoded, unread_bytes
 from cdc_lib.changes.events import Row
 from cdc_lib.model import charsets
+from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import (
     ColumnInfo,
@@ -288,9 +290,28 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             spec.post = f"format({{v}}, '0{column.bits}b')"
             if convert is not None:
                 spec.post = code.bind(f"convert_{index}", convert) + f"({spec.post})"
+    elif kind == FIELD_TYPE.JSON:
+        return _json_spec(spec, column, convert, code)
     else:
         return Unsupported(f"column {column.name} has binlog type {kind}, which only the library decodes")
     return spec
+
+
+def _json_spec(spec: _Column, column: Any, convert: Callable[[Any], Any] | None, code: _Code) -> _Column | Unsupported:
+    """MySQL's binary JSON: a length of `length_size` bytes, then the document, decoded as the library path
+    decodes it (`replication_library._read_binary_json`: `json_binary`, then binlake's converter)."""
+    prefix = column.length_size
+    if prefix not in (1, 2, 3, 4):
+        return Unsupported(f"JSON column {column.name} has a {prefix}-byte length prefix")
+    decode = code.bind(f"json_{spec.index}", _json_document)
+    spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n", f"{{v}} = {decode}(data[p - n:p])"]
+    if convert is not None:
+        spec.post = code.bind(f"convert_{spec.index}", convert) + "({v})"
+    return spec
+
+
+def _json_document(data: bytes) -> MySqlJson:
+    return MySqlJson(json_binary.decode(data))
 
 
 def _little_endian(offset: str, size: int) -> str:

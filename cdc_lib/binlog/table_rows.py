@@ -27,6 +27,7 @@ from cdc_lib.errors import (
     ZeroDateError,
     ZeroDateKeyError,
 )
+from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 
@@ -240,7 +241,8 @@ def _patched_document(table: str, column: str, document: Any, vector: DiffVector
             remedy=remedy, table=table,
         )
     try:
-        return apply_diffs(document, read_diffs(vector.data, parse_binary_json))
+        old = document.document if isinstance(document, MySqlJson) else document
+        return MySqlJson(apply_diffs(old, read_diffs(vector.data, parse_binary_json)))
     except DiffNotApplicable as exc:
         raise UnreadableEventError(
             f"a partial JSON update of column '{column}' cannot be applied exactly: {exc}", remedy=remedy, table=table,

@@ -54,10 +54,12 @@ class Querying:
 
 @dataclass(frozen=True)
 class ReadingBinlog:
-    """A binlog dump from `start`, or from the MariaDB GTID state `gtid_state` when one is given."""
+    """A binlog dump from `start`, or from the MariaDB GTID state `gtid_state` when one is given, for `tables`."""
 
     start: BinlogPosition
     gtid_state: str | None = None
+    #: The tables the read serves ("db.table"): what a refused dump tells the user to re-snapshot.
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,17 +253,20 @@ def _query_failure(where: _Where, exc: pymysql.MySQLError) -> BinlakeError:
 def _read_failure(exc: pymysql.MySQLError, doing: ReadingBinlog) -> BinlakeError:
     code = error_code(exc)
     message = error_message(exc)
+    # The command a person can run as it stands: the tables of the read, else the form of the argument.
+    snapshot = "binlake snapshot " + (" ".join(f"--table {table}" for table in doing.tables) or "--table db.table")
     if code == BINLOG_UNAVAILABLE and doing.gtid_state is not None:
+        # MariaDB says why at the end of a long message ("... it probably means that the slave has diverged ...").
         return ServerHistoryError(
-            f"the server cannot send the binlog from GTID state '{doing.gtid_state}' ({message[:200]}): it lacks the "
+            f"the server cannot send the binlog from GTID state '{doing.gtid_state}' ({message[:400]}): it lacks the "
             "history the offsets were written in",
-            remedy="re-snapshot the tables: binlake snapshot --table db.t (Dagster: backfill), or point "
+            remedy=f"re-snapshot the tables: {snapshot} (Dagster: backfill), or point "
             "source.host/port back at a server with that history",
         )
     if code == BINLOG_UNAVAILABLE:
         return BinlogPurgedError(
             f"the server cannot send the binlog from {doing.start} ({message[:160]})",
-            remedy="re-snapshot the affected tables: binlake snapshot --table db.t",
+            remedy=f"re-snapshot the affected tables: {snapshot}",
         )
     if code == DUPLICATE_SERVER_ID:
         return SourceConnectionError(

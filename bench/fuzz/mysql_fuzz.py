@@ -55,20 +55,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-from deltalake import CommitProperties, write_deltalake
-from deltalake import Transaction as AppTransaction
-
 from cdc_lib.binlog.payload import PayloadTooLargeError
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
-from cdc_lib.model.tables import TableRef, TableSchema
-from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.commits import app_id
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from tests.mysql_binlog_writer import (
     DELETE_ROWS,
     JSON_INSERT,
@@ -84,6 +75,7 @@ from tests.mysql_binlog_writer import (
     json_key_order,
 )
 from tests.mysql_stub import BinlogFile, MySQLStub, StubColumn, StubTable
+from tests.replay_start import stub_schema, write_snapshot_commit
 
 DATABASE = "shop"
 PIPELINE = "mysqlfuzz"
@@ -584,18 +576,6 @@ def _config(stub: MySQLStub, lake: Path, plan: RoundPlan, *, max_events: int | N
     })
 
 
-def _schema(table: StubTable) -> TableSchema:
-    """The table as binlake reads it from the stub's information_schema answer."""
-    columns = tuple(
-        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
-                   numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
-        in (column.information_schema() for column in table.columns)
-    )
-    return TableSchema(table=TableRef(table.database, table.name), columns=columns, primary_key=table.primary_key)
-
-
 def _delta_value(column: Column, value: Any) -> Any:
     """A model value as the snapshot holds it in Delta (docs/types.md)."""
     if value is None:
@@ -608,26 +588,9 @@ def _delta_value(column: Column, value: Any) -> Any:
 
 
 def _write_snapshot(config: PipelineConfig, plan: TablePlan, rows: list[Row], end: BinlogPosition) -> None:
-    """A snapshot commit as binlake's one-shot snapshot leaves it (`kind: snapshot`, its `end` the table's
-    offset, the table's SetTransaction), written with `deltalake`: the sync adopts it (the Delta log wins)."""
-    schema = _schema(plan.stub())
-    name = schema.table.name  # db.table
-    application = app_id(config.pipeline, name)
-    target = delta_rs_writer.arrow_schema(schema)
-    target = target.remove(target.get_field_index(delta_rs_writer.OPERATION_COLUMN))
-    metadata = {
-        "pipeline": config.pipeline, "table": name, "batch_seq": 1, "snapshot_low": end.to_json(),
-        "end": end.to_json(), "schema": schema.to_json(), "kind": "snapshot", "app_id": application,
-        "writer": "delta-rs", "format": COMMIT_FORMAT,
-    }
+    """The round's snapshot rows as binlake's one-shot snapshot leaves them (tests/replay_start.py)."""
     values = [{column.name: _delta_value(column, row[column.name]) for column in plan.table.columns} for row in rows]
-    write_deltalake(
-        config.sink.table_path(DATABASE, plan.name), pa.Table.from_pylist(values, schema=target), mode="overwrite",
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": json.dumps(metadata, sort_keys=True)},
-            app_transactions=[AppTransaction(app_id=application, version=1)],
-        ),
-    )
+    write_snapshot_commit(config, stub_schema(plan.stub()), values, end)
 
 
 def _tagged(value: Any) -> Any:

@@ -3,6 +3,7 @@ table at the change (durably, across restarts) until a person approves or reject
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from cdc_lib.errors import TableError
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.pipeline.sync import SyncResult
-from tests.conftest import scan_rows, source_rows, sql, write_config_file
+from tests.conftest import run_cli, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import cli_in_process
 
 
@@ -137,3 +138,30 @@ def test_stop_stops_at_any_change_of_shape_and_resumes_under_evolve(mariadb, dat
     evolving.resume(table)
     assert not _errors(evolving.sync(until_caught_up=True), table)
     assert sorted(scan_rows(evolving.table_path(table))) == source_rows(mariadb, table)
+
+
+def test_a_sync_killed_after_the_approved_evolution_replays_it_exactly(
+    mariadb, database, make_config, tmp_path: Path,
+) -> None:
+    """Killed after the approved ALTER evolved the Delta table, before the offsets were saved: the state still holds
+    the approval at the same position, so the rerun meets the ALTER again and applies it once more, exactly."""
+    db = database
+    table = f"{db}.t"
+    sql(mariadb, f"CREATE TABLE {db}.t (id INT PRIMARY KEY, a VARCHAR(10))", f"INSERT INTO {db}.t VALUES (1, 'x')")
+    config = make_config([table], sink__tables={table: {"schema_policy": "approve"}})
+    Pipeline(config).snapshot()
+    alter = f"ALTER TABLE {db}.t ADD COLUMN c INT NOT NULL"  # back-filled from the source (the implicit 0)
+    sql(mariadb, alter, f"INSERT INTO {db}.t VALUES (2, 'y', 5)")
+    assert "awaiting approval" in _errors(Pipeline(config).sync(until_caught_up=True), table)[0]
+    Pipeline(config).approve_schema_change(table)
+    config_path = write_config_file(config, tmp_path / "binlake.yaml")
+    crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "before_offset_write"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    kept = Pipeline(config).read_state().tables[table].schema_change
+    assert kept is not None and kept["approved"] and kept["statement"] == alter, "the offsets did not move"
+
+    pipeline = Pipeline(config)
+    assert not _errors(pipeline.sync(until_caught_up=True), table)
+    assert sorted(scan_rows(pipeline.table_path(table), ["id", "a", "c"])) == source_rows(mariadb, table)
+    final = pipeline.read_state().tables[table]
+    assert final.error is None and final.schema_change is None and final.consistent

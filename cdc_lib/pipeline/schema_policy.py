@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from cdc_lib.common.logs import about_table
+from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import SchemaChangeAwaitingApproval, SchemaChangeError, TableError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.pipeline.schema_diff import SchemaDiff
@@ -24,6 +25,13 @@ from cdc_lib.state.offsets import TableState, utc_now
 from cdc_lib.status.table_status import require_snapshot
 
 log = logging.getLogger("binlake")
+
+
+class _HasConfig(Protocol):
+    """What `policy_hold` reads of the pipeline's context: its config (a plain object in unit tests)."""
+
+    @property
+    def config(self) -> PipelineConfig: ...
 
 #: The status word of a table that waits for a person (`binlake status`, the Dagster check).
 AWAITING_APPROVAL = "awaiting approval"
@@ -35,7 +43,7 @@ def changes_shape(diff: SchemaDiff) -> bool:
 
 
 def policy_hold(
-    context: PipelineContext, name: str, table_state: TableState, *, statement: str, before: BinlogPosition,
+    context: _HasConfig, name: str, table_state: TableState, *, statement: str, before: BinlogPosition,
     diff: SchemaDiff,
 ) -> tuple[TableState, SchemaChangeError | None]:
     """What the table's policy says of a compatible change of shape: go on (no error), or stop or wait here.
@@ -45,7 +53,8 @@ def policy_hold(
     """
     policy = context.config.sink.schema_policy_for(name)
     if policy == "evolve" or not changes_shape(diff):
-        return table_state, None
+        # A record left from an earlier policy (approve changed to evolve, then resume) is done with as well.
+        return replace(table_state, schema_change=None), None
     if policy == "stop":
         return table_state, SchemaChangeError(
             f"schema change under schema_policy stop: {statement[:300]}",

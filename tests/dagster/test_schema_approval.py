@@ -9,6 +9,8 @@ from assets.naming import SCHEMA_APPROVAL_CHECK, PipelineNames
 from cdc_lib.pipeline.pipeline import Pipeline
 from orchestration.definitions import build_definitions
 from tests.conftest import scan_rows, source_rows, sql
+from tests.dagster.conftest import Shop
+from tests.dagster.daemon import tick
 
 
 def _approval(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
@@ -28,7 +30,7 @@ def test_the_blocking_check_fails_until_the_decision_job_approves(
         f"CREATE TABLE {db}.other (id INT PRIMARY KEY)",
         f"INSERT INTO {db}.t VALUES (1, 'x')",
     )
-    config, _ = config_file([table, other], sink__tables={table: {"schema_policy": "approve"}})
+    config, config_path = config_file([table, other], sink__tables={table: {"schema_policy": "approve"}})
     Pipeline(config).snapshot()
     defs = build_definitions(config)
     names = PipelineNames(config.pipeline)
@@ -44,6 +46,10 @@ def test_the_blocking_check_fails_until_the_decision_job_approves(
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.description is not None and alter in evaluation.description
     assert scan_rows(Pipeline(config).table_path(other)) == [(1,)], "the other table flows"
+    # The table waits for a person: the table_errors sensor reports it but never re-snapshots it away.
+    shop = Shop(server=mariadb, database=db, config=config, config_path=config_path)
+    reported = tick(defs, names.table_error_sensor, instance, shop, auto_resnapshot=True)
+    assert not reported.run_requests and "awaiting approval" in (reported.skip_message or "")
 
     decided = defs.resolve_job_def(names.schema_decision_job).execute_in_process(
         instance=instance, run_config={"ops": {f"{names.schema_decision_job}_op": {"config": {"table": table}}}},

@@ -10,6 +10,8 @@
                            (WARN when a difference may be changes still in flight)
     freshness       WARN   the table was brought up to date within `freshness_minutes` (Dagster's
                            last-update freshness check; idle tables stay fresh through observations)
+    schema_approval ERROR  blocking, on tables under `schema_policy: approve` only: no schema change waits
+                           for a person (assets/schema_approval.py)
 
 The first three are cheap and run in every micro-batch step; reconciliation
 reads both copies and runs on its own schedule or from the UI.
@@ -27,9 +29,11 @@ from assets.naming import (
     LAG_CHECK,
     RECONCILIATION_CHECK,
     RUNWAY_CHECK,
+    SCHEMA_APPROVAL_CHECK,
     PipelineNames,
 )
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
+from assets.schema_approval import schema_approval_result
 from cdc_lib.common.failures import is_transient
 from cdc_lib.display.report import catch_up_text
 from cdc_lib.errors import BinlakeError, NotSnapshottedError
@@ -206,6 +210,8 @@ def health_results(
             yield lag_result(check.asset_key, status, binlake.lag_warn_seconds)
         elif check.name == RUNWAY_CHECK:
             yield runway_result(check.asset_key, table, runways.get(table), status, binlake.runway_warn_hours)
+        elif check.name == SCHEMA_APPROVAL_CHECK:
+            yield schema_approval_result(check.asset_key, table, status)
 
 
 def health_evaluations(results: Iterator[dg.AssetCheckResult]) -> Iterator[dg.AssetCheckEvaluation]:

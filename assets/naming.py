@@ -24,6 +24,8 @@ CONSISTENCY_CHECK = "consistency"
 LAG_CHECK = "lag"
 RUNWAY_CHECK = "binlog_runway"
 RECONCILIATION_CHECK = "reconciliation"
+# Only on tables under `schema_policy: approve`: blocking, failed while a schema change waits for a person.
+SCHEMA_APPROVAL_CHECK = "schema_approval"
 PIPELINE_TAG = "binlake/pipeline"
 # Carried by the runs that take the pipeline's lease (micro-batch, follow): at most one may be in flight.
 LEASE_TAG = "binlake/lease"
@@ -111,6 +113,10 @@ class PipelineNames:
     @property
     def reconcile_job(self) -> str:
         return f"binlake_{self.slug}_reconcile"
+
+    @property
+    def schema_decision_job(self) -> str:
+        return f"binlake_{self.slug}_schema_decision"
 
     @property
     def follow_op(self) -> str:

@@ -39,6 +39,7 @@ from assets.discovery import (
 from assets.metrics import metric_observations
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
+from assets.schema_approval import approval_check_specs, approval_tables
 from cdc_lib.changes import metadata_columns
 from cdc_lib.config.model import Freshness, PipelineConfig
 from cdc_lib.display.progress import ProgressLines
@@ -65,6 +66,8 @@ class TableAssets:
     source_specs: tuple[dg.AssetSpec, ...]
     snapshot: dg.AssetsDefinition
     sync: dg.AssetsDefinition
+    #: The tables under `schema_policy: approve`: they carry the blocking schema approval check.
+    approval_tables: tuple[str, ...] = ()
 
     @property
     def table_keys(self) -> list[dg.AssetKey]:
@@ -405,6 +408,7 @@ def build_table_assets(*, config: PipelineConfig, tables: list[str]) -> TableAss
         source_specs=source_specs,
         snapshot=snapshot,
         sync=sync,
+        approval_tables=tuple(approval_tables(config, tables)),
     )
 
 
@@ -486,7 +490,8 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
     @dg.multi_asset(
         name=names.sync_op,
         specs=[table_spec(config=config, names=names, table=table) for table in tables],
-        check_specs=health_check_specs(names=names, tables=tables),
+        check_specs=health_check_specs(names=names, tables=tables)
+        + approval_check_specs(names=names, tables=approval_tables(config, tables)),
         can_subset=True,
         pool=names.pool,
         retry_policy=TRANSIENT_RETRY,

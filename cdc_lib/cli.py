@@ -114,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         "while the binlog still holds its changes)"
     )
     resume.add_argument("--table", action="append", required=True, help="db.table; repeat for several")
+    schema = commands.add_parser(
+        "schema", help="approve or reject the schema change a table under schema_policy approve waits at"
+    )
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True)
+    for verb, text in (("approve", "the next sync evolves the Delta table from the change's position"),
+                       ("reject", "the table stops; a re-snapshot takes it back")):
+        decision = schema_commands.add_parser(verb, help=text)
+        decision.add_argument("--table", action="append", required=True, help="db.table; repeat for several")
     register = commands.add_parser(
         "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
     )
@@ -293,6 +301,14 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
             else:
                 print(f"{resumed.table}: resumed from {resumed.position}; the next sync replays the binlog from "
                       f"there (was: {resumed.cleared})")
+        return 0
+    if arguments.command == "schema":
+        for name in arguments.table:
+            approve = arguments.schema_command == "approve"
+            decided = pipeline.approve_schema_change(name) if approve else pipeline.reject_schema_change(name)
+            print(f"{decided.table}: {'approved' if approve else 'rejected'} at {decided.position}: "
+                  f"{decided.statement}" + ("; the next sync evolves the table from there" if approve
+                                            else f"; re-snapshot it: binlake snapshot --table {decided.table}"))
         return 0
     if arguments.command == "register":
         from cdc_lib.sink.catalog import register_tables

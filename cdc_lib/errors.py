@@ -81,6 +81,10 @@ class SchemaChangeError(BinlakeError):
     """The source table's schema changed in a way binlake will not guess at."""
 
 
+class SchemaChangeAwaitingApproval(SchemaChangeError):
+    """A table under `schema_policy: approve` met a schema change: it waits until a person approves or rejects it."""
+
+
 class BinlogPurgedError(BinlakeError):
     """A stored position is older than the oldest binlog the server still keeps."""
 

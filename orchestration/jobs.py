@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.follow import build_follow_job
-from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
+from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, SCHEMA_APPROVAL_CHECK
+from assets.schema_approval import build_schema_decision_job
 from assets.tables import TableAssets
 
 if TYPE_CHECKING:
@@ -22,9 +23,11 @@ class PipelineJobs:
     reconcile: UnresolvedAssetJobDefinition
     #: The long-running alternative to `sync`: one run applies the binlog until its time budget.
     follow: dg.JobDefinition
+    #: Approves or rejects a schema change a table under `schema_policy: approve` waits at.
+    schema_decision: dg.JobDefinition
 
     def all(self) -> list[UnresolvedAssetJobDefinition | dg.JobDefinition]:
-        return [self.sync, self.snapshot, self.reconcile, self.follow]
+        return [self.sync, self.snapshot, self.reconcile, self.follow, self.schema_decision]
 
 
 def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition) -> PipelineJobs:
@@ -33,7 +36,7 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
         dg.AssetCheckKey(key, check)
         for key in assets.table_keys
         for check in (CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK)
-    ]
+    ] + [dg.AssetCheckKey(assets.names.table_key(table), SCHEMA_APPROVAL_CHECK) for table in assets.approval_tables]
     # The Delta tables with their cheap checks only: reconciliation and freshness run elsewhere.
     tables_only = dg.AssetSelection.assets(*assets.table_keys).without_checks()
     sync = dg.define_asset_job(
@@ -56,4 +59,5 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
         description=f"Compare every table of pipeline `{names.pipeline}` with its source, chunk by chunk.",
     )
     follow = build_follow_job(names=names, tables=list(assets.tables))
-    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow)
+    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow,
+                        schema_decision=build_schema_decision_job(names=names))

@@ -186,6 +186,8 @@ def build_table_error_sensor(
             )
             for name, table_state in stopped.items()
             if name in tables and name not in loading  # one snapshot of a table at a time
+            # A table waiting for a person's approval of its schema change waits for the person, not a snapshot.
+            and table_state.schema_change is None
         ]
         orphans = [name for name in stopped if name not in tables]
         if not requests:

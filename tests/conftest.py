@@ -193,6 +193,10 @@ def _sink_document(config: PipelineConfig) -> dict[str, Any]:
     document.update({key: value for key, value in optional.items() if value is not None})
     if config.sink.metadata_columns:
         document["metadata_columns"] = True
+    policies = {table: {"schema_policy": settings.schema_policy} for table, settings in config.sink.tables.items()
+                if settings.schema_policy is not None}
+    if policies:
+        document["tables"] = policies
     if settings.credentials is not None:
         document.update(access_key_id="${AWS_ACCESS_KEY_ID}", secret_access_key="${AWS_SECRET_ACCESS_KEY}")
     return document

@@ -28,6 +28,11 @@ WRITERS: tuple[Writer, ...] = ("auto", "spark", "delta-rs")
 SnapshotWriter = Writer
 BatchWriter = Writer
 TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
+#: What a sync does at an ALTER that changes a table's shape (docs/ddl.md#schema-policies): `evolve` (added and
+#: widened columns evolve the Delta table, the rest stops it), `stop` (any change of shape stops it), `approve`
+#: (what `evolve` would apply waits, durably, until `binlake schema approve` or `binlake schema reject`).
+SchemaPolicy = Literal["evolve", "stop", "approve"]
+SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("evolve", "stop", "approve")
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class TableSettings:
     mode: TableMode | None = None
     metadata_columns: bool | None = None
     freshness: Freshness | None = None
+    schema_policy: SchemaPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,12 @@ class SinkConfig:
         """`table`'s freshness expectation: its own, else the pipeline's (None: none)."""
         override = self.tables.get(table, TableSettings()).freshness
         return self.freshness if override is None else override
+
+    def schema_policy_for(self, table: str) -> SchemaPolicy:
+        """What a sync does at `table`'s schema changes: its own policy, else `evolve` (binlake's behaviour
+        before policies existed)."""
+        override = self.tables.get(table, TableSettings()).schema_policy
+        return "evolve" if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

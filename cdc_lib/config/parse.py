@@ -13,6 +13,7 @@ from typing import Any
 from cdc_lib.common.s3 import S3Credentials, S3Settings, is_s3_uri, split_s3_uri
 from cdc_lib.config.model import (
     CATALOG_NAME_PART,
+    SCHEMA_POLICIES,
     TABLE_MODES,
     WRITERS,
     BatchConfig,
@@ -22,6 +23,7 @@ from cdc_lib.config.model import (
     MetricsConfig,
     OffsetsConfig,
     PipelineConfig,
+    SchemaPolicy,
     SinkConfig,
     SnapshotConfig,
     SourceConfig,
@@ -359,7 +361,8 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
         _reject_unknown(
-            entry_doc, prefix, {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness"}
+            entry_doc, prefix,
+            {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy"},
         )
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
@@ -367,6 +370,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             mode=_table_mode(entry_doc, prefix),
             metadata_columns=_boolean(entry_doc, "metadata_columns", prefix),
             freshness=_freshness(entry_doc, prefix),
+            schema_policy=_schema_policy(entry_doc, prefix),
         )
         if overrides[name].metadata_columns:
             _check_metadata_columns(overrides[name].mode, True, prefix)
@@ -401,6 +405,19 @@ def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, pref
             f"{prefix}metadata_columns", f"applies to mirror tables only, not mode {mode}",
             remedy="leave it out: soft_delete and history tables carry their own commit times (docs/table-modes.md)",
         )
+
+
+def _schema_policy(document: Mapping[str, Any], prefix: str) -> SchemaPolicy | None:
+    value = document.get("schema_policy")
+    if value is None:
+        return None
+    for policy in SCHEMA_POLICIES:
+        if value == policy:
+            return policy
+    raise ConfigError(
+        f"{prefix}schema_policy", f"must be one of {', '.join(SCHEMA_POLICIES)}, got {value!r}",
+        remedy="leave it out for evolve (docs/ddl.md#schema-policies)",
+    )
 
 
 def _table_mode(document: Mapping[str, Any], prefix: str) -> TableMode | None:

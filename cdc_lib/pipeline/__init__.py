@@ -1,4 +1,4 @@
 """Putting the stages together: the front door (`Pipeline`), sync batches, follow mode, schema changes, table
-failures and resume.
+failures, resume and schema policies.
 
 May import: every package above (`common` … `status`)."""

@@ -7,6 +7,7 @@ module that does it:
     sync     → `cdc_lib.pipeline.sync`              micro-batches: one binlog read, a MERGE per table, offsets
     status   → `cdc_lib.status.table_status`            per-table offset, lag, consistency and binlog runway
     resume   → `cdc_lib.pipeline.resume`            a stopped table taken back at its offset (the binlog still holds it)
+    schema   → `cdc_lib.pipeline.schema_policy`     a schema change a table waits at, approved or rejected
 
 Every writer first reconciles the offset store with the Delta logs (`cdc_lib.state.table_offsets`).
 """
@@ -21,6 +22,7 @@ from cdc_lib.config.model import PipelineConfig, SinkConfig
 from cdc_lib.errors import BinlakeError
 from cdc_lib.model.tables import TableRef
 from cdc_lib.pipeline.resume import ResumeResult, resume_table
+from cdc_lib.pipeline.schema_policy import Decision, approve_schema_change, reject_schema_change
 from cdc_lib.pipeline.sync import SyncResult, TableBatchResult, sync
 from cdc_lib.pipeline.table_failures import table_write_failure
 from cdc_lib.sink.storage import SinkStorage, sink_storage
@@ -133,6 +135,14 @@ class Pipeline:
         """Take a stopped (or retrying) table back into the sync at its offset, once the user fixed the cause;
         refused with the re-snapshot remedy when the binlog no longer holds the table's offset."""
         return resume_table(self.context, table)
+
+    def approve_schema_change(self, table: str) -> Decision:
+        """Approve the schema change `table` waits at (`schema_policy: approve`): the next sync evolves it."""
+        return approve_schema_change(self.context, table)
+
+    def reject_schema_change(self, table: str) -> Decision:
+        """Reject the schema change `table` waits at: the table stops until it is re-snapshotted."""
+        return reject_schema_change(self.context, table)
 
     def require_snapshot(self, name: str) -> TableState:
         return require_snapshot(self.read_state(), name)

@@ -18,11 +18,12 @@ from cdc_lib.binlog.column_positions import name_by_position
 from cdc_lib.binlog.probes import SUPERSEDED, UnnamedColumns, columns_after_ddl
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
-from cdc_lib.errors import BinlakeError, SchemaChangeError
+from cdc_lib.errors import BinlakeError, SchemaChangeAwaitingApproval, SchemaChangeError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo, quote_identifier
 from cdc_lib.pipeline.schema_diff import compare_schemas, evolve_delta_table, needs_backfill, schema_with_columns
+from cdc_lib.pipeline.schema_policy import policy_hold
 from cdc_lib.pipeline.table_failures import table_write_failure
 from cdc_lib.sink.catalog import check_after_schema_change
 from cdc_lib.sink.spark import writer as spark_writer
@@ -91,6 +92,11 @@ def apply_schema_change(
                 remedy=f"re-snapshot the table: binlake snapshot --table {name}",
                 table=name,
             )
+        table_state, held = policy_hold(
+            context, name, table_state, statement=change.statement, before=change.before, diff=diff
+        )
+        if held is not None:
+            raise held
         generated = _generated_columns(connection, cursor.schema.table, [column.name for column in diff.added])
         backfill = needs_backfill(diff, generated)
         if diff.added or diff.retyped:
@@ -102,7 +108,9 @@ def apply_schema_change(
         error = exc if isinstance(exc, BinlakeError) else table_write_failure(
             exc, name, doing="evolving the Delta table past the schema change"
         )
-        if isinstance(exc, BinlakeError):  # table_write_failure logs the others
+        if isinstance(exc, SchemaChangeAwaitingApproval):
+            log.warning("%s: the table waits at a schema change: %s", name, error, extra=about_table(name))
+        elif isinstance(exc, BinlakeError):  # table_write_failure logs the others
             log.error("%s: the table stops at a schema change: %s", name, error, extra=about_table(name))
         return SchemaChangeOutcome(
             state=replace(table_state, ddl_log=_logged(table_state, entry, f"stopped: {error.cause}")),

@@ -43,6 +43,10 @@ class TableState:
     #: counted when the batch's offsets are saved, so a counter that only grows while this snapshot lasts
     #: (docs/production.md "Metrics"; a new snapshot of the table starts it again).
     rows_applied: dict[str, int] = field(default_factory=dict)
+    #: A schema change held by `schema_policy: approve` (`pipeline/schema_policy.py`): its statement, the
+    #: position before it, when it was met, and whether a person approved it. Durable, so an approval given
+    #: after any number of restarts applies to exactly that change.
+    schema_change: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +64,7 @@ class TableState:
             "ddl_log": self.ddl_log,
             "retrying": self.retrying.to_json() if self.retrying is not None else None,
             "rows_applied": dict(self.rows_applied),
+            "schema_change": self.schema_change,
         }
 
     @classmethod
@@ -79,6 +84,7 @@ class TableState:
             ddl_log=list(data.get("ddl_log", [])),
             retrying=Retrying.from_json(data.get("retrying")),
             rows_applied={str(name): int(count) for name, count in (data.get("rows_applied") or {}).items()},
+            schema_change=data.get("schema_change"),
         )
 
 

@@ -57,6 +57,9 @@ class TableStatus:
     snapshot_at: str | None = None
     #: The snapshot in flight in numbers: {"chunks_done", "chunks_total", "rows_done"}; None when none is.
     snapshot_progress: dict[str, int] | None = None
+    #: `TableState.schema_change`: the schema change a table under `schema_policy: approve` waits at
+    #: ({"statement", "position", "at", "approved"}); None when it waits for none.
+    schema_change: dict[str, Any] | None = None
 
     @property
     def retrying_text(self) -> str | None:
@@ -190,6 +193,7 @@ def _table_status(
         catch_up=None if estimate is None else estimate.to_json(),
         catch_up_warning=estimate is not None and estimate.warning,
         retrying=table_state.retrying.to_json() if table_state.retrying is not None else None,
+        schema_change=table_state.schema_change,
         rows_applied={operation: table_state.rows_applied.get(operation, 0)
                       for operation in ("insert", "update", "delete")},
         snapshot_at=table_state.snapshot_at,

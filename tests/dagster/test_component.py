@@ -147,7 +147,7 @@ def test_scaffold_check_list_and_materialize_in_a_fresh_dg_project(project: DgPr
         names.missing_snapshot_sensor, names.table_error_sensor, names.freshness_sensor
     }
     assert {job["name"] for job in listed["jobs"]} == {
-        names.sync_job, names.snapshot_job, names.reconcile_job, names.follow_job
+        names.sync_job, names.snapshot_job, names.reconcile_job, names.follow_job, names.schema_decision_job
     }
     assert [resource["name"] for resource in listed["resources"]] == [names.resource_key]
 

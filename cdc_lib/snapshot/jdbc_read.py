@@ -296,6 +296,8 @@ def _masked(column: Column, name: str, shape: ColumnShape) -> Column:
     if getattr(mask, "redact", False):
         constant = mask(None)
         return (F.lit(None) if constant is None else F.lit(constant)).cast(spark_type_ddl(kind)).alias(name)
+    # The masks are closures (cdc_lib.changes.columns), which cloudpickle sends by value: a Python worker (a
+    # cluster's executor, another `python3`) needs only the standard library to run them, not binlake.
     masked = F.udf(lambda value: None if value is None else mask(value), StringType())
     return masked(column).alias(name)
 

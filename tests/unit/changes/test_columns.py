@@ -37,8 +37,8 @@ def rules(**mask: ColumnMask) -> ColumnRules:
 
 
 def test_a_row_is_cut_and_masked_and_the_key_stays() -> None:
-    shape = column_shape(SCHEMA, rules(email=ColumnMask(kind="hash", key_env="K"),
-                                       ssn=ColumnMask(kind="partial", keep_first=1, keep_last=2, fill="#")), environ=ENV)
+    partial = ColumnMask(kind="partial", keep_first=1, keep_last=2, fill="#")
+    shape = column_shape(SCHEMA, rules(email=ColumnMask(kind="hash", key_env="K"), ssn=partial), environ=ENV)
     assert shape is not None and shape.schema.column_names == ("id", "email", "ssn", "total")
     row = shape.apply((7, "a@b.c", "123456789", "clear note", Decimal("1.50")))
     assert row == (7, hmac.new(b"secret", b"a@b.c", hashlib.sha256).hexdigest(), "1######89", Decimal("1.50"))

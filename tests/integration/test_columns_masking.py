@@ -245,6 +245,8 @@ def test_rules_that_do_not_fit_the_table_refuse_the_snapshot(
     table = f"{database}.people"
     _create(mariadb, table, 5)
     config = make_config([table], sink__tables={table: rules})
+    with pytest.raises(ColumnRulesError, match=named.replace("'", ".")):
+        Pipeline(config).validate()  # `binlake validate` finds it first
     with pytest.raises(ColumnRulesError, match="remedy") as refused:
         Pipeline(config).snapshot()
     assert named in str(refused.value)

@@ -77,6 +77,10 @@ class TableError(BinlakeError):
     """A configured table is missing, has no primary key, or cannot be copied."""
 
 
+class ColumnRulesError(TableError):
+    """A table's column projection or masking (`sink.tables.<t>.columns`, `.mask`) does not fit its schema."""
+
+
 class SchemaChangeError(BinlakeError):
     """The source table's schema changed in a way binlake will not guess at."""
 

@@ -28,6 +28,7 @@ from cdc_lib.binlog.transaction import (
     engine_kind,
     transaction_control,
 )
+from cdc_lib.changes.columns import ColumnShape
 from cdc_lib.changes.events import CommitStamp, TableChanges, batch_changes
 from cdc_lib.changes.metadata_columns import StampedChanges
 from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
@@ -65,6 +66,13 @@ class TableCursor:
     mode: TableMode = "mirror"
     #: Whether its rows carry the source commit time for binlake's metadata columns (cdc_lib.changes.metadata_columns).
     metadata_columns: bool = False
+    #: Its column projection and masks (cdc_lib.changes.columns); None: every column in clear.
+    shape: ColumnShape | None = None
+
+    @property
+    def sink_schema(self) -> TableSchema:
+        """The schema its rows have once decoded, and the sink writes (`schema` is the source's, decoded from)."""
+        return self.schema if self.shape is None else self.shape.schema
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,8 @@ class BinlogRead:
         self.by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
         self.by_name = {cursor.name: cursor for cursor in cursors}
         self.decoders = {
-            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates) for cursor in cursors
+            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates, shape=cursor.shape)
+            for cursor in cursors
         }
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
         for cursor in cursors:  # a table snapshotted before binlake refused its key type stops where it is
@@ -214,7 +223,7 @@ class BinlogRead:
         change_log = self.logs.get(name)
         if change_log is None:
             change_log = self.logs[name] = ChangeLog(
-                spill_folder(self.spill.root, name), self.by_name[name].schema, mode=self.modes[name],
+                spill_folder(self.spill.root, name), self.by_name[name].sink_schema, mode=self.modes[name],
                 key_positions=self.decoders[name].key_positions, limit=self.spill.limit,
             )
         return change_log
@@ -356,7 +365,8 @@ class BinlogRead:
             self.stop(name, exc)
             transaction.discard_table(name)
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone
-            self.stop(name, _decode_error(name, event, exc, self.boundary))
+            self.stop(name, _decode_error(name, event, exc, self.boundary,
+                                          masked=self.by_name[name].shape is not None))
             transaction.discard_table(name)
         else:
             self.check_buffered(name, transaction)
@@ -521,10 +531,14 @@ class SpillNeeded(Exception):  # noqa: N818 - a signal to read_batch, never rais
         self.table = table
 
 
-def _decode_error(name: str, event: Any, exc: Exception, boundary: BinlogPosition) -> RowDecodeError:
+def _decode_error(name: str, event: Any, exc: Exception, boundary: BinlogPosition, *,
+                  masked: bool = False) -> RowDecodeError:
     position = f"{boundary.file}:{getattr(event.packet, 'log_pos', '?')}"
+    # A decoder's message may quote the value it failed on: for a table with column rules, that value may be one
+    # the rules keep out of every message (docs/columns-and-masking.md), so only the error's kind is named.
+    detail = exc.__class__.__name__ if masked else f"{exc.__class__.__name__}: {str(exc)[:200]}"
     return RowDecodeError(
-        f"a row event of the table at {position} could not be decoded ({exc.__class__.__name__}: {str(exc)[:200]})",
+        f"a row event of the table at {position} could not be decoded ({detail})",
         remedy=f"check the table's column definitions and data at the source, then re-snapshot: "
         f"binlake snapshot --table {name}",
         table=name,

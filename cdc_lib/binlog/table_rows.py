@@ -19,6 +19,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from cdc_lib.binlog.json_diff import DiffNotApplicable, DiffVector, apply_diffs, read_diffs
 from cdc_lib.binlog.replication_library import keep_partial_json_bytes, parse_binary_json
 from cdc_lib.binlog.row_decoder import FastRows, prepare_columns
+from cdc_lib.changes.columns import ColumnShape
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
 from cdc_lib.errors import (
@@ -48,9 +49,14 @@ class TableDecoder:
     zero_dates: ZeroDatePolicy = "null"
     #: (index, name) of the key columns among them: a zero date there is refused under any policy (no NULL key).
     temporal_keys: tuple[tuple[int, str], ...] = ()
+    #: The table's column projection and masks (cdc_lib.changes.columns): applied to each decoded row before it is
+    #: folded, so no excluded or clear masked value reaches a fold, a spill file or a message. `key_positions` are
+    #: positions in the shaped row.
+    shape: ColumnShape | None = None
 
     @classmethod
-    def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null") -> TableDecoder:
+    def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null",
+                   shape: ColumnShape | None = None) -> TableDecoder:
         names = schema.column_names
         conversions = []
         for index, column in enumerate(schema.columns):
@@ -69,7 +75,9 @@ class TableDecoder:
         return cls(
             schema=schema,
             conversions=tuple(conversions),
-            key_positions=tuple(names.index(key) for key in schema.primary_key),
+            key_positions=tuple(
+                (names if shape is None else shape.schema.column_names).index(key) for key in schema.primary_key
+            ),
             set_columns=frozenset(column.name for column in schema.columns if column.data_type.lower() == "set"),
             pick=getter if len(names) > 1 else (lambda values: (getter(values),)),
             width=len(names),
@@ -77,6 +85,7 @@ class TableDecoder:
             zero_dates=zero_dates,
             temporal_keys=tuple((index, name) for index, name, _ in temporal if name in schema.primary_key),
             fast=FastRows(schema, library_only=library_only),
+            shape=shape,
         )
 
     def check_keys(self, rows: list[Row]) -> None:
@@ -99,7 +108,7 @@ class TableDecoder:
             raise _schema_changed(self.schema, values) from missing
         zero = self._zero_dates(values, none_sources) if self.temporal else ()
         if not self.conversions and not zero:
-            return picked  # type: ignore[no-any-return]
+            return picked if self.shape is None else self.shape.apply(picked)
         row = list(picked)
         for index, convert in self.conversions:
             value = row[index]
@@ -107,7 +116,7 @@ class TableDecoder:
                 row[index] = convert(value)
         for index in zero:
             row[index] = None
-        return tuple(row)
+        return tuple(row) if self.shape is None else self.shape.apply(tuple(row))
 
     def _zero_dates(self, values: dict[str, Any], none_sources: dict[str, str] | None) -> list[int]:
         """Indexes of zero or partial dates in a row; raises instead under the `error` policy.
@@ -165,6 +174,8 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
+        if decoder.shape is not None:
+            images = [decoder.shape.apply(row) for row in images]
         if isinstance(event, UpdateRowsEvent):
             pairs = iter(images)
             for before, after in zip(pairs, pairs, strict=True):

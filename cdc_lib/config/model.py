@@ -66,6 +66,37 @@ class Freshness:
     warn_after_minutes: int | None = None
 
 
+MaskKind = Literal["hash", "redact", "truncate", "partial"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnMask:
+    """How one column is masked before anything holds its row (`sink.tables.<t>.mask.<column>`;
+    docs/columns-and-masking.md)."""
+
+    kind: MaskKind
+    #: hash: the environment variable holding the HMAC key (its value is never in the config).
+    key_env: str | None = None
+    #: redact: the constant written instead (None: NULL).
+    value: str | None = None
+    #: truncate: characters kept from the start.
+    length: int = 0
+    #: partial: characters kept at each end; the others become `fill`.
+    keep_first: int = 0
+    keep_last: int = 0
+    fill: str = "*"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnRules:
+    """Which source columns a table lands, and which it masks (`sink.tables.<t>.columns`, `.mask`)."""
+
+    #: Only these columns (the key is always among them); None: every column but `exclude`.
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    mask: Mapping[str, ColumnMask] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
@@ -76,6 +107,8 @@ class TableSettings:
     metadata_columns: bool | None = None
     freshness: Freshness | None = None
     schema_policy: SchemaPolicy | None = None
+    #: Column projection and masking; None: every column, in clear.
+    columns: ColumnRules | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +173,10 @@ class SinkConfig:
         before policies existed)."""
         override = self.tables.get(table, TableSettings()).schema_policy
         return "evolve" if override is None else override
+
+    def column_rules_for(self, table: str) -> ColumnRules | None:
+        """`table`'s column projection and masking (per table only); None: every column in clear."""
+        return self.tables.get(table, TableSettings()).columns
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pymysql
 
+from cdc_lib.changes.columns import column_shape
 from cdc_lib.config.model import PipelineConfig, SinkConfig
 from cdc_lib.errors import BinlakeError
 from cdc_lib.model.tables import TableRef
@@ -99,9 +100,14 @@ class Pipeline:
                 mysql_log_status(connection, mysql.server_identity(connection))
                 checked.append("snapshot position: performance_schema.log_status readable")
             tables = self.configured_tables(connection)
+            shaped = 0
             for ref in tables:
-                mysql.describe_table(connection, ref)
+                schema = mysql.describe_table(connection, ref)
+                # Column rules against the table as it is now: names, key columns, mask types, hash keys set.
+                shaped += column_shape(schema, self.config.sink.column_rules_for(ref.name)) is not None
             checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
+            if shaped:
+                checked.append(f"column rules: {shaped} tables' columns and masks fit their schemas")
             state = self.read_state()
             logs = binlog_status.binary_logs(connection)
             server_end = binlog_status.current_position(connection)

@@ -16,6 +16,7 @@ import pymysql
 from cdc_lib.binlog.batch import SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.column_positions import name_by_position
 from cdc_lib.binlog.probes import SUPERSEDED, UnnamedColumns, columns_after_ddl
+from cdc_lib.changes.columns import column_shape, sink_schema
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlakeError, SchemaChangeAwaitingApproval, SchemaChangeError
@@ -83,7 +84,10 @@ def apply_schema_change(
             name_by_position(list(names_after.columns), current, against="the server's table now")
         elif isinstance(names_after, list):
             current = schema_with_columns(current, names_after, table=name)
-        diff = compare_schemas(cursor.schema, current)
+        # Compared as the sink holds them: a change to a column the table leaves out (or that an include list
+        # does not name) changes no Delta column, and a hashed column stays CHAR(64) whatever its source type.
+        rules = context.config.sink.column_rules_for(name)
+        diff = compare_schemas(sink_schema(cursor.schema, rules), sink_schema(current, rules, strict=False))
         if diff.compatible and diff.tightened:
             _check_no_nulls(context, table_state, name, diff.tightened)
         if not diff.compatible:
@@ -179,14 +183,16 @@ def _backfill(
     by_name = {column.name: column for column in current.columns}
     schema = TableSchema(
         table=current.table,
-        columns=tuple(by_name[key] for key in current.primary_key) + tuple(columns),
+        # The source's columns (`columns` are as the sink holds them: a hashed one is CHAR(64) there).
+        columns=tuple(by_name[key] for key in current.primary_key) + tuple(by_name[column.name] for column in columns),
         primary_key=current.primary_key,
     )
     predicates, _ = partition_predicates(
         connection, schema, context.config.snapshot,
         default_parallelism=context.spark().sparkContext.defaultParallelism,
     )
-    frame = read_table(context.spark(), context.config.source, schema, predicates)
+    shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False)
+    frame = read_table(context.spark(), context.config.source, schema, predicates, shape=shape)
     try:
         spark_writer.backfill_columns(
             context.spark(), context.table_path(name), frame, key=current.primary_key,

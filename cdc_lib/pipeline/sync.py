@@ -26,12 +26,13 @@ import pymysql
 from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.stream import read_batch
 from cdc_lib.changes import metadata_columns
+from cdc_lib.changes.columns import column_shape
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.errors import BinlogPurgedError, FencedCommitError
+from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.read_ahead import ReadAhead
@@ -217,13 +218,24 @@ def run_batch(
         if table_state.error:
             skipped[name] = table_state.error
             continue
+        schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
+        try:
+            # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
+            shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False)
+        except ColumnRulesError as exc:
+            # A rule that no longer fits (a hash key unset in this environment): the table waits at its offset,
+            # and goes on once the config or the environment is fixed.
+            log.error("%s", exc, extra=about_table(name))
+            skipped[name] = str(exc)
+            continue
         cursors.append(
             TableCursor(
                 name=name,
                 position=table_state.position,
-                schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
+                schema=schema,
                 mode=context.config.sink.mode_for(name),
                 metadata_columns=context.config.sink.metadata_columns_for(name),
+                shape=shape,
             )
         )
     if not cursors:
@@ -355,7 +367,7 @@ def _read(
             [
                 TableCursor(
                     name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode,
-                    metadata_columns=c.metadata_columns,
+                    metadata_columns=c.metadata_columns, shape=c.shape,
                 )
                 for c in cursors
             ],
@@ -526,7 +538,7 @@ def _merge(
 ) -> int:
     """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
     name = cursor.name
-    schema = cursor.schema
+    schema = cursor.sink_schema
     if cursor.metadata_columns:
         # The fold's rows carry their source commit time; the batch's applied time follows (docs/readers.md).
         assert applied_at is not None, "a batch that writes takes its applied time"
@@ -546,7 +558,7 @@ def _merge(
         )
     assert spark is not None, "soft-delete and history tables are written by Spark"
     return spark_modes.merge_mode_changes(
-        spark, context.table_path(name), cursor.schema, changes, mode=cursor.mode,
+        spark, context.table_path(name), cursor.sink_schema, changes, mode=cursor.mode,
         application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
     )
 

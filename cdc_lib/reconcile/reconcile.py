@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib.changes.columns import sink_schema
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.model.positions import BinlogPosition
@@ -148,10 +149,16 @@ def reconcile_table(
     with mysql.source_connection(pipeline.config.source) as connection:
         schema = mysql.describe_table(connection, ref)
         delta_names = set(frame.columns)
-        differences = [f"column {c} is not in the Delta table" for c in schema.column_names if c not in delta_names]
-        extra = sorted(delta_names - set(schema.column_names))
+        # The source as the column rules land it: columns left out are not expected in Delta; masked ones are not
+        # compared (their digest in MySQL would need the hash key in a query), and so never printed either.
+        rules = pipeline.config.sink.column_rules_for(table)
+        landed = sink_schema(schema, rules, strict=False).column_names
+        masked = sorted(name for name in landed if rules is not None and name in rules.mask)
+        differences = [f"column {c} is not in the Delta table" for c in landed if c not in delta_names]
+        extra = sorted(delta_names - set(landed))
         differences += [f"column {c} is only in the Delta table" for c in extra]
-        columns = [column for column in schema.columns if column.name in delta_names]
+        columns = [column for column in schema.columns if column.name in delta_names and column.name in landed
+                   and column.name not in masked]
         key = tuple(column for column in schema.columns if column.name in schema.primary_key)
         key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
 
@@ -164,7 +171,7 @@ def reconcile_table(
         end_after = binlog_status.current_position(connection)
         mismatched = _mismatched(source, delta)
         confirmed = quiet_table and end_before.same_point(end_after)
-        notes: list[str] = []
+        notes: list[str] = [f"masked columns not compared: {', '.join(masked)}"] if masked else []
         rechecked = False
         if mismatched and not confirmed and recheck_after_seconds > 0:
             rechecked = True

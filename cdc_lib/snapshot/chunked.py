@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pymysql
 
 from cdc_lib.binlog.probes import before_prepared_xa
+from cdc_lib.changes.columns import column_shape
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import ConcurrentRunError, DeltaStateError, FencedCommitError, SchemaChangeError
@@ -246,6 +247,9 @@ def _new_document(
     # The first low watermark and the schema the table is read with, pinned to each other.
     low, schema = consistent_low_watermark(connection, ref)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
+    # The column rules are checked against the schema the table is read with: an unknown or excluded key column,
+    # or an unset hash key, refuses the snapshot before it reads a row.
+    column_shape(schema, context.config.sink.column_rules_for(ref.name))
     mode = context.config.sink.mode_for(ref.name)
     # A soft-delete or history table, or a mirror with metadata columns, stamps its snapshot with the server's
     # clock (the binlog's) at the low mark.
@@ -283,7 +287,8 @@ def _run_wave(
     heartbeat.mark_renewed()
     low = binlog_status.current_position(connection)
     schema = TableSchema.from_json(TableRef.parse(name), document.schema)
-    frame = read_table(spark, context.config.source, schema, document.plan[first:end])
+    shape = column_shape(schema, context.config.sink.column_rules_for(name))
+    frame = read_table(spark, context.config.source, schema, document.plan[first:end], shape=shape)
     moded = document.mode != "mirror"
     if moded:
         assert document.snapshot_time is not None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
+from cdc_lib.changes.columns import ColumnShape
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import SnapshotConfig, SourceConfig
 from cdc_lib.errors import SurrogateTextError, TableError, ZeroDateError, ZeroDateKeyError
@@ -18,7 +19,7 @@ from cdc_lib.source.key_ranges import LARGE_TABLE_ROWS, integer_cuts, is_integer
 from cdc_lib.source.server import query
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 
@@ -223,10 +224,19 @@ def _surrogate_flag(index: int, schema: TableSchema) -> str:
 
 
 def read_table(
-    spark: SparkSession, source: SourceConfig, schema: TableSchema, predicates: list[str]
+    spark: SparkSession, source: SourceConfig, schema: TableSchema, predicates: list[str], *,
+    shape: ColumnShape | None = None,
 ) -> DataFrame:
-    """The table as Spark reads it over JDBC, cast to the one type mapping."""
+    """The table as Spark reads it over JDBC, cast to the one type mapping.
+
+    With a `shape` (cdc_lib.changes.columns), only its columns are selected and its masks run on the values
+    right after the read, in the same Spark stage, before anything writes or caches them.
+    """
     from pyspark.sql import functions as F
+
+    if shape is not None:
+        schema = TableSchema(table=schema.table, primary_key=schema.primary_key,
+                             columns=tuple(schema.columns[index] for index in shape.kept))
 
     expressions = ", ".join(jdbc_select_expression(column) for column in schema.columns)
     # The key is read raw too, under its own names: the predicates compare it in its own type and collation,
@@ -268,9 +278,28 @@ def read_table(
             refusal = F.raise_error(F.lit(f"{SURROGATE_MARK}{column.name}{SURROGATE_MARK}"))
             flag = F.col(quote_identifier(_surrogate_flag(index, schema)))
             converted = F.when(flag == 1, refusal).otherwise(converted)
-        columns.append(converted.alias(column.name))
+        columns.append(converted.alias(column.name) if shape is None else _masked(converted, column.name, shape))
     failpoint("before_snapshot_write")
     return frame.select(*columns)
+
+
+def _masked(column: Column, name: str, shape: ColumnShape) -> Column:
+    """A selected column with its mask applied: the same Python function as the binlog road's (so a hash is equal
+    on both), run as a UDF whose closure holds any secret; nothing of it is in the plan's text or a query."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    mask = shape.mask_of(name)
+    if mask is None:
+        return column.alias(name)
+    kind = shape.schema.columns[shape.schema.column_names.index(name)]
+    if getattr(mask, "redact", False):
+        constant = mask(None)
+        return (F.lit(None) if constant is None else F.lit(constant)).cast(spark_type_ddl(kind)).alias(name)
+    # The masks are closures (cdc_lib.changes.columns), which cloudpickle sends by value: a Python worker (a
+    # cluster's executor, another `python3`) needs only the standard library to run them, not binlake.
+    masked = F.udf(lambda value: None if value is None else mask(value), StringType())
+    return masked(column).alias(name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,6 +49,15 @@ def appended(mariadb: LocalMariaDB, table: str, round_number: int) -> None:
         f"FROM {database}.seq_1_to_25")
 
 
+def batches(mariadb: LocalMariaDB, pipeline: Pipeline, table: str) -> None:
+    """A mixed batch, then three of new keys: four small files (the writer merges them itself at the fifth)."""
+    mixed(mariadb, table, 0)
+    pipeline.sync(until_caught_up=True)
+    for round_number in (1, 2, 3):
+        appended(mariadb, table, round_number)
+        pipeline.sync(until_caught_up=True)
+
+
 def read_back(path: str) -> list[tuple[Any, ...]]:
     """The table as delta-rs's pyarrow path reads it (no deletion vectors on these tables)."""
     rows = DeltaTable(path).to_pyarrow_table().to_pylist()
@@ -146,13 +155,11 @@ def test_a_replayed_batch_after_a_compaction_is_found_applied_and_a_stale_rewrit
     mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
 ) -> None:
     table = items(mariadb, database, rows=50)
-    config = make_config([table], batch__writer="delta-rs", sink__tables={table: {"maintenance": EAGER}})
+    config = make_config([table], batch__writer="delta-rs", sink__tables={table: {"maintenance": {"min_files_to_compact": 2}}})
     pipeline = Pipeline(config)
     pipeline.snapshot()
     path = pipeline.table_path(table)
-    for round_number in range(4):
-        mixed(mariadb, table, round_number)
-        pipeline.sync(until_caught_up=True)
+    batches(mariadb, pipeline, table)
     application = pipeline.application(table)
     last = delta_log.read_log_tail(path, application=application, storage=pipeline.sink)
     assert last is not None and last.last_binlake_commit is not None
@@ -162,8 +169,8 @@ def test_a_replayed_batch_after_a_compaction_is_found_applied_and_a_stale_rewrit
 
     # The last batch again (a replay after a crash): found applied across the maintenance commit, nothing written.
     schema = TableSchema.from_json(TableRef.parse(table), pipeline.read_state().tables[table].schema)
-    replay = TableChanges(schema)
-    replay.upsert((1, 1, None, "replayed"))
+    replay = TableChanges(key_positions=(0,))
+    replay.update((1, 3, None, "start"), (1, 1, None, "replayed"))
     version = merge_changes(None, path, schema, replay, application=application,
                             txn_version=last.last_binlake_commit.txn_version, metadata={}, writer="delta-rs")
     assert version == last.last_binlake_commit.delta_version and delta_log.newest_version(path) == compacted_at
@@ -245,9 +252,7 @@ def test_a_maintain_killed_before_its_commit_loses_nothing_and_the_next_run_comp
     config = make_config([table], batch__writer="delta-rs")
     pipeline = Pipeline(config)
     pipeline.snapshot()
-    for round_number in range(4):
-        mixed(mariadb, table, round_number)
-        pipeline.sync(until_caught_up=True)
+    batches(mariadb, pipeline, table)
     path = pipeline.table_path(table)
     config_path = config_with_maintenance(config, tmp_path / "binlake.yaml", table)
     version, files = delta_log.newest_version(path), live_files(path)
@@ -277,9 +282,7 @@ def test_a_dry_run_says_what_it_would_do_and_changes_nothing(
     config = make_config([table], batch__writer="delta-rs")
     pipeline = Pipeline(config)
     pipeline.snapshot()
-    for round_number in range(5):
-        mixed(mariadb, table, round_number)
-        pipeline.sync(until_caught_up=True)
+    batches(mariadb, pipeline, table)
     path = pipeline.table_path(table)
     config_path = config_with_maintenance(config, tmp_path / "binlake.yaml", table)
     lake = Path(config.sink.path)

@@ -284,7 +284,8 @@ def spark_maintenance(
         spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         # LITE removes only files the log's removes name (past the retention); the full VACUUM, which also removes
         # files no version names, waits at least the floor (a batch's files before its commit).
-        spark.sql(f"VACUUM {quoted} LITE RETAIN {hours} HOURS").collect()
+        # Spark takes a fraction of an hour (delta-rs does not): whole minutes, rounded up.
+        spark.sql(f"VACUUM {quoted} LITE RETAIN {math.ceil(retention.file_hours * 60) / 60:.4f} HOURS").collect()
         spark.sql(f"VACUUM {quoted} RETAIN {floor} HOURS").collect()
 
 

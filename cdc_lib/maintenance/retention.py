@@ -103,6 +103,7 @@ def retention_for(
     *,
     storage: SinkStorage,
     now: dt.datetime,
+    latest_version: int | None = None,
 ) -> Retention:
     """The retention that keeps every file and commit the table's readers may need (module docstring)."""
     delta_files = interval_hours(properties.get("delta.deletedFileRetentionDuration"))
@@ -114,8 +115,10 @@ def retention_for(
     if settings.keep_time_travel_hours:
         candidates.append((settings.keep_time_travel_hours, "keep_time_travel_hours"))
     oldest: int | None = None
-    if consumers:
-        slowest = min(consumers, key=lambda consumer: consumer.source_version)
+    # A consumer at the latest version needs no file removed so far: only one behind it bounds the retention.
+    behind = [consumer for consumer in consumers if latest_version is None or consumer.source_version < latest_version]
+    if behind:
+        slowest = min(behind, key=lambda consumer: consumer.source_version)
         oldest = slowest.source_version + 1
         stamp = commit_timestamp(path, slowest.source_version, storage=storage)
         if stamp is None:

@@ -155,7 +155,7 @@ def _maintain_table(
     outcome.files_before, outcome.bytes_before = len(listed), sum(listed)
     consumers = consumers_of(context.config.sink.path, path, storage=context.sink, handler=_root_handler(context))
     retention = retention_for(path, settings, dict(delta_table.metadata().configuration), consumers,
-                              storage=context.sink, now=table_now)
+                              storage=context.sink, now=table_now, latest_version=delta_table.version())
     outcome.retention_hours, outcome.retention_reason = retention.file_hours, retention.file_reason
     if engine == "spark":
         operations.spark_maintenance(spark(), delta_table, path, settings, retention, outcome, sizes=sizes)

@@ -1,4 +1,5 @@
-"""The jobs of a pipeline: micro-batch, snapshot (partitioned by table), reconciliation, and follow mode."""
+"""The jobs of a pipeline: micro-batch, snapshot (partitioned by table), reconciliation, follow mode, and each
+table's maintenance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.follow import build_follow_job
+from assets.maintenance import build_maintenance_jobs
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK
 from assets.tables import TableAssets
 
@@ -22,9 +24,11 @@ class PipelineJobs:
     reconcile: UnresolvedAssetJobDefinition
     #: The long-running alternative to `sync`: one run applies the binlog until its time budget.
     follow: dg.JobDefinition
+    #: Each table's maintenance, by table ('database.table').
+    maintenance: dict[str, dg.JobDefinition]
 
     def all(self) -> list[UnresolvedAssetJobDefinition | dg.JobDefinition]:
-        return [self.sync, self.snapshot, self.reconcile, self.follow]
+        return [self.sync, self.snapshot, self.reconcile, self.follow, *self.maintenance.values()]
 
 
 def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition) -> PipelineJobs:
@@ -56,4 +60,6 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
         description=f"Compare every table of pipeline `{names.pipeline}` with its source, chunk by chunk.",
     )
     follow = build_follow_job(names=names, tables=list(assets.tables))
-    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow)
+    maintenance = dict(zip(assets.tables, build_maintenance_jobs(names=names, tables=list(assets.tables)),
+                           strict=True))
+    return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow, maintenance=maintenance)

@@ -155,7 +155,8 @@ def test_a_replayed_batch_after_a_compaction_is_found_applied_and_a_stale_rewrit
     mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
 ) -> None:
     table = items(mariadb, database, rows=50)
-    config = make_config([table], batch__writer="delta-rs", sink__tables={table: {"maintenance": {"min_files_to_compact": 2}}})
+    config = make_config([table], batch__writer="delta-rs",
+                         sink__tables={table: {"maintenance": {"min_files_to_compact": 2}}})
     pipeline = Pipeline(config)
     pipeline.snapshot()
     path = pipeline.table_path(table)

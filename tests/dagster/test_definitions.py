@@ -174,7 +174,7 @@ def test_each_table_has_a_maintenance_job_and_schedule_in_a_pool_apart_from_the_
     for table in TABLES:
         job = repository.get_job(names.maintenance_job(table))
         (node,) = job.graph.node_defs
-        assert node.pool == names.maintenance_pool != names.pool
+        assert node.pools == {names.maintenance_pool} and names.maintenance_pool != names.pool
     schedules = {schedule.name: schedule for schedule in repository.schedule_defs}
     assert names.maintenance_schedule("shop.orders") not in schedules, "maintenance.enabled: false has no schedule"
     assert schedules[names.maintenance_schedule("shop.customers")].cron_schedule == "5 * * * *"

@@ -80,6 +80,14 @@ class Outcome:
         return dict(self.__dict__)
 
 
+def _NO_HOOKS() -> Any:  # noqa: N802 - reads as the constant it stands for
+    """No checkpoint and, above all, no log cleanup after a maintenance commit: delta-rs would remove log files by
+    `delta.logRetentionDuration` alone, also those a change-feed consumer still reads (`log_cleanup` decides)."""
+    from deltalake import PostCommitHookProperties
+
+    return PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+
+
 def small_runs(files: list[FileKeys], target_bytes: int, budget: int = MAX_COMPACTION_BYTES) -> list[list[FileKeys]]:
     """Runs of small files next to each other in key order, each up to `target_bytes`, for one commit.
 
@@ -153,26 +161,32 @@ def compact_delta_rs(
         return
     failpoint("maintenance.before_commit")
     metrics = table.optimize.compact(target_size=target, commit_properties=CommitProperties(
-        custom_metadata=metadata, max_commit_retries=0))
+        custom_metadata=metadata, max_commit_retries=0), post_commithook_properties=_NO_HOOKS())
     outcome.compacted_files = int(metrics.get("numFilesRemoved", outcome.compacted_files))
     outcome.files_written = int(metrics.get("numFilesAdded", 0))
 
 
-def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *, sizes: Callable[[list[str]], int]
-                    ) -> None:
-    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor."""
+def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *, handler: Any,
+                    sizes: Callable[[list[str]], int]) -> None:
+    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor.
+
+    delta-rs's own VACUUM lists the files (its dry run) and binlake removes them: its commit would add two log
+    entries a running batch's commit then meets, and would clean the log by `delta.logRetentionDuration` alone
+    (measured on 1.6.6, whatever its post-commit settings say), also of entries a change-feed consumer still reads.
+    """
     hours = math.ceil(retention.file_hours)  # delta-rs takes whole hours: rounded up, the safe side
     removed = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
     untracked = table.vacuum(retention_hours=max(hours, math.ceil(UNTRACKED_FLOOR_HOURS)), dry_run=True,
                              enforce_retention_duration=False, full=True)
     candidates = sorted(set(removed) | set(untracked))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(candidates), sizes(candidates)
-    if outcome.dry_run or not candidates:
+    if outcome.dry_run:
         return
-    table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False)
-    if untracked:
-        table.vacuum(retention_hours=max(hours, math.ceil(UNTRACKED_FLOOR_HOURS)), dry_run=False,
-                     enforce_retention_duration=False, full=True)
+    for name in candidates:
+        try:
+            handler.delete_file(name)
+        except FileNotFoundError:
+            pass  # another maintenance run removed it first
 
 
 def checkpoint_delta_rs(table: DeltaTable, path: str, settings: MaintenanceConfig, outcome: Outcome, *,

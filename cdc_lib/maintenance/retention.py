@@ -131,7 +131,8 @@ def retention_for(
             candidates.append((math.ceil(hours * 60 + 5) / 60, f"change-feed consumer {slowest.name} at version "
                                f"{slowest.source_version}"))
     file_hours, reason = max(candidates, key=lambda candidate: candidate[0])
-    log_hours = max(interval_hours(properties.get("delta.logRetentionDuration")) or DELTA_LOG_RETENTION_HOURS,
+    delta_log_hours = interval_hours(properties.get("delta.logRetentionDuration"))
+    log_hours = max(DELTA_LOG_RETENTION_HOURS if delta_log_hours is None else delta_log_hours,
                     settings.keep_time_travel_hours)
     return Retention(file_hours=file_hours, file_reason=reason, log_hours=log_hours, oldest_needed_version=oldest)
 

@@ -163,10 +163,8 @@ def _maintain_table(
         _with_retries(lambda: operations.compact_delta_rs(
             DeltaTable(uri, storage_options=options), schema, settings, outcome, storage_options=options,
             run_id=run_id), outcome, table=table, what="compaction")
-        # delta-rs records a VACUUM in two commits of its own, which a batch commit can meet too.
-        _with_retries(lambda: operations.vacuum_delta_rs(DeltaTable(uri, storage_options=options), retention,
-                                                         outcome, sizes=sizes), outcome, table=table, what="VACUUM")
         delta_table = DeltaTable(uri, storage_options=options)
+        operations.vacuum_delta_rs(delta_table, retention, outcome, handler=handler, sizes=sizes)
         application = context.application(table)
         operations.checkpoint_delta_rs(delta_table, path, settings, outcome, application=application,
                                        storage=context.sink)

@@ -241,7 +241,7 @@ def compact_runs(
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from deltalake import CommitProperties
+    from deltalake import CommitProperties, PostCommitHookProperties
     from deltalake.fs import DeltaStorageHandler
     from deltalake.transaction import AddAction, RemoveAction
 
@@ -272,7 +272,10 @@ def compact_runs(
         custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
         max_commit_retries=0,
     )
-    table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit)
+    # No log cleanup after it: delta-rs would remove log files a change-feed consumer may still read.
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
+                                   post_commithook_properties=hooks)
     table.update_incremental()
     return Rewrite(removed, removed, rows, added)
 

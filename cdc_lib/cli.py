@@ -300,10 +300,19 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         return _maintain(pipeline, arguments)
     if arguments.command == "status":
         statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
+        from cdc_lib.maintenance.run import last_maintenance
+
+        maintained = {status.table: last_maintenance(pipeline.context, status.table) for status in statuses
+                      if status.snapshotted}
         if arguments.json:
-            print(json.dumps([status.to_json() for status in statuses], indent=1))
+            print(json.dumps([{**status.to_json(), "last_maintenance": maintained.get(status.table)}
+                              for status in statuses], indent=1))
         else:
             print(format_status(statuses))
+            for name, record in maintained.items():
+                print(f"{name}: last maintenance " + ("never (binlake maintain)" if record is None else
+                      f"{record['at']}: {record['compacted_files']} files compacted, {record['vacuumed_files']} "
+                      f"vacuumed, {record['log_files_removed']} log files removed"))
         return 1 if any(status.error for status in statuses) else 0
     if arguments.command == "resume":
         for name in arguments.table:

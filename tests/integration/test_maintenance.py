@@ -7,7 +7,9 @@ Tables are compared with the source through delta-rs (`deltalake`), a reader tha
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import yaml
 from deltalake import DeltaTable
 
 from cdc_lib.changes.events import TableChanges
+from cdc_lib.common.formats import SNAPSHOT_DOCUMENT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.maintenance.run import last_maintenance, maintain
@@ -297,5 +300,39 @@ def test_a_dry_run_says_what_it_would_do_and_changes_nothing(
 
     real = run_cli(config_path, "maintain", "--table", table)
     assert real.returncode == 0, real.stderr
+    status = run_cli(config_path, "status")
+    assert f"{table}: last maintenance 20" in status.stdout and "files compacted" in status.stdout, status.stdout
     assert live_files(path) < len([name for name in before if name.endswith(".parquet") and "_delta_log" not in name])
     assert read_back(path) == source_rows(mariadb, table)
+
+
+def test_leftovers_a_dead_batch_scratch_log_and_an_abandoned_snapshot_document_are_removed(
+    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
+) -> None:
+    table = items(mariadb, database, rows=40)
+    pipeline = Pipeline(make_config([table], batch__writer="delta-rs"))
+    pipeline.snapshot()
+    path = Path(pipeline.table_path(table))
+    # What a batch killed between its scratch write and its commit leaves (key_rewrite removes it right after).
+    scratch = path / key_rewrite.SCRATCH_FOLDER / "_delta_log"
+    scratch.mkdir(parents=True)
+    (scratch / "00000000000000000000.json").write_text("{}\n")
+    fresh = path / key_rewrite.SCRATCH_FOLDER / "maintain-running" / "_delta_log"
+    fresh.mkdir(parents=True)
+    (fresh / "00000000000000000000.json").write_text("{}\n")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(scratch / "00000000000000000000.json", (hours_ago, hours_ago))
+    document = {"format": SNAPSHOT_DOCUMENT_FORMAT, "table": table, "snapshot_id": "dead", "status": "abandoned",
+                "low": {"file": "binlog.000001", "pos": 4}, "schema": {}, "plan": [], "started_at": "2026-01-01"}
+    store, name = pipeline.store, pipeline.config.pipeline
+    store.write_document(name, f"snapshots/{table}.json", document, None)
+
+    dry = maintain(pipeline.context, dry_run=True)[0]
+    assert any("scratch log" in leftover for leftover in dry.leftovers_removed) and list(scratch.glob("*"))
+    assert store.read_document(name, f"snapshots/{table}.json")[0] is not None
+    done = maintain(pipeline.context)[0]
+    assert not list(scratch.glob("*")), "a scratch log no batch has used for an hour is removed"
+    assert list(fresh.glob("*")), "a younger one may be a running batch's or maintenance run's"
+    assert store.read_document(name, f"snapshots/{table}.json")[0] is None
+    assert any("abandoned snapshot document" in leftover for leftover in done.leftovers_removed)
+    assert read_back(str(path)) == source_rows(mariadb, table)

@@ -25,6 +25,7 @@ import dagster as dg
 from pydantic import Field
 
 from assets.checks import health_evaluations, health_results
+from assets.metrics import metric_observations
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, PipelineNames
 from assets.resources import TRANSIENT_RETRY, BinlakeResource, engine_errors, jvm_output_to_log_file
 from assets.tables import BatchSummary, batch_records
@@ -203,6 +204,13 @@ def _observe(
     with engine_errors("reading the pipeline status", context.log):
         statuses = {status.table: status for status in pipeline.status()}
         state = pipeline.read_state()
+    # Before the lag observations: Dagster's freshness check reads a table's latest observation only.
+    try:  # metrics binlake cannot read are a warning, not a failed run
+        for observation in metric_observations(names=names, pipeline=pipeline, statuses=list(statuses.values()),
+                                               tables=tables):
+            context.log_event(observation)
+    except Exception as error:  # noqa: BLE001 - see above
+        context.log.warning(f"binlake metrics not recorded: {type(error).__name__}: {error}")
     for record in batch_records(names=names, pipeline=pipeline, batch=BatchSummary(), tables=tables,
                                 statuses=statuses, state=state, now=time.time()):
         context.log_event(record.event())

@@ -35,6 +35,7 @@ from assets.discovery import (
     discovery_description,
     tables_to_discover,
 )
+from assets.metrics import metric_observations
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from cdc_lib.config.model import PipelineConfig
@@ -483,6 +484,14 @@ def _build_sync_asset(*, config: PipelineConfig, names: PipelineNames, tables: l
             names=names, pipeline=pipeline, batch=batch, tables=list(by_key.values()), statuses=statuses,
             state=state, now=now,
         )
+        # Before the tables' own records: Dagster's freshness check reads a table's latest observation only, and
+        # the lag observation (with `dagster/last_updated_timestamp`) must be that one.
+        try:  # the batch is committed: metrics binlake cannot read are a warning, not a failed run
+            for observation in metric_observations(names=names, pipeline=pipeline, statuses=list(statuses.values()),
+                                                   tables=[table for key, table in by_key.items() if key in selected]):
+                context.log_event(observation)
+        except Exception as error:  # noqa: BLE001 - see above
+            context.log.warning(f"binlake metrics not recorded: {type(error).__name__}: {error}")
         for record in records:
             key, table, status = record.key, record.table, statuses.get(record.table)
             if record.error:

@@ -90,7 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --follow: pause between looks at the binlog end while caught up (default %(default)g)",
     )
     status = commands.add_parser("status", help="offsets, lag, retrying, last reconcile")
-    status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--format", choices=("text", "json", "openmetrics", "prometheus"), default=None,
+        help="text for a person (default), json, openmetrics, or prometheus (the older text format node_exporter's "
+        "textfile collector reads); both metric formats exit 0 whatever the tables' state, which they carry "
+        "(docs/production.md \"Metrics\")",
+    )
+    status.add_argument("--json", action="store_true", help="the same as --format json")
     status.add_argument(
         "--runway-warn-hours", type=float, default=DEFAULT_RUNWAY_WARN_HOURS,
         help="flag tables whose binlog the server purges within this many hours (default %(default)g)",
@@ -118,6 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
     maintain.add_argument("--dry-run", action="store_true", help="print what it would do, with sizes; change nothing")
     maintain.add_argument("--json", action="store_true")
+    binlog = commands.add_parser("binlog", help="look at binlog files offline (no server, no config)")
+    binlog_commands = binlog.add_subparsers(dest="binlog_command", required=True)
+    decode = binlog_commands.add_parser(
+        "decode", help="decode binlog files as the sync reads them: transactions, rows in binlake's values, and what "
+        "the sync does with each event; exit 1 if an event stops every table"
+    )
+    decode.add_argument("files", nargs="+", metavar="FILE", help="binlog files, read in order as one stream")
+    decode.add_argument("--json", action="store_true", help="one JSON object per event (JSON Lines; docs/cli.md)")
+    decode.add_argument("--start", type=int, metavar="POS", help="start at this event position in the first file")
+    decode.add_argument("--stop", type=int, metavar="POS",
+                        help="stop before the first event at or past this position in the last file")
     demo = commands.add_parser("demo", help="run the end-to-end demo against a private MariaDB")
     demo.add_argument("--workdir", default=".binlake-demo", help="where the demo keeps MariaDB, lake and config")
     demo.add_argument("--keep-running", action="store_true", help="leave the demo MariaDB running afterwards")
@@ -129,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.command == "sync":
         _check_follow_arguments(parser, arguments)
+    if arguments.command == "status" and arguments.json and arguments.format not in (None, "json"):
+        parser.error(f"--json and --format {arguments.format} disagree; give one")
     logs = log_dir(workdir=arguments.workdir if arguments.command == "demo" else None)
     run_log = run_log_path(logs)
     # Native output (a delta-rs panic and its backtrace) and tracebacks go to the run's log, not the terminal.
@@ -147,6 +166,8 @@ def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) 
                 from cdc_lib.dev.demo import run_demo
 
                 return run_demo(arguments.workdir, keep_running=arguments.keep_running)
+            if arguments.command == "binlog":
+                return _binlog_decode(arguments)
             config = load_config(arguments.config)
             secrets = [config.source.password]
             configure_logging(
@@ -182,7 +203,7 @@ def unexpected_remedy(command: str) -> str:
     """What an unexpected failure of `command` left behind, so the user knows what a rerun repeats."""
     if command == "maintain":
         return "maintenance changes no row: a commit it did not finish left the table as it was"
-    if command in ("reconcile", "status", "validate"):
+    if command in ("reconcile", "status", "validate", "binlog"):
         return f"binlake {command} changes no Delta table and no offset"
     if command == "snapshot":
         return "a rerun resumes the snapshot at its first chunk not committed"
@@ -300,11 +321,17 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
         return _maintain(pipeline, arguments)
     if arguments.command == "status":
         statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
+        output = arguments.format or ("json" if arguments.json else "text")
+        if output in ("openmetrics", "prometheus"):
+            from cdc_lib.status.metrics import openmetrics_text
+
+            sys.stdout.write(openmetrics_text(pipeline.context, statuses, classic=output == "prometheus"))
+            return 0
         from cdc_lib.maintenance.run import last_maintenance
 
         maintained = {status.table: last_maintenance(pipeline.context, status.table) for status in statuses
                       if status.snapshotted}
-        if arguments.json:
+        if output == "json":
             print(json.dumps([{**status.to_json(), "last_maintenance": maintained.get(status.table)}
                               for status in statuses], indent=1))
         else:
@@ -345,6 +372,27 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print("\n".join(format_reconciliation(report)))
         return 0 if all(report.matches for report in reports) else 1
     raise AssertionError(arguments.command)
+
+
+def _binlog_decode(arguments: argparse.Namespace) -> int:
+    """`binlake binlog decode`: each event as it is decoded (what came before a bad event is printed)."""
+    from cdc_lib.binlog.decode import decode_files
+    from cdc_lib.display.binlog_events import json_lines, text_lines
+
+    stopping: list[str] = []
+
+    def watched() -> Iterator[Any]:
+        for event in decode_files([Path(name) for name in arguments.files], start=arguments.start,
+                                  stop=arguments.stop):
+            if event.verdict == "stops_all":
+                stopping.append(f"{event.file}:{event.pos}: {event.error} — remedy: {event.remedy}")
+            yield event
+
+    for line in (json_lines if arguments.json else text_lines)(watched()):
+        print(line, flush=True)
+    for reason in stopping:
+        print(f"binlake: error: the sync stops every table at {reason}", file=sys.stderr)
+    return 1 if stopping else 0
 
 
 def _check_follow_arguments(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:

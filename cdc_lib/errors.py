@@ -221,3 +221,9 @@ class SilentConnectionError(SourceConnectionError):
     """
 
     retryable = True
+
+
+class BinlogFileError(BinlakeError):
+    """A binlog file given to `binlake binlog decode` cannot be read as one: no magic bytes, an event cut short, a
+    start position inside an event, an event type no reader knows. What was decoded before it stands."""
+

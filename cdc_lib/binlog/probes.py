@@ -8,10 +8,13 @@ PREPARE of an XA branch still prepared, so the branch's rows are read with their
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 import pymysql
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent
 
+from cdc_lib.binlog.column_positions import unnamed
 from cdc_lib.binlog.ddl import table_effects
 from cdc_lib.binlog.event_types import QUERY_COMPRESSED_EVENT, query_text, raw_event, uncompressed_query
 from cdc_lib.binlog.payload import PayloadError
@@ -31,15 +34,22 @@ log = logging.getLogger("binlake")
 SUPERSEDED = "superseded"
 
 
+@dataclass(frozen=True)
+class UnnamedColumns:
+    """A table map without column names (binlog_row_metadata=MINIMAL): its columns, to be matched by position."""
+
+    columns: tuple[Any, ...]
+
+
 def columns_after_ddl(
     source: SourceConfig, table: TableSchema, position: BinlogPosition, *, max_payload_event_bytes: int,
     max_events: int = 1_000_000,
-) -> list[str] | str | None:
+) -> list[str] | UnnamedColumns | str | None:
     """The table's column names right after a DDL, as the binlog itself records them.
 
-    Returns the names from the next table-map event of the table; `SUPERSEDED` when another
-    shape-changing (or stopping) DDL on the table comes first, which then decides; None when the
-    binlog ends first (the server's current schema is then the one after the DDL).
+    Returns the names from the next table-map event of the table (its columns as `UnnamedColumns` when it names
+    none); `SUPERSEDED` when another shape-changing (or stopping) DDL on the table comes first, which then
+    decides; None when the binlog ends first (the server's current schema is then the one after the DDL).
     """
     from pymysqlreplication.row_event import TableMapEvent
 
@@ -57,6 +67,8 @@ def columns_after_ddl(
                 break
             if isinstance(event, TableMapEvent):
                 if f"{event.schema}.{event.table}" == name:
+                    if unnamed(event.columns):
+                        return UnnamedColumns(tuple(event.columns))
                     return [str(column.name) for column in event.columns]
                 continue
             if isinstance(event, QueryEvent):

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication import BinLogStreamReader, binlogstream
+from pymysqlreplication.column import Column
+from pymysqlreplication.constants import FIELD_TYPE
+from pymysqlreplication.event import BinLogEvent, PreviousGtidsEvent
+from pymysqlreplication.packet import BinLogPacketWrapper
 from pymysqlreplication.row_event import (
     DeleteRowsEvent,
     PartialUpdateRowsEvent,
@@ -28,7 +33,10 @@ from pymysqlreplication.row_event import (
     WriteRowsEvent,
 )
 
+from cdc_lib.binlog import json_binary
 from cdc_lib.errors import BinlakeError
+from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
+from cdc_lib.model.json_text import MySqlJson
 
 #: The python-mysql-replication release whose private attributes this module was checked against.
 VERIFIED_VERSION = "1.0.17"
@@ -111,6 +119,8 @@ def _table_map_init(self: Any, from_packet: Any, event_size: int, table_map: dic
     parsed = cache.get(key) if cache is not None and key is not None else None
     if parsed is None:
         parse_table_map(self, from_packet, event_size, table_map, ctl_connection, **settings)
+        if getattr(self, "_processed", True) and getattr(self, "columns", None):
+            keep_unnamed_metadata(self)
         if cache is not None and key is not None and self._processed and len(cache) < TABLE_MAPS_KEPT:
             cache[key] = self
         return
@@ -130,21 +140,171 @@ def _table_map_bytes(wrapper: Any, event_size: int) -> bytes | None:
     return data[start:start + event_size]
 
 
+def keep_unnamed_metadata(event: Any) -> None:
+    """Keep a nameless table map's SIGNEDNESS and charset metadata on its columns, as a named one's are kept.
+
+    binlog_row_metadata=MINIMAL (MySQL 8.0's and 8.4's default) logs signedness and charsets but no column names;
+    python-mysql-replication parses them and then applies them only in the branch that has names, so an INT
+    UNSIGNED column reads as signed (3230202323 as -1064764973) and text has no charset. Here each column gets
+    `binlake_binlog_unsigned` (the SIGNEDNESS bit of a numeric column, None without that metadata), the
+    collation the binlog names, and `binlake_binlog_name` (its COLUMN_NAME, when a FULL table map is read by a
+    stream that ignores optional metadata); `row_decoder.prepare_columns` then names the columns from the table's
+    schema by position and checks them against it (`column_positions`). A table map with names is left as the
+    library made it.
+    """
+    from pymysqlreplication.row_event import find_charset
+
+    columns = event.columns
+    if any(getattr(column, "name", None) is not None for column in columns):
+        return
+    metadata = event.optional_metadata
+    dbms = getattr(event, "dbms", "mysql")
+    # The library counts YEAR among the numeric columns that have a SIGNEDNESS bit; MySQL's Table_map writer
+    # does not (is_numeric_type), so with a YEAR column the bits after it cannot be placed: none are kept.
+    years = any(column.type == FIELD_TYPE.YEAR for column in columns)
+    signedness = list(metadata.unsigned_column_list or []) if not years else []
+    # A table map written with FULL metadata read on a stream that found the server at MINIMAL (the library decides
+    # once, from the server's current setting) still carries its names: kept to check the mapping by.
+    names = list(metadata.column_name_list or [])
+    character = iter(metadata.charset_collation_list or [])
+    labels = iter(metadata.enum_and_set_collation_list or [])
+    for index, column in enumerate(columns):
+        numeric = event._is_numeric_column(column.type)
+        column.binlake_binlog_unsigned = bool(signedness[index]) if numeric and index < len(signedness) else None
+        column.binlake_binlog_name = names[index] if len(names) == len(columns) else None
+        if event._is_character_column(column.type, dbms=dbms):
+            collation_id = next(character, None)
+        elif event._is_enum_or_set_column(column.type):
+            collation_id = next(labels, None)
+        else:
+            continue
+        if collation_id is not None and column.collation_name is None:
+            _, collation, _ = find_charset(str(collation_id), dbms=dbms)
+            column.collation_name = collation
+
+
 TableMapEvent._binlake_library_init = parse_table_map
 TableMapEvent.__init__ = _table_map_init
 
 
+#: MySQL 9's VECTOR column type in a table map (MYSQL_TYPE_VECTOR), which the library does not know.
+MYSQL_TYPE_VECTOR = 242
+_library_column_init = getattr(Column, "_binlake_library_init", Column.__init__)
+
+
+def _column_init(self: Any, *args: Any, **kwargs: Any) -> None:
+    """The library's Column constructor, also reading a VECTOR column's one metadata byte.
+
+    A table map's column metadata are read column by column with no length check, so a type the library does not
+    know shifts every later column's metadata, the null bitmap and the optional metadata (names, charsets) of the
+    table. MySQL writes one byte for VECTOR, as for a BLOB (the byte count of the value's length). Reading it keeps
+    the table map right, so a VECTOR table stops by name (`types.vector_refusal`) instead of misreading its
+    other columns.
+    """
+    _library_column_init(self, *args, **kwargs)
+    if len(args) == 2 and args[0] == MYSQL_TYPE_VECTOR:
+        self.length_size = args[1].read_uint8()
+
+
+Column._binlake_library_init = _library_column_init
+Column.__init__ = _column_init
+
+
 def caching_table_maps(connect: Callable[..., Any]) -> Callable[..., Any]:
-    """A connection factory whose connections keep the table maps they carry (`_table_map_init`)."""
+    """A connection factory whose connections keep the table maps they carry (`_table_map_init`), and send a
+    COM_BINLOG_DUMP_GTID with its true length (`_gtid_dump_length`)."""
 
     def connect_caching(**settings: Any) -> Any:
         if "db" in settings:  # the library's name for it, which PyMySQL deprecates
             settings["database"] = settings.pop("db")
         connection = connect(**settings)
         setattr(connection, _TABLE_MAPS, {})
+        _gtid_dump_length(connection)
         return connection
 
     return connect_caching
+
+
+# -- the MySQL GTID dump ---------------------------------------------------------------------------
+
+#: The command byte of COM_BINLOG_DUMP_GTID.
+COM_BINLOG_DUMP_GTID = 0x1E
+
+
+@dataclass(frozen=True)
+class GtidDumpRequest:
+    """A MySQL GTID set encoded by binlake (`MysqlGtidSet.encode`), passed as the stream's `auto_position`.
+
+    python-mysql-replication 1.0.17 encodes `auto_position` with its own GtidSet, which knows no tags (its
+    parser refuses `uuid:tag:n`); `_gtid_set` hands this object to the library's packet builder instead,
+    which asks only for `encoded_length` and `encoded()`. Always true: the library tests `auto_position` for
+    truth to choose the GTID dump, and an empty set is a GTID dump too (from the first transaction).
+    """
+
+    data: bytes
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def encoded_length(self) -> int:
+        return len(self.data)
+
+    def encoded(self) -> bytes:
+        return self.data
+
+
+# The library's own GtidSet, kept once even if this module is imported again.
+_library_gtid_set = getattr(binlogstream, "_binlake_library_gtid_set", binlogstream.GtidSet)
+
+
+def _gtid_set(value: Any) -> Any:
+    return value if isinstance(value, GtidDumpRequest) else _library_gtid_set(value)
+
+
+binlogstream._binlake_library_gtid_set = _library_gtid_set
+binlogstream.GtidSet = _gtid_set
+
+
+def _previous_gtids_init(self: Any, from_packet: Any, event_size: int, table_map: dict[int, Any],
+                         ctl_connection: Any, **settings: Any) -> None:
+    """PreviousGtidsEvent's constructor, reading the set with binlake's decoder (`MysqlGtidSet.decode`).
+
+    python-mysql-replication 1.0.17 reads only the untagged format: a MySQL 8.3+ file whose PREVIOUS_GTIDS holds
+    a tagged GTID (format 1) makes it read past the event and fail, which a GTID dump (sent from a file's start)
+    always meets. binlake passes the event (a file header); its set is kept as text for a reader that prints it.
+    """
+    BinLogEvent.__init__(self, from_packet, event_size, table_map, ctl_connection, **settings)
+    try:
+        found = MysqlGtidSet.decode(self.packet.read(event_size))
+    except GtidSetError:
+        found = MysqlGtidSet()
+    self._n_sid = len(found.intervals)
+    self._gtids = str(found).split(",") if found else []
+    self._previous_gtids = str(found)
+
+
+PreviousGtidsEvent.__init__ = _previous_gtids_init
+
+
+def _gtid_dump_length(connection: Any) -> None:
+    """Send COM_BINLOG_DUMP_GTID with the length its bytes have.
+
+    python-mysql-replication 1.0.17 writes the packet's 3-byte length 4 bytes short (it counts an 8-byte file
+    name and a 4-byte position where it writes a 3-byte name and an 8-byte position), so a server would read the
+    GTID set cut short. The packet goes through PyMySQL's `_write_bytes` in one piece: its length is set right
+    there, and every other packet passes untouched.
+    """
+    write = getattr(connection, "_write_bytes", None)
+    if write is None:
+        return
+
+    def write_bytes(data: bytes) -> None:
+        if len(data) > 4 and data[4] == COM_BINLOG_DUMP_GTID and data[3] == 0:
+            data = (len(data) - 4).to_bytes(3, "little") + data[3:]
+        write(data)
+
+    connection._write_bytes = write_bytes
 
 
 # -- the stream ----------------------------------------------------------------------------------
@@ -170,8 +330,12 @@ def payload_event(stream: BinLogStreamReader, event_bytes: bytes) -> Any:
     stream would filter out is None. The library's `fetchone` has no way to be fed bytes that did not come off
     the connection, so this is the one place that stands in for it.
     """
-    wrapper = _wrapper(stream, b"\x00" + event_bytes, stream_setting(stream, "allowed_events_in_packet"),
-                       checksum=False)  # inner events carry no checksum: the payload event's covers them
+    # Inner events carry no checksum (the payload event's covers them), but the library's table map reads its
+    # optional metadata while more than a checksum's 4 bytes are left in the packet, whatever the checksum
+    # setting: without 4 bytes in their place, a trailing field of 4 bytes or less (SIGNEDNESS of a few columns,
+    # SIMPLE_PRIMARY_KEY, a short COLUMN_NAME) would be skipped unseen. Past the event's size, nothing reads them.
+    wrapper = _wrapper(stream, b"\x00" + event_bytes + bytes(4), stream_setting(stream, "allowed_events_in_packet"),
+                       checksum=False)
     event = wrapper.event
     if event is None:
         return None
@@ -233,7 +397,25 @@ def keep_partial_json_bytes(event: Any) -> bool:
 
 
 def parse_binary_json(data: bytes) -> Any:
-    """A MySQL binary JSON value (type byte, then its body) in the library's form, as it reads a full image."""
-    from pymysqlreplication.json_binary import parse_json
+    """A MySQL binary JSON value (type byte, then its body), decoded by binlake (`json_binary.decode`) as a full
+    image's document is: the values of a partial update's diffs are binary JSON too."""
+    return json_binary.decode(data)
 
-    return parse_json(data[0], data[1:])
+
+def _read_binary_json(self: Any, size: int, is_partial: bool) -> Any:
+    """The library's `read_binary_json` for a full JSON value: its bytes decoded by binlake, as `MySqlJson`.
+
+    python-mysql-replication 1.0.17 decodes opaque scalars wrongly (a TIMESTAMP or blob as its bytes read as text
+    with errors dropped; a DATE, TIME, DATETIME or DECIMAL as an object no JSON writer takes), and reads a
+    zero-length value — JSON null to MySQL — as SQL NULL. A partial value (a diff vector) stays the library's,
+    unless `keep_partial_json_bytes` took it over for the event.
+    """
+    if is_partial:
+        return _library_read_binary_json(self, size, is_partial)
+    return MySqlJson(json_binary.decode(self.read(self.read_uint_by_size(size))))
+
+
+_library_read_binary_json = getattr(BinLogPacketWrapper, "_binlake_library_read_binary_json",
+                                    BinLogPacketWrapper.read_binary_json)
+BinLogPacketWrapper._binlake_library_read_binary_json = _library_read_binary_json
+BinLogPacketWrapper.read_binary_json = _read_binary_json

@@ -9,8 +9,9 @@ precompiled structs and yields each image as a tuple in schema order, holding ex
 the library path yields after binlake's conversions (`cdc_lib.model.types.binlog_converter`).
 
 Whatever it does not cover answers None instead, and the caller decodes with the library: a
-column type without a reader (MySQL's binary JSON and partial JSON, GEOMETRY, pre-5.6 temporals),
-column names that differ from the schema, a row image that is not FULL, or bytes that do not parse
+column type without a reader (MySQL's partial JSON, GEOMETRY, pre-5.6 temporals),
+column names that differ from the schema (a table map without names is named by position first, the same
+way for both paths: `prepare_columns`), a row image that is not FULL, or bytes that do not parse
 to the event's exact end. Correctness therefore never depends on coverage. (MariaDB's JSON is
 LONGTEXT in the binlog and takes the fast path.)
 """
@@ -28,9 +29,12 @@ from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 
+from cdc_lib.binlog import json_binary
+from cdc_lib.binlog.column_positions import name_by_position, unnamed
 from cdc_lib.binlog.replication_library import rows_decoded, unread_bytes
 from cdc_lib.changes.events import Row
 from cdc_lib.model import charsets
+from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import (
     ColumnInfo,
@@ -286,9 +290,28 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             spec.post = f"format({{v}}, '0{column.bits}b')"
             if convert is not None:
                 spec.post = code.bind(f"convert_{index}", convert) + f"({spec.post})"
+    elif kind == FIELD_TYPE.JSON:
+        return _json_spec(spec, column, convert, code)
     else:
         return Unsupported(f"column {column.name} has binlog type {kind}, which only the library decodes")
     return spec
+
+
+def _json_spec(spec: _Column, column: Any, convert: Callable[[Any], Any] | None, code: _Code) -> _Column | Unsupported:
+    """MySQL's binary JSON: a length of `length_size` bytes, then the document, decoded as the library path
+    decodes it (`replication_library._read_binary_json`: `json_binary`, then binlake's converter)."""
+    prefix = column.length_size
+    if prefix not in (1, 2, 3, 4):
+        return Unsupported(f"JSON column {column.name} has a {prefix}-byte length prefix")
+    decode = code.bind(f"json_{spec.index}", _json_document)
+    spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n", f"{{v}} = {decode}(data[p - n:p])"]
+    if convert is not None:
+        spec.post = code.bind(f"convert_{spec.index}", convert) + "({v})"
+    return spec
+
+
+def _json_document(data: bytes) -> MySqlJson:
+    return MySqlJson(json_binary.decode(data))
 
 
 def _little_endian(offset: str, size: int) -> str:
@@ -320,8 +343,15 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
     python-mysql-replication decodes text with `bytes.decode(column.character_set_name)`: pointing that at
     binlake's exact codec (`cdc_lib.model.charsets`) fixes latin1's five extra bytes, big-endian utf16/utf32 and
     the rest on the fallback path. ENUM and SET labels, which it decodes as UTF-8 (or drops), are taken from
-    the schema (see `_relabel`). Call it before the library reads the rows of an event of this table map.
+    the schema (see `_relabel`). A table map without column names (binlog_row_metadata=MINIMAL) is first named
+    from the schema by position, with its signedness and labels (`column_positions`), so the generated reader and
+    the library read the same columns. Call it before the library reads the rows of an event of this table map.
+
+    Raises:
+        SchemaChangeError: a nameless table map's columns are not the schema's (`column_positions.name_by_position`).
     """
+    if unnamed(columns):
+        name_by_position(columns, schema)
     info_by_name = {info.name: info for info in schema.columns}
     for column in columns:
         if getattr(column, "binlake_charset", None) is not None:
@@ -334,6 +364,10 @@ def prepare_columns(columns: Sequence[Any], schema: TableSchema) -> None:
         charset = column_charset(column, info)
         if charset == "binary":
             column.binlake_charset = "binary"
+            if kind in _CHARACTER_TYPES:
+                # The library hands over bytes for the codec name 'binary' (it has no such codec), as a FULL table
+                # map's collation 63 names it; without a name (MINIMAL metadata) it would decode them as UTF-8.
+                column.character_set_name = "binary"
             continue
         # Not knowing the charset, the library would guess utf8; binlake's codec for it refuses instead.
         column.binlake_charset = charset = charset or "unknown"

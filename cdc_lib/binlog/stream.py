@@ -31,13 +31,21 @@ from cdc_lib.binlog.event_types import (
     raw_event,
     uncompressed_query,
 )
+from cdc_lib.binlog.gtid_events import GTID_TAGGED_LOG_EVENT, tagged_gtid
 from cdc_lib.binlog.payload import PayloadError, inner_events
-from cdc_lib.binlog.replication_library import caching_table_maps, check_version, payload_event, stream_setting
+from cdc_lib.binlog.replication_library import (
+    GtidDumpRequest,
+    caching_table_maps,
+    check_version,
+    payload_event,
+    stream_setting,
+)
 from cdc_lib.binlog.transaction import XaId
 from cdc_lib.changes.spill import default_spill_root
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig
 from cdc_lib.errors import SilentConnectionError, UnreadableEventError
+from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
 from cdc_lib.model.tables import TableRef
 from cdc_lib.source.mysql_errors import ReadingBinlog, mysql_error
@@ -56,13 +64,18 @@ def open_stream(
     gtid_state: str | None = None,
     server: ServerIdentity | None = None,
 ) -> BinLogStreamReader:
-    """A non-blocking binlog dump from `start` (or from a MariaDB GTID state) to the current end.
+    """A non-blocking binlog dump from `start` (or from a GTID state) to the current end.
+
+    A GTID state is sent as the server's flavour asks: to MariaDB as `@slave_connect_state`, to MySQL (a
+    server with a `server_uuid`) as the GTID set of a COM_BINLOG_DUMP_GTID, encoded by binlake so that tagged
+    GTIDs go too (`replication_library.GtidDumpRequest`).
 
     `events=None` asks for every event, those the library cannot parse included (closed world).
     With `server` (the identity the control connection read), every connection the reader opens,
     reconnects included, must reach that same server (`source.identity_checked`).
     """
     check_version()
+    mysql_gtid = gtid_state is not None and server is not None and server.server_uuid is not None
     checked = pymysql.connect if server is None else identity_checked(
         server, role="binlog", host=f"{source.host}:{source.port}"
     )
@@ -80,8 +93,8 @@ def open_stream(
         blocking=False,
         # The library's MariaDB mode ignores log_file/log_pos and sends @slave_connect_state (strict mode)
         # instead, so it serves only the GTID dump; the classic file/position dump works on both servers.
-        is_mariadb=gtid_state is not None,
-        auto_position=gtid_state,
+        is_mariadb=gtid_state is not None and not mysql_gtid,
+        auto_position=GtidDumpRequest(MysqlGtidSet.parse(gtid_state).encode()) if mysql_gtid else gtid_state,
         only_events=events,
         filter_non_implemented_events=events is not None,
         only_schemas=sorted({table.database for table in tables}),
@@ -204,7 +217,10 @@ def _read_once(
                         result.end = read.boundary
                 continue
             if handling == "gtid":
-                read.gtid_event(event)
+                if code == GTID_TAGGED_LOG_EVENT:
+                    _tagged_gtid_event(read, stream, event)
+                else:
+                    read.gtid_event(event)
                 continue
             if handling in ("harmless", "context"):
                 if code not in _LIBRARY_TYPES:
@@ -261,7 +277,8 @@ def _read_once(
                     result.end = tail
     except pymysql.MySQLError as exc:
         read.discard_spills()
-        raise mysql_error(exc, source, ReadingBinlog(read.start, read.start_state)) from None
+        reading = ReadingBinlog(read.start, read.start_state, tuple(sorted(read.by_name)))
+        raise mysql_error(exc, source, reading) from None
     except BaseException:
         read.discard_spills()
         raise
@@ -270,6 +287,19 @@ def _read_once(
     read.finish()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _tagged_gtid_event(read: BinlogRead, stream: BinLogStreamReader, event: Any) -> None:
+    """A GTID_TAGGED event (MySQL 8.3+) opens its group with the tagged GTID binlake reads from its bytes."""
+    raw = raw_event(event, checksum=stream_setting(stream, "use_checksum"))
+    try:
+        gtid = tagged_gtid(raw.data[raw.body_start:raw.body_end])
+    except GtidSetError as exc:
+        read.gtid_event(event)
+        # Without its GTID the offsets' GTID sets would miss the transaction: a failover would replay it.
+        read.stop_all(f"{exc.cause} at {read.current_file}:{event.packet.log_pos}", exc.remedy or "")
+        return
+    read.gtid_event(event, gtid)
 
 
 class PayloadsOpened:

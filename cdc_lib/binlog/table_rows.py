@@ -23,11 +23,11 @@ from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.config.model import ZeroDatePolicy
 from cdc_lib.errors import (
     SchemaChangeError,
-    ServerSettingsError,
     UnreadableEventError,
     ZeroDateError,
     ZeroDateKeyError,
 )
+from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
 
@@ -139,7 +139,15 @@ _OUT_OF_RANGE = frozenset(
 def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
     table = schema.table.name
     if any(str(key).startswith("UNKNOWN_COL") for key in values):
-        return ServerSettingsError("binlog_row_metadata", "MINIMAL", "FULL")
+        # prepare_columns names a nameless table map by position before any row is read; a column the library
+        # still calls UNKNOWN_COL<n> means that did not happen, and a name is not guessed here.
+        return SchemaChangeError(
+            "the binlog names no columns (binlog_row_metadata is MINIMAL or NO_LOG) and they were not matched to "
+            "the table's schema by position",
+            remedy=f"report this as a binlake bug; meanwhile SET GLOBAL binlog_row_metadata=FULL (and in my.cnf) and "
+            f"re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )
     added = [key for key in values if key not in schema.column_names]
     missing = [name for name in schema.column_names if name not in values]
     return SchemaChangeError(
@@ -233,7 +241,8 @@ def _patched_document(table: str, column: str, document: Any, vector: DiffVector
             remedy=remedy, table=table,
         )
     try:
-        return apply_diffs(document, read_diffs(vector.data, parse_binary_json))
+        old = document.document if isinstance(document, MySqlJson) else document
+        return MySqlJson(apply_diffs(old, read_diffs(vector.data, parse_binary_json)))
     except DiffNotApplicable as exc:
         raise UnreadableEventError(
             f"a partial JSON update of column '{column}' cannot be applied exactly: {exc}", remedy=remedy, table=table,

@@ -255,6 +255,25 @@ class CatalogConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """The OpenMetrics endpoint follow mode serves (docs/production.md "Metrics"); off by default."""
+
+    #: `host:port` of the HTTP endpoint (`/metrics`) while `sync --follow` runs; None: no endpoint. Port 0 takes a
+    #: free port (logged).
+    address: str | None = None
+    #: The per-table figures (lag, runway, files, ...) are read again after a batch at most this often: each read
+    #: costs a status (MySQL queries, the state document) and a Delta log load per table.
+    refresh_seconds: float = 5.0
+
+    @property
+    def host_port(self) -> tuple[str, int] | None:
+        if self.address is None:
+            return None
+        host, _, port = self.address.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     pipeline: str
     source: SourceConfig
@@ -265,3 +284,4 @@ class PipelineConfig:
     snapshot: SnapshotConfig
     config_path: Path | None = None
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)

@@ -19,6 +19,7 @@ from cdc_lib.config.model import (
     CatalogConfig,
     HiveMetastoreConfig,
     MaintenanceConfig,
+    MetricsConfig,
     OffsetsConfig,
     PipelineConfig,
     SinkConfig,
@@ -45,7 +46,8 @@ _THRIFT_URIS_PATTERN = re.compile(r"^thrift://[^/\s,]+(,thrift://[^/\s,]+)*$")
 
 def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConfig:
     root = _mapping(document, "<root>")
-    _reject_unknown(root, "", {"pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot", "catalog"})
+    _reject_unknown(root, "", {"pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot", "catalog",
+                                 "metrics"})
     pipeline = _string(root, "pipeline", "")
     if not _NAME_PATTERN.match(pipeline):
         raise ConfigError("pipeline", f"'{pipeline}' may only hold letters, digits, '_' and '-'")
@@ -178,8 +180,25 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
     )
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot,
-        catalog=catalog,
+        catalog=catalog, metrics=_metrics(root.get("metrics")),
     )
+
+
+def _metrics(value: Any) -> MetricsConfig:
+    """`metrics`: where follow mode serves its OpenMetrics endpoint (docs/production.md "Metrics")."""
+    document = _mapping(value or {}, "metrics")
+    _reject_unknown(document, "metrics.", {"address", "refresh_seconds"})
+    address = _optional_string(document, "address", "metrics.")
+    if address is not None:
+        host, colon, port = address.rpartition(":")
+        if not colon or not host or not port.isdigit() or int(port) > 65_535:
+            raise ConfigError(
+                "metrics.address", f"'{address}' is not host:port",
+                remedy="name the interface and port, such as 127.0.0.1:9464 (0.0.0.0:9464 listens on every one)",
+            )
+    refresh = _integer(document, "refresh_seconds", "metrics.",
+                       default=int(_default(MetricsConfig, "refresh_seconds")), low=1, high=3600)
+    return MetricsConfig(address=address, refresh_seconds=float(refresh))
 
 
 def _default(config_class: type, name: str) -> Any:

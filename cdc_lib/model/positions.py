@@ -3,7 +3,8 @@
 A file/offset pair is only meaningful on the server that wrote it: a replica holds the
 same transactions at other offsets, and `RESET MASTER` restarts the numbering. The GTID
 state (MariaDB `gtid_binlog_pos` form, ``domain-server-seq`` per domain; MySQL an executed
-GTID set) names the same point on every server that shares the history.
+GTID set, tagged GTIDs included: `cdc_lib.model.gtid_sets`) names the same point on every server that
+shares the history. The functions on GTID states below take either flavour.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet, is_mysql_set
 
 _SEQUENCE = re.compile(r"\.(\d+)$")
 _MARIADB_GTID = re.compile(r"^(\d+)-(\d+)-(\d+)$")
@@ -152,14 +155,33 @@ def format_state(state: GtidState) -> str:
 
 
 def advance_state(text: str | None, gtid: str) -> str:
-    """The state after the transaction `gtid` (``d-s-n``) on top of the state `text`."""
+    """The state after the transaction `gtid` on top of the state `text`: per domain on MariaDB (``d-s-n``),
+    the executed set grown by one GTID on MySQL (``uuid:n`` or ``uuid:tag:n``)."""
+    if is_mysql_set(text) or is_mysql_set(gtid):
+        return str(MysqlGtidSet.parse(text).add(gtid))
     state = parse_state(text)
     state.update(parse_state(gtid))
     return format_state(state)
 
 
+def _mysql_sets(outer: str | None, inner: str | None) -> tuple[MysqlGtidSet, MysqlGtidSet] | None:
+    """Both as MySQL sets when either is one (None and '' being the empty set), else None (MariaDB states)."""
+    if not (is_mysql_set(outer) or is_mysql_set(inner)):
+        return None
+    try:
+        return MysqlGtidSet.parse(outer), MysqlGtidSet.parse(inner)
+    except GtidSetError:
+        return None  # a MariaDB state next to a MySQL set: the flavours never share a history
+
+
 def state_contains(outer: str | None, inner: str | None) -> bool:
-    """Whether every transaction of state `inner` lies within state `outer` (per domain, by sequence number)."""
+    """Whether every transaction of state `inner` lies within state `outer`: per domain, by sequence number on
+    MariaDB; as set inclusion on MySQL. A MariaDB state never contains a MySQL set, nor the reverse."""
+    sets = _mysql_sets(outer, inner)
+    if sets is not None:
+        return sets[0].contains(sets[1])
+    if is_mysql_set(outer) or is_mysql_set(inner):
+        return False
     mine, theirs = parse_state(inner), parse_state(outer)
     return all(domain in theirs and theirs[domain][1] >= sequence for domain, (_, sequence) in mine.items())
 
@@ -170,7 +192,14 @@ def transaction_applied(state: str | None, gtid: str) -> bool:
 
 
 def earliest_state(states: list[str | None]) -> str:
-    """The state no later than any of `states` in every domain (a domain some lack starts from its beginning)."""
+    """The state no later than any of `states`: on MariaDB per domain (a domain some lack starts from its
+    beginning); on MySQL the transactions every state holds (their intersection)."""
+    if any(is_mysql_set(text) for text in states):
+        sets = [MysqlGtidSet.parse(text) for text in states]
+        common = sets[0]
+        for other in sets[1:]:
+            common = common.intersection(other)
+        return str(common)
     parsed = [parse_state(text) for text in states]
     domains = set().union(*parsed) if parsed else set()
     earliest_by_domain: GtidState = {}

@@ -42,6 +42,7 @@ from cdc_lib.source import server as mysql
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
 from cdc_lib.state.table_offsets import reconcile_with_delta
+from cdc_lib.status.metrics_server import MetricsServer, start_metrics_server
 
 log = logging.getLogger("binlake")
 
@@ -141,14 +142,21 @@ def follow(
     """
     if poll_seconds <= 0:
         raise ValueError("poll_seconds must be positive")
+    # The OpenMetrics endpoint (`metrics.address`) lives exactly as long as the run.
+    metrics = start_metrics_server(pipeline.context)
     follower = _Follower(
         pipeline.context,
         budget_seconds=budget_seconds,
         poll_seconds=poll_seconds,
         stop=stop or threading.Event(),
         on_batch=on_batch,
+        metrics=metrics,
     )
-    return follower.run(on_retry=on_retry, give_up_after=give_up_after)
+    try:
+        return follower.run(on_retry=on_retry, give_up_after=give_up_after)
+    finally:
+        if metrics is not None:
+            metrics.stop()
 
 
 class _Follower:
@@ -162,8 +170,10 @@ class _Follower:
         poll_seconds: float,
         stop: threading.Event,
         on_batch: OnBatch | None,
+        metrics: MetricsServer | None = None,
     ) -> None:
         self.context = context
+        self.metrics = metrics
         self.poll_seconds = poll_seconds
         self.stop = stop
         self.on_batch = on_batch
@@ -252,6 +262,13 @@ class _Follower:
             elapsed=time.monotonic() - self.started,
         )
         self.summary.add(batch)
+        if self.metrics is not None:
+            self.metrics.batch_done(
+                seconds=result.wall_seconds or result.seconds, behind_bytes=behind,
+                tables=[(table.table, {"insert": table.inserted, "update": table.updated, "delete": table.deleted},
+                         table.commit_seconds) for table in result.tables if table.delta_version is not None
+                        and table.commit_seconds > 0],
+            )
         log.debug("follow batch %d: %d row changes, %d transactions, %s bytes behind", batch.number,
                   result.row_changes, result.transactions, "?" if behind is None else behind)
         if self.on_batch is not None:

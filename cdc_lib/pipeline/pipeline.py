@@ -27,9 +27,10 @@ from cdc_lib.sink.storage import SinkStorage, sink_storage
 from cdc_lib.snapshot.jdbc_read import SnapshotResult
 from cdc_lib.snapshot.progress import ProgressListener
 from cdc_lib.snapshot.tables import snapshot_tables
+from cdc_lib.snapshot.watermarks import mysql_log_status
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
-from cdc_lib.source.history import plan_resume
+from cdc_lib.source.history import mysql_gtid_purged, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offset_store import OffsetStore, open_offset_store
 from cdc_lib.state.offsets import PipelineState, TableState
@@ -90,6 +91,11 @@ class Pipeline:
             checked.append("binlog: log_bin=ON, ROW format, FULL row image, FULL row metadata")
             checks.check_grants(connection)
             checked.append("grants: replication and binlog status readable")
+            if not mysql.server_flavour(connection).mariadb:
+                # Every MySQL snapshot reads its low watermark there (BACKUP_ADMIN): refused now, not at the first
+                # snapshot after a sync ran for days without it.
+                mysql_log_status(connection, mysql.server_identity(connection))
+                checked.append("snapshot position: performance_schema.log_status readable")
             tables = self.configured_tables(connection)
             for ref in tables:
                 mysql.describe_table(connection, ref)
@@ -97,8 +103,9 @@ class Pipeline:
             state = self.read_state()
             logs = binlog_status.binary_logs(connection)
             server_end = binlog_status.current_position(connection)
+            purged = mysql_gtid_purged(connection, [table.position for table in state.tables.values()], server_end)
             for name, table_state in state.tables.items():
-                if plan_resume(name, table_state.position, server_end, logs).mode == "position":
+                if plan_resume(name, table_state.position, server_end, logs, purged=purged).mode == "position":
                     binlog_status.check_position_available(connection, table_state.position, table=name, logs=logs)
             checked.append("offsets: every stored position is still on the server (or its GTID history is)")
         self.store.check_writable(self.config.pipeline)

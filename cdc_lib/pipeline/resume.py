@@ -16,7 +16,7 @@ from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlogPurgedError, ServerHistoryError
 from cdc_lib.source import binlog_status
 from cdc_lib.source import server as mysql
-from cdc_lib.source.history import plan_resume
+from cdc_lib.source.history import mysql_gtid_purged, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.status.table_status import require_snapshot
 
@@ -51,7 +51,8 @@ def resume_table(context: PipelineContext, name: str) -> ResumeResult:
             server_end = binlog_status.current_position(connection)
             remedy = f"re-snapshot the table: binlake snapshot --table {name} (Dagster: backfill its asset)"
             try:
-                plan = plan_resume(name, table_state.position, server_end, logs)
+                purged = mysql_gtid_purged(connection, [table_state.position], server_end)
+                plan = plan_resume(name, table_state.position, server_end, logs, purged=purged)
                 if plan.mode == "position" and plan.translated is None:
                     binlog_status.check_position_available(connection, table_state.position, table=name, logs=logs)
             except (BinlogPurgedError, ServerHistoryError) as exc:

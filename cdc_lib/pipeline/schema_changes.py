@@ -14,7 +14,8 @@ from typing import Any
 import pymysql
 
 from cdc_lib.binlog.batch import SchemaChange, TableCursor, TableFailure
-from cdc_lib.binlog.probes import SUPERSEDED, columns_after_ddl
+from cdc_lib.binlog.column_positions import name_by_position
+from cdc_lib.binlog.probes import SUPERSEDED, UnnamedColumns, columns_after_ddl
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
 from cdc_lib.errors import BinlakeError, SchemaChangeError
@@ -75,7 +76,11 @@ def apply_schema_change(
                 spark_used=False,
             )
         current = mysql.describe_table(connection, cursor.schema.table)
-        if isinstance(names_after, list):
+        if isinstance(names_after, UnnamedColumns):
+            # MINIMAL row metadata names no columns: the next table map must be the server's current table by
+            # position (count, types, type metadata), or which columns it had after this DDL is not known.
+            name_by_position(list(names_after.columns), current, against="the server's table now")
+        elif isinstance(names_after, list):
             current = schema_with_columns(current, names_after, table=name)
         diff = compare_schemas(cursor.schema, current)
         if diff.compatible and diff.tightened:

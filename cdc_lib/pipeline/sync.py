@@ -41,7 +41,7 @@ from cdc_lib.sink.spark import modes as spark_modes
 from cdc_lib.sink.spark.parallel_apply import apply_all, run_all
 from cdc_lib.source import binlog_status, checks
 from cdc_lib.source import server as mysql
-from cdc_lib.source.history import Resume, plan_resume
+from cdc_lib.source.history import Resume, mysql_gtid_purged, plan_resume
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.heartbeat import stall_bound
 from cdc_lib.state.offset_store import StateHandle
@@ -68,6 +68,8 @@ class TableBatchResult:
     error: str | None = None
     #: `Retrying.describe()` when the write met a passing fault: nothing applied, retried by a later batch.
     retrying: str | None = None
+    #: Wall time of the table's Delta commit (its MERGE or append, retries included); 0 when nothing was written.
+    commit_seconds: float = 0.0
 
 
 @dataclass(kw_only=True)
@@ -91,6 +93,8 @@ class SyncResult:
     retrying_tables: dict[str, str] = field(default_factory=dict)
     end_position: BinlogPosition | None = None
     schema_changes: list[str] = field(default_factory=list)
+    #: Wall time of the whole batch (`seconds` is its binlog read): read, Delta commits, offset write.
+    wall_seconds: float = 0.0
 
     @property
     def rows_per_second(self) -> float:
@@ -193,7 +197,8 @@ def run_batch(
     # being rewritten under another app id): one listing of the offset store when none is.
     with handle.working():  # lists the offset store, may install a snapshot: S3 calls bounded by boto3's timeouts
         in_flight = settle_snapshots(context, handle, connection)
-    plans = _resume_plans(state, server_end, logs)
+    purged = mysql_gtid_purged(connection, [table.position for table in state.tables.values()], server_end)
+    plans = _resume_plans(state, server_end, logs, purged)
     skipped: dict[str, str] = {}
     backing_off: dict[str, str] = {}
     cursors = []
@@ -281,15 +286,16 @@ def run_batch(
         retrying_tables=backing_off,
         end_position=read.end,
         schema_changes=sorted(read.schema_changes),
+        wall_seconds=time.monotonic() - clock,
     )
 
 
 def _resume_plans(
-    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]]
+    state: PipelineState, server_end: BinlogPosition, logs: list[tuple[str, int]], purged: str | None
 ) -> dict[str, Resume]:
     # Every table is judged before any offset moves: a server without our history stops the whole sync.
     return {
-        name: plan_resume(name, table_state.position, server_end, logs)
+        name: plan_resume(name, table_state.position, server_end, logs, purged=purged)
         for name, table_state in sorted(state.tables.items())
         if not table_state.error
     }
@@ -358,6 +364,7 @@ class _Written:
     #: What went into Delta; None when nothing did.
     changes: TableChanges | None
     failure: TableFailure | None
+    commit_seconds: float = 0.0
 
 
 def _write_tables(
@@ -432,6 +439,7 @@ def _write_table(
     failure = read.table_errors.get(name)
     end = read.end_for(name)
     written = table_state
+    commit_seconds = 0.0
     held = read.held.get(name)
     if held is not None and (isinstance(changes, HistoryChanges) or (
         isinstance(changes, SpilledChanges) and cursor.mode == "history"
@@ -455,6 +463,7 @@ def _write_table(
             "start": max(read.start, cursor.position, key=_sort_key).to_json(), "end": end.to_json(),
         }
         batch_changes: TableChanges = changes
+        commit_started = time.monotonic()
         try:
             # A commit conflict with another writer is tried again on a fresh snapshot of the table.
             version = write_with_retries(
@@ -477,10 +486,18 @@ def _write_table(
             changes = None
         else:
             failpoint("after_delta_commit")
-            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now, retrying=None)
+            commit_seconds = time.monotonic() - commit_started
+            written = replace(written, applied_seq=seq, delta_version=version, last_change_at=now, retrying=None,
+                              rows_applied=_counted(written.rows_applied, batch_changes))
     if moves_forward(written.position, end, server_end):
         written = replace(written, position=end, retrying=None if failure is None else written.retrying)
-    return _Written(state=written, changes=changes, failure=failure)
+    return _Written(state=written, changes=changes, failure=failure, commit_seconds=commit_seconds)
+
+
+def _counted(rows_applied: dict[str, int], changes: TableChanges) -> dict[str, int]:
+    """The table's rows applied per operation (`TableState.rows_applied`) with this batch's added."""
+    added = {"insert": changes.inserted, "update": changes.updated, "delete": changes.deleted}
+    return {operation: rows_applied.get(operation, 0) + count for operation, count in added.items()}
 
 
 def _merge(
@@ -551,6 +568,7 @@ def _settle_table(
         position=str(table_state.position),
         error=str(failure.error) if failure else None,
         retrying=table_state.retrying.describe() if table_state.retrying is not None and not failure else None,
+        commit_seconds=round(written.commit_seconds, 6),
     )
     return _Settled(state=table_state, result=result, spark_used=spark_used)
 

@@ -15,8 +15,13 @@ REQUIRED_SETTINGS = {
     "log_bin": "ON",
     "binlog_format": "ROW",
     "binlog_row_image": "FULL",
-    "binlog_row_metadata": "FULL",
 }
+#: MINIMAL (MySQL 8.0's and 8.4's default) logs no column names: the reader names a table map's columns from the
+#: table's schema by position, checked against the types, signedness and charsets MINIMAL does log
+#: (cdc_lib/binlog/column_positions.py). MariaDB's NO_LOG (its default) logs none of those, which leaves the
+#: types alone to check a mapping by: refused, as a server without the variable (before MySQL 8.0.1, MariaDB 10.5).
+ROW_METADATA_SETTING = "binlog_row_metadata"
+ROW_METADATA_VALUES = frozenset({"FULL", "MINIMAL"})
 #: What the binlake user needs on *.* besides SELECT on the followed tables (MariaDB ≥ 10.5 names).
 LEAST_PRIVILEGE_GRANTS = "REPLICATION SLAVE, BINLOG MONITOR"
 
@@ -28,16 +33,17 @@ PARTIAL_JSON_SETTING = "binlog_row_value_options"
 PARTIAL_JSON_VALUES = frozenset({"", "PARTIAL_JSON"})
 #: A replica applying in IDEMPOTENT mode turns a duplicate-key INSERT into an overwrite, and with log_*_updates
 #: it logs what it did: the append path of a batch (`batch.append_inserts`) needs that logged as a change of an
-#: existing row, never as an INSERT.
-EXEC_MODE_SETTINGS = ("slave_exec_mode", "replica_exec_mode")
-LOG_REPLICA_UPDATES_SETTINGS = ("log_slave_updates", "log_replica_updates")
+#: existing row, never as an INSERT. MySQL 8.0.26 renamed both and keeps the old names as aliases (MariaDB has the
+#: old ones only): the new name comes first, so a remedy names the one the server's manual uses.
+EXEC_MODE_SETTINGS = ("replica_exec_mode", "slave_exec_mode")
+LOG_REPLICA_UPDATES_SETTINGS = ("log_replica_updates", "log_slave_updates")
 
 
 def check_server_settings(
     connection: pymysql.connections.Connection, *, append_inserts: bool = False
 ) -> dict[str, str]:
-    """Raise unless CDC can work: binlog on, ROW format, FULL image and metadata, no unknown row value option,
-    and the user may read the binlog and its position.
+    """Raise unless CDC can work: binlog on, ROW format, FULL image, MINIMAL or FULL metadata, no unknown row value
+    option, and the user may read the binlog and its position.
 
     MySQL's `binlog_transaction_compression=ON` is read (cdc_lib/binlog/payload.py), as is MariaDB's
     `log_bin_compress`: neither is refused here.
@@ -53,7 +59,7 @@ def check_server_settings(
     """
     names = ", ".join(
         f"'{name}'" for name in (
-            *REQUIRED_SETTINGS, PARTIAL_JSON_SETTING, *EXEC_MODE_SETTINGS,
+            *REQUIRED_SETTINGS, ROW_METADATA_SETTING, PARTIAL_JSON_SETTING, *EXEC_MODE_SETTINGS,
             *LOG_REPLICA_UPDATES_SETTINGS,
         )
     )
@@ -63,6 +69,13 @@ def check_server_settings(
         value = actual.get(setting, "<missing>")
         if value != expected:
             raise ServerSettingsError(setting, value, expected)
+    metadata = actual.get(ROW_METADATA_SETTING, "<missing>")
+    if metadata not in ROW_METADATA_VALUES:
+        raise ServerSettingsError(
+            ROW_METADATA_SETTING, metadata, "MINIMAL' or 'FULL",
+            remedy=f"set {ROW_METADATA_SETTING}=MINIMAL or FULL in the server's my.cnf (or SET GLOBAL) and restart "
+            "it; FULL also names the columns in the binlog, so no mapping by position is needed",
+        )
     if actual.get(PARTIAL_JSON_SETTING, "") not in PARTIAL_JSON_VALUES:
         raise ServerSettingsError(
             PARTIAL_JSON_SETTING,

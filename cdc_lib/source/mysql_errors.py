@@ -31,6 +31,9 @@ BINLOG_ACCESS_DENIED = frozenset({1227, 1044})
 #: MariaDB: a newer binlog dump with the same server_id took over and the server dropped this one.
 DUPLICATE_SERVER_ID = 4052
 SSL_CONNECTION_ERROR = 2026
+#: ER_PLUGIN_IS_NOT_LOADED at login: the account's authentication plugin is not in the server. MySQL 8.4 loads
+#: mysql_native_password only with mysql_native_password=ON, and 9.0 removed it.
+PLUGIN_NOT_LOADED = 1524
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,12 @@ class Querying:
 
 @dataclass(frozen=True)
 class ReadingBinlog:
-    """A binlog dump from `start`, or from the MariaDB GTID state `gtid_state` when one is given."""
+    """A binlog dump from `start`, or from the MariaDB GTID state `gtid_state` when one is given, for `tables`."""
 
     start: BinlogPosition
     gtid_state: str | None = None
+    #: The tables the read serves ("db.table"): what a refused dump tells the user to re-snapshot.
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,16 @@ def _connect_failure(where: _Where, exc: pymysql.MySQLError) -> BinlakeError:
         return SourceConnectionError(
             f"unknown database for {where.login}", remedy="check source.tables", retryable=False
         )
+    if code == PLUGIN_NOT_LOADED:
+        # Not a passing fault: every login of this account fails the same way until the account or server changes.
+        return SourceConnectionError(
+            f"cannot log in as {where.login}: the account authenticates with a plugin the server does not load "
+            f"({error_text(exc)}); MySQL 8.4 disables mysql_native_password by default and 9.0 removed it",
+            remedy=f"ALTER USER '{where.user}'@'%' IDENTIFIED WITH caching_sha2_password BY '<password>' (binlake "
+            "logs in with caching_sha2_password, over TLS or by the RSA key exchange); on MySQL 8.4 only, starting "
+            "the server with mysql_native_password=ON also works",
+            retryable=False,
+        )
     return SourceConnectionError(
         f"cannot connect as {where.login} ({error_text(exc)})", remedy="check the source settings and the server's log"
     )
@@ -238,17 +253,20 @@ def _query_failure(where: _Where, exc: pymysql.MySQLError) -> BinlakeError:
 def _read_failure(exc: pymysql.MySQLError, doing: ReadingBinlog) -> BinlakeError:
     code = error_code(exc)
     message = error_message(exc)
+    # The command a person can run as it stands: the tables of the read, else the form of the argument.
+    snapshot = "binlake snapshot " + (" ".join(f"--table {table}" for table in doing.tables) or "--table db.table")
     if code == BINLOG_UNAVAILABLE and doing.gtid_state is not None:
+        # MariaDB says why at the end of a long message ("... it probably means that the slave has diverged ...").
         return ServerHistoryError(
-            f"the server cannot send the binlog from GTID state '{doing.gtid_state}' ({message[:200]}): it lacks the "
+            f"the server cannot send the binlog from GTID state '{doing.gtid_state}' ({message[:400]}): it lacks the "
             "history the offsets were written in",
-            remedy="re-snapshot the tables: binlake snapshot --table db.t (Dagster: backfill), or point "
+            remedy=f"re-snapshot the tables: {snapshot} (Dagster: backfill), or point "
             "source.host/port back at a server with that history",
         )
     if code == BINLOG_UNAVAILABLE:
         return BinlogPurgedError(
             f"the server cannot send the binlog from {doing.start} ({message[:160]})",
-            remedy="re-snapshot the affected tables: binlake snapshot --table db.t",
+            remedy=f"re-snapshot the affected tables: {snapshot}",
         )
     if code == DUPLICATE_SERVER_ID:
         return SourceConnectionError(

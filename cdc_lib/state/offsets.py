@@ -39,6 +39,10 @@ class TableState:
     ddl_log: list[dict[str, Any]] = field(default_factory=list)
     #: The latest write met a passing fault (disk full, S3 503, a commit conflict): a later batch retries it.
     retrying: Retrying | None = None
+    #: Rows the batches applied to the table since its snapshot, per operation ("insert", "update", "delete"):
+    #: counted when the batch's offsets are saved, so a counter that only grows while this snapshot lasts
+    #: (docs/production.md "Metrics"; a new snapshot of the table starts it again).
+    rows_applied: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +59,7 @@ class TableState:
             "last_change_at": self.last_change_at,
             "ddl_log": self.ddl_log,
             "retrying": self.retrying.to_json() if self.retrying is not None else None,
+            "rows_applied": dict(self.rows_applied),
         }
 
     @classmethod
@@ -73,6 +78,7 @@ class TableState:
             last_change_at=data.get("last_change_at"),
             ddl_log=list(data.get("ddl_log", [])),
             retrying=Retrying.from_json(data.get("retrying")),
+            rows_applied={str(name): int(count) for name, count in (data.get("rows_applied") or {}).items()},
         )
 
 

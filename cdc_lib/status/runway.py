@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 #: Below this many hours of runway `binlake status` flags a table (the Dagster check has its own setting).
 DEFAULT_RUNWAY_WARN_HOURS = 72.0
 
-EXPIRY_VARIABLES = ("binlog_expire_logs_seconds", "expire_logs_days", "max_binlog_total_size", "binlog_space_limit")
+#: `expire_logs_days` only before MySQL 8.2 (and on MariaDB); `binlog_expire_logs_auto_purge` from MySQL 8.0.29: OFF
+#: stops every automatic purge whatever the expiry says. A variable the server lacks is simply not in the answer.
+EXPIRY_VARIABLES = (
+    "binlog_expire_logs_seconds", "expire_logs_days", "binlog_expire_logs_auto_purge", "max_binlog_total_size",
+    "binlog_space_limit",
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,9 @@ class ExpirySettings:
 
     @classmethod
     def from_variables(cls, variables: dict[str, str]) -> ExpirySettings:
+        if variables.get("binlog_expire_logs_auto_purge", "ON").upper() in ("OFF", "0"):
+            # MySQL 8.0.29+: the server purges nothing by itself (only PURGE BINARY LOGS does), so no runway ends.
+            return cls(expire_seconds=None, size_limit_bytes=None)
         seconds = _number(variables.get("binlog_expire_logs_seconds"))
         days = _number(variables.get("expire_logs_days"))
         expire = seconds if seconds else (days * 86_400 if days else None)

@@ -52,6 +52,11 @@ class TableStatus:
     #: `Retrying.to_json()` (cause, since, attempts, next_attempt_at): the latest write met a passing fault
     #: (disk full, S3 503, a commit conflict); nothing of it was applied and a later batch retries it by itself.
     retrying: dict[str, Any] | None = None
+    #: `TableState.rows_applied`: rows the batches applied since the snapshot (`snapshot_at`), per operation.
+    rows_applied: dict[str, int] | None = None
+    snapshot_at: str | None = None
+    #: The snapshot in flight in numbers: {"chunks_done", "chunks_total", "rows_done"}; None when none is.
+    snapshot_progress: dict[str, int] | None = None
 
     @property
     def retrying_text(self) -> str | None:
@@ -101,11 +106,19 @@ def table_statuses(
     applied, lower_bound = apply_rate(state.recent_batches)
     rates = _Rates(apply=applied, apply_is_lower_bound=lower_bound,
                    source=source_rate(state.recent_batches, logs, now=now))
+    documents = {
+        name: document for name, document in documents_in_flight(context.store, context.config.pipeline).items()
+        if document.status != "abandoned"
+    }
     snapshots = {
         name: f"refused: {document.refused}" if document.refused else
         f"{document.status} {document.chunks_done}/{len(document.plan)} chunks, {document.rows_done:,} rows"
-        for name, document in documents_in_flight(context.store, context.config.pipeline).items()
-        if document.status != "abandoned"
+        for name, document in documents.items()
+    }
+    progress = {
+        name: {"chunks_done": document.chunks_done, "chunks_total": len(document.plan),
+               "rows_done": document.rows_done}
+        for name, document in documents.items()
     }
     verdicts = read_verdicts(context.store, context.config.pipeline)  # one read, every table's last verdict
     statuses = []
@@ -113,14 +126,14 @@ def table_statuses(
         table_state = state.tables.get(name)
         if table_state is None:
             statuses.append(replace(TableStatus.not_snapshotted(name), mode=context.config.sink.mode_for(name),
-                                    snapshot_in_flight=snapshots.get(name)))
+                                    snapshot_in_flight=snapshots.get(name), snapshot_progress=progress.get(name)))
             continue
         status = _table_status(
             name, table_state, here=here[name], lag_events=lag_events[name], logs=logs, server_end=server_end,
             runway=runways.get(name), runway_warn_hours=runway_warn_hours, now=now,
             mode=context.config.sink.mode_for(name), rates=rates,
         )
-        statuses.append(replace(status, snapshot_in_flight=snapshots.get(name)))
+        statuses.append(replace(status, snapshot_in_flight=snapshots.get(name), snapshot_progress=progress.get(name)))
     return [
         replace(status, last_reconcile=verdicts[status.table].to_json()) if status.table in verdicts else status
         for status in statuses
@@ -177,6 +190,9 @@ def _table_status(
         catch_up=None if estimate is None else estimate.to_json(),
         catch_up_warning=estimate is not None and estimate.warning,
         retrying=table_state.retrying.to_json() if table_state.retrying is not None else None,
+        rows_applied={operation: table_state.rows_applied.get(operation, 0)
+                      for operation in ("insert", "update", "delete")},
+        snapshot_at=table_state.snapshot_at,
     )
 
 

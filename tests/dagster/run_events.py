@@ -15,10 +15,19 @@ def materializations(result: dg.ExecuteInProcessResult) -> dict[dg.AssetKey, dic
     return found
 
 
-def observations(result: dg.ExecuteInProcessResult) -> dict[dg.AssetKey, dict[str, Any]]:
+#: The description of the observation that carries a table's metrics (assets/metrics.py), apart from the others.
+METRICS_OBSERVATION = "binlake metrics"
+
+
+def observations(
+    result: dg.ExecuteInProcessResult, *, metrics: bool = False
+) -> dict[dg.AssetKey, dict[str, Any]]:
+    """The lag-and-offset observations by asset; with `metrics`, the "binlake metrics" ones instead."""
     found = {}
     for event in result.get_asset_observation_events():
         observation = event.asset_observation_data.asset_observation
+        if (observation.description == METRICS_OBSERVATION) != metrics:
+            continue
         found[observation.asset_key] = {key: value.value for key, value in observation.metadata.items()}
     return found
 

@@ -101,6 +101,15 @@ def test_scheduled_micro_batch_materializes_only_changed_tables(shop: Shop, inst
     assert set(observed) == {shop.names.table_key(customers), shop.names.table_key(order_lines)}
     for values in observed.values():
         assert values["lag_bytes"] == 0 and "dagster/last_updated_timestamp" in values
+    # Every table's metrics, as an observation of its own, under the metric names (docs/production.md "Metrics").
+    measured = observations(result, metrics=True)
+    assert set(measured) == {shop.names.table_key(table) for table in shop.tables}
+    orders_metrics = measured[shop.names.table_key(orders)]
+    assert (orders_metrics["binlake_rows_applied_insert_total"], orders_metrics["binlake_rows_applied_update_total"],
+            orders_metrics["binlake_rows_applied_delete_total"]) == (3, 5, 1)
+    assert orders_metrics["binlake_table_state"] == "healthy" and orders_metrics["binlake_lag_bytes"] == 0
+    assert orders_metrics["binlake_table_files"] >= 1 and orders_metrics["binlake_table_bytes"] > 0
+    assert orders_metrics["binlake_delta_version"] == metadata["delta_version"]
     checks = check_results(result)
     assert len(checks) == 9
     failing = {name: evaluation.description for name, evaluation in checks.items() if not evaluation.passed}

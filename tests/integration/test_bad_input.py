@@ -79,7 +79,7 @@ def test_binlog_off(binlog_off_server, make_config) -> None:
 @pytest.mark.parametrize(
     ("setting", "bad_value"),
     [("binlog_format", "STATEMENT"), ("binlog_format", "MIXED"), ("binlog_row_image", "MINIMAL"),
-     ("binlog_row_metadata", "MINIMAL")],
+     ("binlog_row_metadata", "NO_LOG")],
 )
 def test_wrong_binlog_settings(mariadb, make_config, database, setting: str, bad_value: str) -> None:
     sql(mariadb, f"CREATE TABLE {database}.t (id INT PRIMARY KEY)")

@@ -53,6 +53,7 @@ from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.commits import app_id
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
+from cdc_lib.state.offsets import TableState
 from tests.mysql_stub import (
     BINLOG_DUMP_NON_BLOCK,
     COM_BINLOG_DUMP,
@@ -209,42 +210,25 @@ def _person(key: int, name: str, age: int, letter: str) -> Row:
     return {"id": key, "json_col": {"age": age, "data": letter * 10, "name": name}, "name": name, "age": age}
 
 
-MINIMAL_METADATA = (
-    "the TABLE_MAP has no COLUMN_NAME metadata (written with binlog_row_metadata=MINIMAL): the library names the "
-    "columns None, TableDecoder.row finds no column by name and the first rows event stops the table "
-    "(ServerSettingsError: binlog_row_metadata is 'MINIMAL', binlake needs 'FULL'), though information_schema "
-    "names the columns by position"
-)
-
-
-def refused(replay: Replay, reason: str) -> Any:
-    """The replay, expected to fail today for `reason`: Delta lacks the values (an AssertionError; a crash of the
-    test itself does not count)."""
-    mark = pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"issue 27: {reason}")
-    return pytest.param(replay, marks=mark, id=replay.id)
-
-
-PAYLOAD = (
-    "the TRANSACTION_PAYLOAD event (binlog_transaction_compression=ON, zstd) stops every table: 'the binlog holds a "
-    "TRANSACTION_PAYLOAD_EVENT event at {at} (binlog_transaction_compression=ON: compressed group), which binlake "
-    "cannot turn into row changes'; once it is decompressed: "
-)
-
-#: Fixtures binlake does not apply today: the same replay, with the values issue 27 wants.
-REFUSED = [
-    refused(Replay(
+#: Fixtures written with binlog_row_metadata=MINIMAL (MySQL 8.0's and 8.4's default): their TABLE_MAPs name no
+#: columns, so binlake names them from the table's schema by position (cdc_lib/binlog/column_positions.py); on
+#: main before that, the first rows event stopped each table (a ServerSettingsError asking for FULL, or for
+#: 02_query_bigger a CharsetError with the codec 'binlake_unknown'). The two compressed ones are
+#: TRANSACTION_PAYLOAD (zstd) events around the same kind of table map.
+APPLIED_BY_POSITION = [
+    Replay(
         "mysql-cdc-rs/19_30", "mysql-cdc-rs/19_30_Table_map_event_Write_rows_log_event/binlog.000018", INT_TABLE,
         [[INT_ROW]],  # REFERENCE (dump.txt ###); ASSERTED: the TABLE_MAP and a 6-column WRITE
-    ), MINIMAL_METADATA),
-    refused(Replay(
+    ),
+    Replay(
         "mysql-cdc-rs/31_update_rows_v2", "mysql-cdc-rs/31_update_rows_v2/binlog.000001", INT_TABLE,
         [[INT_ROW], [INT_ROW_UPDATED]],  # ASSERTED (test_update_rows_log_event): before and after images
-    ), MINIMAL_METADATA),
-    refused(Replay(
+    ),
+    Replay(
         "mysql-cdc-rs/32_delete_rows_v2", "mysql-cdc-rs/32_delete_rows_v2/binlog.000001", INT_TABLE,
         [[INT_ROW], [INT_ROW_UPDATED], []],  # ASSERTED (test_delete_rows_log_event): the deleted image
-    ), MINIMAL_METADATA),
-    refused(Replay(
+    ),
+    Replay(
         "mysql-cdc-rs/02_query_bigger", "mysql-cdc-rs/02_query_bigger/binlog.000733", LINEITEM,
         # REFERENCE (sql.sql: the statements; OBSERVED decoding agrees): DECIMALs, DATEs, a multi-byte utf8mb3
         # comment, an UPDATE keeping a trailing space, two DELETEs; then the Demo table's DDL and rows, not followed.
@@ -256,35 +240,18 @@ REFUSED = [
             [FIRST_LINE, LINES[0], UPDATED_LINE, LINES[2], LINES[3]],
             [FIRST_LINE, LINES[0], UPDATED_LINE, LINES[2]],
         ],
-    ), "the TABLE_MAP has no COLUMN_NAME metadata (binlog_row_metadata=MINIMAL): row_decoder.prepare_columns "
-       "matches columns by name, finds none, gives the VARCHAR columns the charset 'unknown', and the first WRITE "
-       "stops the table with CharsetError ('binlake_unknown' codec), a message that does not name the cause; "
-       "information_schema names the columns by position"),
-    refused(Replay(
+    ),
+    Replay(
         "rust_mysql_common/time_issue", "rust_mysql_common/time_issue.000001",
         StubTable("noria", "t", (col("c1", "time"),), primary_key=("c1",)),  # origin: no CREATE, no key
         [[{"c1": "-507:48:27"}]],  # ASSERTED (binlog_event_roundtrip): negative, 21 days 3:48:27
-    ), MINIMAL_METADATA + " (this TABLE_MAP has no optional metadata at all)"),
-    refused(Replay(
-        "rust_mysql_common/minimal_row_metadata", "rust_mysql_common/minimal_row_metadata.000001",
-        StubTable("noria", "t1", (
-            col("c1", "int", nullable=False), col("c2", "blob"), col("c3", "char(2)"), col("c4", "int"),
-            col("c5", "int unsigned"),
-        ), primary_key=("c1",)),  # origin: no CREATE
-        # ASSERTED: c5 = 3230202323 (INT UNSIGNED) and c3's collation 255; OBSERVED: c1 = 1, c3 = 'a'. c2 and c4
-        # are not in the (MINIMAL) row image: the row the server inserted has them NULL (not asserted anywhere).
-        [[{"c1": 1, "c2": None, "c3": "a", "c4": None, "c5": 3230202323}]],
-    ), "a MINIMAL row image (binlog_row_image=MINIMAL: only c1, c3, c5) without COLUMN_NAME metadata: the WRITE "
-       "stops the table because its image lacks columns (table_rows.require_full_images: absent c2, c4 would have "
-       "been written NULL without a word, right here only because their default is NULL). Given the names and a "
-       "full image, c5 (INT UNSIGNED, ASSERTED 3230202323) lands as -1064764973: the library skips the "
-       "SIGNEDNESS metadata of a TABLE_MAP without names"),
-    refused(Replay(
+    ),
+    Replay(
         "rust_mysql_common/transaction_compression", "rust_mysql_common/transaction_compression.000001",
         StubTable("test", "tb1", (col("c1", "int"),), primary_key=("c1",)),  # origin: no CREATE, no key
         [[{"c1": 1}]],  # ASSERTED: QUERY, TABLE_MAP, WRITE_ROWS, XID inside; OBSERVED: the row (1)
-    ), PAYLOAD.format(at="transaction_compression.000001:431") + MINIMAL_METADATA),
-    refused(Replay(
+    ),
+    Replay(
         "mysql-binlog-connector-java/mysql-bin.compressed", "mysql-binlog-connector-java/mysql-bin.compressed",
         StubTable("demo", "movies", tuple(
             col(f"c{n}", "int" if n in (1, 3) else {6: "varchar(1024)", 7: "varchar(512)"}.get(n, "varchar(256)"),
@@ -295,40 +262,77 @@ REFUSED = [
         [[{**MOVIE, "c5": "Western|Action"}]],
         snapshot=[MOVIE],
         served_as="mysql-bin.000004",  # it rotates to mysql-bin.000005
-    ), PAYLOAD.format(at="mysql-bin.000004:724") + MINIMAL_METADATA),
-    refused(Replay(
-        "rust_mysql_common/json.binlog", "rust_mysql_common/json.binlog.000001",
-        StubTable("mysql", "t", (
-            col("id", "int", nullable=False), col("json_col", "json"),
-            col("name", "varchar(100)", generated=True), col("age", "int", generated=True),
-        ), primary_key=("id",)),  # the origin's own key
-        # OBSERVED only: six rows, after the full UPDATE and the PARTIAL_UPDATE_ROWS (JSON diff REPLACE $.age).
-        [
-            [_person(1, "Joe", 24, "x")],
-            [_person(1, "Joe", 24, "x"), _person(2, "Sue", 32, "y")],
-            [_person(1, "Joe", 24, "x"), _person(2, "Sue", 32, "y"), _person(3, "Pete", 40, "z")],
-            [_person(n, name, age, letter) for n, (name, age, letter) in enumerate(PEOPLE * 2, 1)],
-            [_person(n, name, age + 1, letter) for n, (name, age, letter) in enumerate(PEOPLE * 2, 1)],
-            [_person(n, name, age + 2, letter) for n, (name, age, letter) in enumerate(PEOPLE * 2, 1)],
-        ],
-    ), MINIMAL_METADATA + " (at the first WRITE, #11); past that (tried with the names given), the five "
-       "transactions of binary JSON apply exactly and the PARTIAL_UPDATE_ROWS event (#35, "
-       "binlog_row_value_options=PARTIAL_JSON) stops the table: its session logged MINIMAL row images, so the old "
-       "JSON document its diff applies to is not in the binlog (json_diff applies diffs to a FULL before image "
-       "only; tests/unit/binlog/test_json_diff.py applies them to #30's documents)"),
-    refused(Replay(
+    ),
+    Replay(
         "rust_mysql_common/binlog_transaction_with_GTID_TAG",
         "rust_mysql_common/binlog_transaction_with_GTID_TAG.000001",
         StubTable("test", "orders", (
             col("c1", "int", nullable=False), col("c2", "int"), col("c3", "decimal(10,2)"),
         ), primary_key=("c1",)),  # origin: no CREATE
         [[{"c1": 3, "c2": 100, "c3": Decimal("250.00")}]],  # OBSERVED: the row
-        # ASSERTED (gtid_tagged_log_event_from_binlog): PREVIOUS_GTIDS, and the transaction's GTID mytag:3.
+        # ASSERTED (gtid_tagged_log_event_from_binlog): PREVIOUS_GTIDS, and the transaction's GTID mytag:3, which
+        # binlake reads itself (cdc_lib/binlog/gtid_events.py; the library does not parse GTID_TAGGED): the
+        # offset's set advances to mytag:1-3. Before that, it stayed at mytag:1-2.
         gtid_sets=("55778904-0299-11f1-b1b8-4ef0c4956feb:1-13:mytag:1-2",
                    "55778904-0299-11f1-b1b8-4ef0c4956feb:1-13:mytag:1-3"),
-    ), MINIMAL_METADATA + "; past that (tried with the names given), the row applies but the offset's GTID set "
-       "stays ...:mytag:1-2, missing mytag:3: python-mysql-replication does not parse GTID_TAGGED (type 42), so "
-       "_Read.gtid_event gets an event without `gtid` and the set does not advance"),
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A fixture binlake cannot apply exactly to the end: what lands first, then the stop and its error."""
+
+    replay: Replay
+    #: Fragments of the table's error: its cause, and the remedy it names.
+    cause: tuple[str, ...]
+    remedy: tuple[str, ...]
+
+
+#: Fixtures whose table binlake stops on purpose (invariant 11): Replay.versions holds what lands before the stop.
+STOPPED = [
+    Stopped(
+        Replay(
+            "rust_mysql_common/minimal_row_metadata", "rust_mysql_common/minimal_row_metadata.000001",
+            StubTable("noria", "t1", (
+                col("c1", "int", nullable=False), col("c2", "blob"), col("c3", "char(2)"), col("c4", "int"),
+                col("c5", "int unsigned"),
+            ), primary_key=("c1",)),  # origin: no CREATE
+            # ASSERTED: c5 = 3230202323 (INT UNSIGNED) and c3's collation 255; OBSERVED: c1 = 1, c3 = 'a'. c2 and c4
+            # are not in the (MINIMAL) row image: the row the server inserted has them NULL (not asserted anywhere).
+            [],  # nothing lands: the row would be {"c1": 1, "c2": None, "c3": "a", "c4": None, "c5": 3230202323}
+        ),
+        # Its only WRITE has a MINIMAL row image (only c1, c3, c5): the values of c2 and c4 are not in the binlog
+        # (MySQL's MINIMAL after image holds the columns the statement set; the others got their defaults, which
+        # may be expressions such as CURRENT_TIMESTAMP), so the table stops instead of writing NULLs. The ASSERTED
+        # c5 = 3230202323 (INT UNSIGNED) is proven on the decoder by tests/unit/binlog/test_column_positions.py.
+        cause=("a rows event of the table has a row image without every column", "binlog_row_image is not FULL"),
+        remedy=("SET GLOBAL binlog_row_image=FULL", "binlake snapshot --table noria.t1"),
+    ),
+    Stopped(
+        Replay(
+            "rust_mysql_common/json.binlog", "rust_mysql_common/json.binlog.000001",
+            StubTable("mysql", "t", (
+                col("id", "int", nullable=False), col("json_col", "json"),
+                col("name", "varchar(100)", generated=True), col("age", "int", generated=True),
+            ), primary_key=("id",)),  # the origin's own key
+            # OBSERVED only: six rows, after the full UPDATE (ages + 1); then the PARTIAL_UPDATE_ROWS (JSON diff
+            # REPLACE $.age) would make them age + 2, which is not applied (see below).
+            [
+                [_person(1, "Joe", 24, "x")],
+                [_person(1, "Joe", 24, "x"), _person(2, "Sue", 32, "y")],
+                [_person(1, "Joe", 24, "x"), _person(2, "Sue", 32, "y"), _person(3, "Pete", 40, "z")],
+                [_person(n, name, age, letter) for n, (name, age, letter) in enumerate(PEOPLE * 2, 1)],
+                [_person(n, name, age + 1, letter) for n, (name, age, letter) in enumerate(PEOPLE * 2, 1)],
+            ],
+        ),
+        # The five transactions of binary JSON (inserts, a full UPDATE) land exactly; the PARTIAL_UPDATE_ROWS event
+        # (#35, binlog_row_value_options=PARTIAL_JSON) of a session that logged MINIMAL row images has no old
+        # document for its diff to apply to, so the table stops there (json_diff applies diffs to a FULL before
+        # image only; tests/unit/binlog/test_json_diff.py applies them to #30's documents).
+        cause=("partial JSON update", "the old JSON document", "is not in the binlog"),
+        remedy=("SET GLOBAL binlog_row_image=FULL", "binlake snapshot --table mysql.t"),
+    ),
 ]
 
 
@@ -531,7 +535,8 @@ def replayed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replaye
         stub.stop()
 
 
-def _replay_and_compare(replay: Replay, stub: MySQLStub, config: PipelineConfig, start: int) -> None:
+def _replay(replay: Replay, config: PipelineConfig) -> tuple[list[list[Row]], TableState]:
+    """Sync until caught up; the Delta table after each batch (read with `deltalake`), and the table's state."""
     name = f"{replay.table.database}.{replay.table.name}"
     Pipeline(config).sync(until_caught_up=True)
     table_state = Pipeline(config).read_state().tables[name]
@@ -541,6 +546,11 @@ def _replay_and_compare(replay: Replay, stub: MySQLStub, config: PipelineConfig,
         _comparable(DeltaTable(path, version=version).to_pyarrow_table().to_pylist(), replay.table)
         for version in range(1, latest + 1)
     ]
+    return versions, table_state
+
+
+def _replay_and_compare(replay: Replay, stub: MySQLStub, config: PipelineConfig, start: int) -> None:
+    versions, table_state = _replay(replay, config)
     stopped = f"the table stopped: {table_state.error}"
     assert versions == [_comparable(rows, replay.table) for rows in replay.versions], stopped
     assert table_state.error is None, stopped
@@ -558,6 +568,26 @@ def test_real_mysql_binlog_replays_into_delta(replayed: Replayed) -> None:
     _replay_and_compare(*replayed)
 
 
-@pytest.mark.parametrize("replayed", REFUSED, indirect=True)
-def test_real_mysql_binlog_binlake_refuses_today(replayed: Replayed) -> None:
+@pytest.mark.parametrize("replayed", APPLIED_BY_POSITION, ids=[replay.id for replay in APPLIED_BY_POSITION],
+                         indirect=True)
+def test_real_mysql_binlog_with_minimal_row_metadata_replays_into_delta(replayed: Replayed) -> None:
     _replay_and_compare(*replayed)
+
+
+@pytest.mark.parametrize(
+    ("replayed", "stop"), [(stop.replay, stop) for stop in STOPPED], ids=[stop.replay.id for stop in STOPPED],
+    indirect=["replayed"],
+)
+def test_real_mysql_binlog_stops_the_table_loudly_where_it_cannot_apply_exactly(
+    replayed: Replayed, stop: Stopped
+) -> None:
+    replay, _, config, start = replayed
+    versions, table_state = _replay(replay, config)
+    # What the binlog holds exactly lands, one version per transaction; nothing after the stop does.
+    assert versions == [_comparable(rows, replay.table) for rows in replay.versions]
+    assert table_state.error is not None, "the table was not stopped"
+    cause, _, remedy = table_state.error.partition(" — remedy: ")
+    assert all(fragment in cause for fragment in stop.cause), cause
+    assert all(fragment in remedy for fragment in stop.remedy), remedy
+    # The table's offset stays before the transaction it could not apply, so a fix and a resume replays it.
+    assert start <= table_state.position.pos < len(replay.file().data)

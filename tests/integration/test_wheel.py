@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from tests.built_wheel import ROOT, CleanVenv, build_wheel, clean_venv_with, copy_sources, pip_environment
@@ -82,8 +83,8 @@ def test_the_installed_environment_is_the_wheel_alone(outside: Outside) -> None:
     listing = outside.run("python", "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")
     listed = {package["name"].lower() for package in json.loads(listing.stdout)}
     assert {"binlake", "deltalake", "pyspark", "dagster"} <= listed
-    # No test extra came along.
-    assert not {"pytest", "polars", "moto", "hypothesis"} & listed
+    # No test extra came along (prometheus-client among them: binlake writes its metrics text itself).
+    assert not {"pytest", "polars", "moto", "hypothesis", "prometheus-client", "prometheus_client"} & listed
 
 
 def test_the_installed_cli_validates_snapshots_syncs_reports_and_reconciles(
@@ -107,6 +108,11 @@ def test_the_installed_cli_validates_snapshots_syncs_reports_and_reconciles(
 
     [status] = json.loads(outside.run("binlake", "--config", config_path, "status", "--json").stdout)
     assert status["table"] == table and status["consistent"] is True and status["error"] is None
+    # The metrics text comes from the wheel alone; this process parses it with Prometheus's own parser.
+    metrics = outside.ok("binlake", "--config", config_path, "-q", "status", "--format", "openmetrics")
+    families = {family.name: family for family in text_string_to_metric_families(metrics)}
+    assert [sample.value for sample in families["binlake_rows_applied"].samples
+            if sample.name.endswith("_total") and sample.labels["operation"] == "insert"] == [1]
     reconciled = outside.run("binlake", "--config", config_path, "reconcile", "--json")
     assert reconciled.returncode == 0, reconciled.stdout + reconciled.stderr
     [report] = json.loads(reconciled.stdout)

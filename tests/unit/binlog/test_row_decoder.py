@@ -32,7 +32,6 @@ def int_column(name: str = "id") -> Column:
         (FIELD_TYPE.DATETIME, ColumnInfo("x", "datetime", "datetime", True)),  # the pre-5.6 format
         (FIELD_TYPE.TIMESTAMP, ColumnInfo("x", "timestamp", "timestamp", True)),
         (FIELD_TYPE.VAR_STRING, ColumnInfo("x", "varchar", "varchar(5)", True)),
-        (FIELD_TYPE.JSON, ColumnInfo("x", "json", "json", True)),  # MySQL's binary JSON
     ],
 )
 def test_an_uncovered_column_type_makes_the_table_fall_back(binlog_type: int, info: ColumnInfo) -> None:

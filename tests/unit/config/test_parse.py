@@ -344,3 +344,28 @@ def test_maintenance_settings_are_per_table_with_documented_defaults() -> None:
                      ({"min_files_to_compact": 1}, "min_files_to_compact")):
         with pytest.raises(ConfigError, match=key):
             parse_config(with_key("sink.tables", {"shop.orders": {"maintenance": bad}}))
+# -- metrics (docs/production.md "Metrics") ---------------------------------------------------------
+
+
+def test_metrics_endpoint_is_off_by_default_and_reads_host_and_port() -> None:
+    assert parse_config(VALID).metrics.host_port is None
+    config = parse_config(with_key("metrics", {"address": "127.0.0.1:9464", "refresh_seconds": 2}))
+    assert config.metrics.host_port == ("127.0.0.1", 9464)
+    assert config.metrics.refresh_seconds == 2.0
+    assert parse_config(with_key("metrics", {"address": "[::1]:0"})).metrics.host_port == ("::1", 0)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "key"),
+    [
+        ({"address": "9464"}, "metrics.address"),
+        ({"address": "localhost:port"}, "metrics.address"),
+        ({"address": "127.0.0.1:70000"}, "metrics.address"),
+        ({"refresh_seconds": 0}, "metrics.refresh_seconds"),
+        ({"port": 9464}, "metrics.port"),
+    ],
+)
+def test_every_metrics_key_is_checked_and_named(metrics: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(with_key("metrics", metrics))
+    assert error.value.key == key

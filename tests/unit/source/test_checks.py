@@ -38,6 +38,18 @@ def test_mysql_partial_json_is_accepted_and_an_unknown_row_value_option_refused(
     assert "binlog_row_value_options=''" in raised.value.remedy
 
 
+def test_minimal_row_metadata_is_accepted_and_no_log_refused() -> None:
+    # MINIMAL (MySQL 8's default) logs no column names: the reader names them from the schema by position.
+    minimal = [*GOOD[:3], ("binlog_row_metadata", "MINIMAL")]
+    assert check_server_settings(server(minimal))["binlog_row_metadata"] == "MINIMAL"
+    for value in ("NO_LOG", None):
+        variables = GOOD[:3] if value is None else [*GOOD[:3], ("binlog_row_metadata", value)]
+        with pytest.raises(ServerSettingsError, match=f"binlog_row_metadata is '{value or '<missing>'}', binlake "
+                           "needs 'MINIMAL' or 'FULL'") as raised:
+            check_server_settings(server(variables))
+        assert "binlog_row_metadata=MINIMAL or FULL" in raised.value.remedy
+
+
 def test_mysql_transaction_compression_and_mariadb_log_bin_compress_are_not_refused() -> None:
     # The binlog reader opens MySQL's TRANSACTION_PAYLOAD events (cdc_lib/binlog/payload.py, issue 27).
     assert check_server_settings(server([*GOOD, ("binlog_transaction_compression", "OFF")]))

@@ -73,3 +73,44 @@ def test_other_server_resumes_by_gtid_only_with_our_history() -> None:
         plan_resume("d.t", at("bin.000001", 4, None), at("bin.000002", 800, "0-1-20", REPLICA), LOGS)
     with pytest.raises(ServerHistoryError, match="several GTID domains"):
         plan_resume("d.t", at("bin.000001", 4, "0-1-3,1-1-2"), at("bin.000002", 8, "0-1-20,1-1-9", REPLICA), LOGS)
+
+
+U, V = "93e95066-a2f4-11ec-9b69-9657f0ae95e2", "a7c5e9d2-5b1f-11f1-8c3a-0242ac120002"
+MYSQL_1, MYSQL_2 = ServerIdentity(1, U), ServerIdentity(2, V)
+
+
+def test_mysql_sets_compare_as_sets_tags_included() -> None:
+    assert state_contains(f"{U}:1-5,{V}:t:1-2", f"{U}:1-3,{V}:t:2")
+    assert not state_contains(f"{U}:1-5,{V}:1-2", f"{V}:t:1")  # a tagged GTID is not its untagged twin
+    assert not state_contains(f"{U}:1-2:4-5", f"{U}:3")  # a hole is a missing transaction
+    assert state_contains(f"{U}:1-5", None) and not state_contains(None, f"{U}:1")
+    assert not state_contains("0-1-10", f"{U}:1") and not state_contains(f"{U}:1", "0-1-10")  # never across flavours
+    assert advance_state(f"{U}:1-5", f"{V}:Tag:1") == f"{U}:1-5,{V}:tag:1"
+    assert advance_state(None, f"{U}:1") == f"{U}:1"
+    # A read for several tables starts from what all of them applied.
+    assert earliest_state([f"{U}:1-9,{V}:t:1-3", f"{U}:1-5:7-12", f"{U}:1-20,{V}:t:2"]) == f"{U}:1-5:7-9"
+    assert earliest_state([f"{U}:1-9", None]) == ""
+
+
+def test_mysql_resumes_on_another_server_holding_the_tables_set() -> None:
+    stored = BinlogPosition("binlog.000001", 1560, f"{U}:1-3,{V}:t:1", MYSQL_1)
+    assert plan_resume("d.t", stored, BinlogPosition("r.000003", 900, f"{U}:1-5,{V}:t:1", MYSQL_2), LOGS,
+                       purged=f"{U}:1").mode == "gtid"
+    caught_up = BinlogPosition("r.000003", 900, f"{V}:t:1,{U}:1-3", MYSQL_2)  # the same set, written otherwise
+    assert plan_resume("d.t", stored, caught_up, LOGS).translated == caught_up
+
+
+def test_mysql_refuses_a_server_lacking_a_transaction_or_having_purged_one() -> None:
+    stored = BinlogPosition("binlog.000001", 1560, f"{U}:1-3,{V}:t:1", MYSQL_1)
+    with pytest.raises(ServerHistoryError, match=f"it lacks {V}:t:1") as refused:
+        plan_resume("d.t", stored, BinlogPosition("r.000003", 900, f"{U}:1-5", MYSQL_2), LOGS)
+    assert "binlake snapshot --table d.t" in refused.value.remedy
+    with pytest.raises(ServerHistoryError, match=f"so {U}:4 are no longer in its binlog"):
+        plan_resume("d.t", stored, BinlogPosition("r.000003", 900, f"{U}:1-5,{V}:t:1", MYSQL_2), LOGS,
+                    purged=f"{U}:1-4")
+    # The same server after RESET MASTER (binary logs and GTID set start again) is refused too.
+    with pytest.raises(ServerHistoryError, match="RESET MASTER"):
+        plan_resume("d.t", stored, BinlogPosition("binlog.000001", 157, f"{U}:1", MYSQL_1), LOGS)
+    # A server that reports no executed set (gtid_mode OFF) keeps reading the same server by file/offset.
+    assert plan_resume("d.t", stored, BinlogPosition("binlog.000001", 1600, None, MYSQL_1),
+                       [("binlog.000001", 1600)]).mode == "position"

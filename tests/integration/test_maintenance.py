@@ -125,7 +125,7 @@ def test_maintenance_beside_a_running_sync_compacts_and_vacuums_and_fails_no_bat
     worker.join()
     assert failures == []
     assert_no_failed_batch(results)
-    assert len(outcomes) >= 3, "maintenance ran several times beside the sync"
+    assert len(outcomes) >= 2, "maintenance ran more than once beside the sync"
     assert sum(outcome.compacted_files for outcome in outcomes) > 0, "a compaction landed beside the sync"
 
     # What the batches left: compacted, checkpointed, every removed file removed from disk.

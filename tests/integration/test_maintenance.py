@@ -30,9 +30,10 @@ from cdc_lib.pipeline.sync import SyncResult
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.change_feed import consume
 from cdc_lib.sink.delta_rs import key_rewrite
-from cdc_lib.sink.delta_rs.writer import arrow_fold
+from cdc_lib.sink.delta_rs.writer import arrow_fold, storage_options, table_uri
 from cdc_lib.sink.merge import merge_changes
 from tests.conftest import run_cli, source_rows, sql, write_config_file
+from tests.integration.conftest import s3_sink
 from tests.integration.mixed_batches import mixed
 
 #: Settings that make a small test table worth maintaining at once: every removed file may go.
@@ -336,3 +337,36 @@ def test_leftovers_a_dead_batch_scratch_log_and_an_abandoned_snapshot_document_a
     assert store.read_document(name, f"snapshots/{table}.json")[0] is None
     assert any("abandoned snapshot document" in leftover for leftover in done.leftovers_removed)
     assert read_back(str(path)) == source_rows(mariadb, table)
+
+
+def data_objects(endpoint: str, bucket: str) -> list[str]:
+    """The Parquet objects of the tables in `bucket` (the log aside)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint)
+    keys = [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="lake/")
+            for item in page.get("Contents", [])]
+    return [key for key in keys if key.endswith(".parquet") and "/_delta_log/" not in key]
+
+
+def test_maintenance_on_an_s3_sink(
+    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig], s3_endpoint: str,
+    s3_bucket: str,
+) -> None:
+    table = items(mariadb, database, rows=60)
+    config = make_config([table], sink=s3_sink(s3_endpoint, s3_bucket, tables={table: {"maintenance": EAGER}}),
+                         offsets={}, batch__writer="delta-rs")
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    batches(mariadb, pipeline, table)
+    path = pipeline.table_path(table)
+    objects = data_objects(s3_endpoint, s3_bucket)
+
+    outcome = maintain(pipeline.context)[0]
+    assert outcome.compacted_files >= 2 and outcome.vacuumed_files > 0 and outcome.vacuumed_bytes > 0
+    left = data_objects(s3_endpoint, s3_bucket)
+    assert len(left) < len(objects)
+    options = storage_options(path, pipeline.sink)
+    scanned = DeltaTable(table_uri(path), storage_options=options).to_pyarrow_table().to_pylist()
+    assert sorted(tuple(row.values()) for row in scanned) == source_rows(mariadb, table)
+    assert last_maintenance(pipeline.context, table) is not None

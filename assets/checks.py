@@ -322,7 +322,8 @@ def build_freshness_checks(
     `FreshnessPolicy` only counts materializations, and a CDC table with no
     source change is not re-materialized: it would turn stale while perfectly
     current. These checks also accept observations carrying
-    `dagster/last_updated_timestamp`, which every micro-batch records.
+    `dagster/last_updated_timestamp`, which every micro-batch records. A table with a `freshness` setting
+    also carries Dagster's `FreshnessPolicy` (`assets.tables.freshness_policy`): "a change arrived within".
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.SupersessionWarning)

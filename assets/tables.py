@@ -19,6 +19,7 @@ The cheap health checks (consistency, lag, binlog runway) run inside the
 micro-batch step, so every scheduled run refreshes them for every table.
 """
 
+import datetime as dt
 import time
 import warnings
 from collections.abc import Iterator
@@ -38,7 +39,8 @@ from assets.discovery import (
 from assets.metrics import metric_observations
 from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
-from cdc_lib.config.model import PipelineConfig
+from cdc_lib.changes import metadata_columns
+from cdc_lib.config.model import Freshness, PipelineConfig
 from cdc_lib.display.progress import ProgressLines
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.tables import TableSchema as SourceSchema
@@ -78,9 +80,17 @@ class TableAssets:
 # -- metadata -------------------------------------------------------------------------------------
 
 
-def column_schema(table: str, schema_json: dict[str, Any]) -> dg.TableSchema:
-    """The Delta table's columns (Spark types), each described by its MySQL type; key columns marked."""
+def column_schema(table: str, schema_json: dict[str, Any], *, with_metadata_columns: bool = False) -> dg.TableSchema:
+    """The Delta table's columns (Spark types), each described by its MySQL type; key columns marked; then
+    binlake's metadata columns when the table has them (`sink.metadata_columns`)."""
     schema = SourceSchema.from_json(TableRef.parse(table), schema_json)
+    extra = [
+        dg.TableColumn(name=name, type="timestamp", description=description)
+        for name, description in (
+            (metadata_columns.SOURCE_TS, "binlake: source commit time of the row's last change (UTC, seconds)"),
+            (metadata_columns.APPLIED_TS, "binlake: when the batch that wrote the row was applied (UTC)"),
+        )
+    ] if with_metadata_columns else []
     return dg.TableSchema(
         columns=[
             dg.TableColumn(
@@ -95,7 +105,7 @@ def column_schema(table: str, schema_json: dict[str, Any]) -> dg.TableSchema:
                 ),
             )
             for column in schema.columns
-        ]
+        ] + extra
     )
 
 
@@ -204,7 +214,9 @@ def change_metadata(
         metadata["delta_version"] = dg.MetadataValue.int(changes.delta_version)
     table_state = state.tables.get(table)
     if table_state is not None:
-        metadata["dagster/column_schema"] = column_schema(table, table_state.schema)
+        metadata["dagster/column_schema"] = column_schema(
+            table, table_state.schema, with_metadata_columns=pipeline.config.sink.metadata_columns_for(table)
+        )
     return metadata
 
 
@@ -278,7 +290,10 @@ def discovered_metadata(
     table_state = state.tables.get(found.table)
     if table_state is not None:
         metadata["rows_at_snapshot"] = dg.MetadataValue.int(table_state.rows_snapshotted)
-        metadata["dagster/column_schema"] = column_schema(found.table, table_state.schema)
+        metadata["dagster/column_schema"] = column_schema(
+            found.table, table_state.schema,
+            with_metadata_columns=pipeline.config.sink.metadata_columns_for(found.table),
+        )
     return metadata
 
 
@@ -300,7 +315,10 @@ def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pi
         metadata["catalog_error"] = dg.MetadataValue.text(result.catalog_error)
     table_state = state.tables.get(result.table)
     if table_state is not None:
-        metadata["dagster/column_schema"] = column_schema(result.table, table_state.schema)
+        metadata["dagster/column_schema"] = column_schema(
+            result.table, table_state.schema,
+            with_metadata_columns=pipeline.config.sink.metadata_columns_for(result.table),
+        )
     return metadata
 
 
@@ -351,6 +369,25 @@ def table_spec(*, config: PipelineConfig, names: PipelineNames, table: str) -> d
         metadata={"dagster/uri": dg.MetadataValue.path(path), "source_table": table, "pipeline": config.pipeline},
         tags={"binlake/pipeline": config.pipeline},
         skippable=True,
+        freshness_policy=freshness_policy(config.sink.freshness_for(table)),
+    )
+
+
+def freshness_policy(freshness: Freshness | None) -> dg.FreshnessPolicy | None:
+    """Dagster's own freshness policy for a table's `freshness` setting (docs/dagster.md#freshness).
+
+    Dagster 1.13 judges it by the asset's last materialization only, and a micro-batch materializes a table only
+    when it wrote a change to it: the policy says "a source change reached the Delta table within the window"
+    (what dbt's source freshness says over `_binlake_applied_ts`), for tables whose source changes that often.
+    Whether binlake keeps up with an idle table is the last-update freshness check's (`assets.checks`), which
+    also counts the observations of unchanged tables.
+    """
+    if freshness is None:
+        return None
+    warn = freshness.warn_after_minutes
+    return dg.FreshnessPolicy.time_window(
+        fail_window=dt.timedelta(minutes=freshness.fail_after_minutes),
+        warn_window=dt.timedelta(minutes=warn) if warn is not None else None,
     )
 
 

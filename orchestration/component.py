@@ -1,7 +1,8 @@
 """binlake as a Dagster component: one `defs.yaml` per pipeline in any `dg` project.
 
 `dg scaffold defs orchestration.component.BinlakeComponent <name>` writes a `defs.yaml` whose attributes are
-the keys of a binlake pipeline file (pipeline, source, sink, offsets, spark, batch, snapshot, catalog), or a
+the keys of a binlake pipeline file (pipeline, source, sink, offsets, spark, batch, snapshot, catalog,
+metrics), or a
 `config_path` naming such a file, plus the orchestration settings the code location reads from `BINLAKE_*`
 variables. When Dagster loads the project, each instance validates its keys with the pipeline file's own
 parser (same keys, same errors), checks that it does not overwrite another binlake instance of the project,
@@ -32,7 +33,7 @@ from orchestration.definitions import InlineConfig, build_definitions
 from orchestration.settings import OrchestrationSettings
 
 #: The top-level keys of a pipeline file, each an attribute of the component.
-PIPELINE_KEYS = ("pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot", "catalog")
+PIPELINE_KEYS = ("pipeline", "source", "sink", "offsets", "spark", "batch", "snapshot", "catalog", "metrics")
 #: Keys whose value is a secret: inline, only a `${VAR}` placeholder may stand there.
 SECRET_KEYS = (("source", "password"), ("sink", "secret_access_key"), ("sink", "session_token"))
 
@@ -87,6 +88,7 @@ def defs_yaml_template(type_name: str, name: str) -> str:
           # batch: {{max_events: 100000, max_seconds: 60}}
           # snapshot: {{rows_per_partition: 500000, max_partitions: 8}}
           # catalog: {{enabled: true}}    # name the tables in a Spark catalog (docs/catalog.md)
+          # metrics: {{address: "127.0.0.1:9464"}}    # OpenMetrics endpoint while follow mode runs (docs/production.md)
 
           # Or, instead of the keys above, a pipeline file of its own (relative to this folder):
           # config_path: binlake.yaml
@@ -121,6 +123,7 @@ class BinlakeComponent(dg.Component, dg.Resolvable, dg.Model):
     batch: Any = Field(default=None, description="Micro-batch bounds.")
     snapshot: Any = Field(default=None, description="Snapshot partitioning.")
     catalog: Any = Field(default=None, description="Register the Delta tables under names in a Spark catalog.")
+    metrics: Any = Field(default=None, description="The OpenMetrics endpoint follow mode serves (address).")
     tables: list[str] | None = Field(
         default=None, description="Build assets for these tables only (default: every table source.tables selects)."
     )

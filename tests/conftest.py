@@ -191,6 +191,8 @@ def _sink_document(config: PipelineConfig) -> dict[str, Any]:
     optional = {"endpoint_url": settings.endpoint_url, "region": settings.region,
                 "path_style_access": settings.path_style_access}
     document.update({key: value for key, value in optional.items() if value is not None})
+    if config.sink.metadata_columns:
+        document["metadata_columns"] = True
     if settings.credentials is not None:
         document.update(access_key_id="${AWS_ACCESS_KEY_ID}", secret_access_key="${AWS_SECRET_ACCESS_KEY}")
     return document

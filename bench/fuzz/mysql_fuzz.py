@@ -31,9 +31,9 @@ Outcomes: `ok`; `expected-stop` (the payload refusal, and everything matched bef
 the round did not call for). A failure prints its seed, round and the transaction list.
 
 `--spark` adds BIGINT UNSIGNED and DECIMAL past 15 digits, which binlake writes with Spark only (deltalake's
-statistics of them are inexact), so a SparkSession starts. `--minimal-metadata` writes TABLE_MAPs without column
-names (binlog_row_metadata=MINIMAL, and the stub says so) in 30 % of rounds; off by default until binlake maps
-columns by position from information_schema (issue 27, part A).
+statistics of them are inexact), so a SparkSession starts. 30 % of rounds write TABLE_MAPs without column names
+(binlog_row_metadata=MINIMAL, MySQL 8's default, and the stub says so), which binlake names from the table's schema by
+position (`cdc_lib.binlog.column_positions`); `--full-metadata-only` turns them off.
 """
 
 from __future__ import annotations
@@ -55,20 +55,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-from deltalake import CommitProperties, write_deltalake
-from deltalake import Transaction as AppTransaction
-
 from cdc_lib.binlog.payload import PayloadTooLargeError
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
-from cdc_lib.model.tables import TableRef, TableSchema
-from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.commits import app_id
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from tests.mysql_binlog_writer import (
     DELETE_ROWS,
     JSON_INSERT,
@@ -84,6 +75,7 @@ from tests.mysql_binlog_writer import (
     json_key_order,
 )
 from tests.mysql_stub import BinlogFile, MySQLStub, StubColumn, StubTable
+from tests.replay_start import stub_schema, write_snapshot_commit
 
 DATABASE = "shop"
 PIPELINE = "mysqlfuzz"
@@ -584,18 +576,6 @@ def _config(stub: MySQLStub, lake: Path, plan: RoundPlan, *, max_events: int | N
     })
 
 
-def _schema(table: StubTable) -> TableSchema:
-    """The table as binlake reads it from the stub's information_schema answer."""
-    columns = tuple(
-        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
-                   numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
-        in (column.information_schema() for column in table.columns)
-    )
-    return TableSchema(table=TableRef(table.database, table.name), columns=columns, primary_key=table.primary_key)
-
-
 def _delta_value(column: Column, value: Any) -> Any:
     """A model value as the snapshot holds it in Delta (docs/types.md)."""
     if value is None:
@@ -608,26 +588,9 @@ def _delta_value(column: Column, value: Any) -> Any:
 
 
 def _write_snapshot(config: PipelineConfig, plan: TablePlan, rows: list[Row], end: BinlogPosition) -> None:
-    """A snapshot commit as binlake's one-shot snapshot leaves it (`kind: snapshot`, its `end` the table's
-    offset, the table's SetTransaction), written with `deltalake`: the sync adopts it (the Delta log wins)."""
-    schema = _schema(plan.stub())
-    name = schema.table.name  # db.table
-    application = app_id(config.pipeline, name)
-    target = delta_rs_writer.arrow_schema(schema)
-    target = target.remove(target.get_field_index(delta_rs_writer.OPERATION_COLUMN))
-    metadata = {
-        "pipeline": config.pipeline, "table": name, "batch_seq": 1, "snapshot_low": end.to_json(),
-        "end": end.to_json(), "schema": schema.to_json(), "kind": "snapshot", "app_id": application,
-        "writer": "delta-rs", "format": COMMIT_FORMAT,
-    }
+    """The round's snapshot rows as binlake's one-shot snapshot leaves them (tests/replay_start.py)."""
     values = [{column.name: _delta_value(column, row[column.name]) for column in plan.table.columns} for row in rows]
-    write_deltalake(
-        config.sink.table_path(DATABASE, plan.name), pa.Table.from_pylist(values, schema=target), mode="overwrite",
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": json.dumps(metadata, sort_keys=True)},
-            app_transactions=[AppTransaction(app_id=application, version=1)],
-        ),
-    )
+    write_snapshot_commit(config, stub_schema(plan.stub()), values, end)
 
 
 def _tagged(value: Any) -> Any:
@@ -864,6 +827,8 @@ class Totals:
     key_changes: int = 0
     rotations: int = 0
     ddl: int = 0
+    #: Rounds whose TABLE_MAPs name no columns (binlog_row_metadata=MINIMAL).
+    minimal_metadata: int = 0
     batches: int = 0
     rows_compared: int = 0
     results: dict[str, int] = field(default_factory=dict)
@@ -871,7 +836,7 @@ class Totals:
 
 
 class Fuzzer:
-    def __init__(self, work: Path, *, minimal_metadata: bool = False, wide: bool = False,
+    def __init__(self, work: Path, *, minimal_metadata: bool = True, wide: bool = False,
                  out: Callable[[str], None] = print) -> None:
         self.work, self.minimal_metadata, self.wide, self.out = work, minimal_metadata, wide, out
         self.totals = Totals()
@@ -885,6 +850,7 @@ class Fuzzer:
         totals = self.totals
         transactions = plan.transactions()
         totals.rounds += 1
+        totals.minimal_metadata += plan.minimal_metadata
         totals.transactions += len(transactions)
         totals.compressed += sum(transaction.compressed for transaction in transactions)
         totals.rotations += sum(transaction.rotate_after for transaction in transactions)
@@ -913,7 +879,7 @@ class Fuzzer:
             totals.failures.append(f"seed {seed} round {round_number}: {outcome.result}")
             self.out(f"FAILURE seed {seed} round {round_number}: {outcome.result}\n{outcome.detail[:3000]}\n"
                      f"replay: python -m bench.fuzz.mysql_fuzz --seed {seed} --round {round_number}"
-                     + (" --minimal-metadata" if self.minimal_metadata else "") + (" --spark" if self.wide else "")
+                     + ("" if self.minimal_metadata else " --full-metadata-only") + (" --spark" if self.wide else "")
                      + "\n" + plan.script()[:8000])
         return outcome
 
@@ -923,8 +889,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="run rounds until this much time has passed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--round", type=int, default=None, help="run this one round and print its plan")
-    parser.add_argument("--minimal-metadata", action="store_true",
-                        help="some rounds write TABLE_MAPs without column names (binlog_row_metadata=MINIMAL)")
+    parser.add_argument("--full-metadata-only", action="store_true",
+                        help="no round writes TABLE_MAPs without column names (by default about 30%% do: "
+                        "binlog_row_metadata=MINIMAL, MySQL 8's default)")
     parser.add_argument("--spark", action="store_true",
                         help="also BIGINT UNSIGNED and DECIMAL past 15 digits, which only Spark writes (batch.writer "
                         "auto: a SparkSession starts)")
@@ -932,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = arguments.work or Path(tempfile.mkdtemp(prefix="mysql-fuzz-"))
-    fuzzer = Fuzzer(work, minimal_metadata=arguments.minimal_metadata, wide=arguments.spark)
+    fuzzer = Fuzzer(work, minimal_metadata=not arguments.full_metadata_only, wide=arguments.spark)
     if arguments.round is not None:
         print(fuzzer.plan(arguments.seed, arguments.round).script()[:20000])
         outcome = fuzzer.round(arguments.seed, arguments.round)

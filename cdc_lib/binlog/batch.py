@@ -29,6 +29,7 @@ from cdc_lib.binlog.transaction import (
     transaction_control,
 )
 from cdc_lib.changes.events import CommitStamp, TableChanges, batch_changes
+from cdc_lib.changes.metadata_columns import StampedChanges
 from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig, TableMode
@@ -62,6 +63,8 @@ class TableCursor:
     schema: TableSchema
     #: How the table keeps changes (config.TableMode): soft-delete and history tables fold with commit stamps.
     mode: TableMode = "mirror"
+    #: Whether its rows carry the source commit time for binlake's metadata columns (cdc_lib.changes.metadata_columns).
+    metadata_columns: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,9 @@ class BinlogRead:
                 self.result.table_errors[cursor.name] = TableFailure(exc, cursor.position)
         self.modes = {cursor.name: cursor.mode for cursor in cursors}
         # Only soft-delete and history tables need each commit's time and order (mirror tables skip the cost).
-        self.stamped = any(mode != "mirror" for mode in self.modes.values())
+        self.stamped = any(mode != "mirror" for mode in self.modes.values()) or any(
+            cursor.metadata_columns for cursor in cursors
+        )
         self.start_state = earliest_state([cursor.position.gtid for cursor in cursors]) if self.by_gtid else None
         self.gtid: str | None = self.start_state if self.by_gtid else self.start.gtid
         #: `gtid` parsed, on MySQL: advancing a parsed set costs a tenth of parsing its text per transaction.
@@ -222,11 +227,14 @@ class BinlogRead:
     def _batch_fold(self, name: str) -> TableChanges:
         if name in self.spill.tables:
             return SpilledChanges(self.decoders[name].key_positions, log=self._log_of(name))
+        if self.by_name[name].metadata_columns:
+            return StampedChanges(self.decoders[name].key_positions)
         return batch_changes(self.modes[name], self.decoders[name].key_positions)
 
     def check_buffered(self, name: str, transaction: OpenTransaction) -> None:
         """Past `batch.max_buffered_changes` row images of one table in memory, the read restarts spilling it."""
-        if name in self.spill.tables:
+        if name in self.spill.tables or self.by_name[name].metadata_columns:
+            # A spilled fold keeps no commit times: a table with metadata columns is held in memory.
             return
         folded = self.result.changes.get(name)
         if transaction.buffered(name) + (folded.buffered if folded is not None else 0) > self.spill.limit:

@@ -15,6 +15,7 @@ together.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -40,6 +41,24 @@ from cdc_lib.model.json_text import MySqlJson
 
 #: The python-mysql-replication release whose private attributes this module was checked against.
 VERIFIED_VERSION = "1.0.17"
+
+
+class _MetadataAdviceFilter(logging.Filter):
+    """Drops the library's warning, at each stream it opens, that binlog_row_metadata is not FULL.
+
+    binlake checks the setting itself (`source.checks`) and reads MINIMAL table maps by position
+    (`column_positions`), so the advice is wrong for binlake's users, and a follow mode that opens a stream per batch
+    would repeat it at every batch.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "BINLOG_ROW_METADATA = FULL" not in record.getMessage()
+
+
+_library_log = logging.getLogger("pymysqlreplication")
+if not any(isinstance(existing, _MetadataAdviceFilter) for existing in _library_log.filters):
+    _library_log.addFilter(_MetadataAdviceFilter())
+
 #: The library's distribution name (it is imported as `pymysqlreplication`).
 DISTRIBUTION = "mysql-replication"
 

@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cdc_lib.changes import metadata_columns
 from cdc_lib.changes.events import Row, Version
 from cdc_lib.errors import BinlakeError
 
@@ -30,7 +31,10 @@ METADATA_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "soft_delete": ((DELETED_AT, "timestamp"),),
     "history": ((VALID_FROM, "timestamp"), (VALID_TO, "timestamp"), (IS_CURRENT, "boolean"), (SEQUENCE, "bigint")),
 }
-ALL_METADATA_COLUMNS = frozenset(name for columns in METADATA_COLUMNS.values() for name, _ in columns)
+#: Every column binlake adds to a source's: the modes', and the optional ones of `sink.metadata_columns`.
+ALL_METADATA_COLUMNS = frozenset(
+    {*(name for columns in METADATA_COLUMNS.values() for name, _ in columns), *metadata_columns.NAMES}
+)
 
 #: Bits of `_binlake_sequence` below the batch sequence: the transaction's order in the batch read.
 _ORDINAL_BITS = 32

@@ -77,6 +77,15 @@ class MaintenanceConfig:
 
 
 @dataclass(frozen=True)
+class Freshness:
+    """How recent a table's last applied change must be (`freshness`; docs/dagster.md#freshness): the Dagster
+    assets carry it as a freshness policy, failing past `fail_after_minutes`, warning past `warn_after_minutes`."""
+
+    fail_after_minutes: int
+    warn_after_minutes: int | None = None
+
+
+@dataclass(frozen=True)
 class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
 
@@ -84,6 +93,8 @@ class TableSettings:
     change_data_feed: bool | None = None
     mode: TableMode | None = None
     maintenance: MaintenanceConfig | None = None
+    metadata_columns: bool | None = None
+    freshness: Freshness | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,11 @@ class SinkConfig:
     change_data_feed: bool = False
     #: The tables' mode unless overridden per table (docs/table-modes.md).
     mode: TableMode = "mirror"
+    #: `_binlake_source_ts` and `_binlake_applied_ts` after the source's columns of mirror tables, for incremental
+    #: consumers and freshness tools (docs/readers.md#metadata-columns). Off: the table is the source's columns only.
+    metadata_columns: bool = False
+    #: Each table's freshness expectation unless overridden per table; None: no freshness policy.
+    freshness: Freshness | None = None
 
     @property
     def on_s3(self) -> bool:
@@ -125,6 +141,22 @@ class SinkConfig:
     def maintenance_for(self, table: str) -> MaintenanceConfig:
         """`table`'s ('database.table') maintenance settings: its own, else the defaults."""
         return self.tables.get(table, TableSettings()).maintenance or MaintenanceConfig()
+
+    def metadata_columns_for(self, table: str) -> bool:
+        """Whether `table` ('database.table') carries binlake's metadata columns: its override, else the pipeline's.
+
+        Mirror tables only: soft-delete and history tables carry their own commit times (the config refuses the
+        per-table combination; a pipeline-wide default simply passes them by).
+        """
+        if self.mode_for(table) != "mirror":
+            return False
+        override = self.tables.get(table, TableSettings()).metadata_columns
+        return self.metadata_columns if override is None else override
+
+    def freshness_for(self, table: str) -> Freshness | None:
+        """`table`'s freshness expectation: its own, else the pipeline's (None: none)."""
+        override = self.tables.get(table, TableSettings()).freshness
+        return self.freshness if override is None else override
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

@@ -17,6 +17,7 @@ from cdc_lib.config.model import (
     WRITERS,
     BatchConfig,
     CatalogConfig,
+    Freshness,
     HiveMetastoreConfig,
     MaintenanceConfig,
     MetricsConfig,
@@ -208,7 +209,9 @@ def _default(config_class: type, name: str) -> Any:
 
 def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[str, ...]) -> SinkConfig:
     _reject_unknown(
-        document, "sink.", {"path", "deletion_vectors", "change_data_feed", "tables", "mode", *_SINK_S3_KEYS}
+        document, "sink.",
+        {"path", "deletion_vectors", "change_data_feed", "tables", "mode", "metadata_columns", "freshness",
+         *_SINK_S3_KEYS},
     )
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")
@@ -218,6 +221,10 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
     overrides = _table_settings(document.get("tables"), patterns)
     chosen_mode = _table_mode(document, "sink.")
     mode: TableMode = _default(SinkConfig, "mode") if chosen_mode is None else chosen_mode
+    chosen_columns = _boolean(document, "metadata_columns", "sink.")
+    metadata_columns: bool = _default(SinkConfig, "metadata_columns") if chosen_columns is None else chosen_columns
+    _check_metadata_columns(mode, metadata_columns, "sink.")
+    freshness = _freshness(document, "sink.")
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
             "sink.path", f"'{path}' uses a scheme Spark's Hadoop cannot write",
@@ -236,7 +243,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             )
         return SinkConfig(
             path=path, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed, tables=overrides,
-            mode=mode,
+            mode=mode, metadata_columns=metadata_columns, freshness=freshness,
         )
     bucket, _ = split_s3_uri(path)
     if not _BUCKET_PATTERN.match(bucket) or ".." in bucket:
@@ -256,6 +263,8 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
         change_data_feed=change_data_feed,
         tables=overrides,
         mode=mode,
+        metadata_columns=metadata_columns,
+        freshness=freshness,
     )
 
 
@@ -350,14 +359,21 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
                 remedy="fix the name, or add the table to source.tables",
             )
         entry_doc = _mapping(entry, f"sink.tables.{name}")
-        _reject_unknown(entry_doc, prefix, {"deletion_vectors", "change_data_feed", "mode", "maintenance"})
+        _reject_unknown(
+            entry_doc, prefix,
+            {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "maintenance"},
+        )
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
             mode=_table_mode(entry_doc, prefix),
             maintenance=None if entry_doc.get("maintenance") is None else _maintenance(
                 _mapping(entry_doc["maintenance"], f"{prefix}maintenance"), f"{prefix}maintenance."),
+            metadata_columns=_boolean(entry_doc, "metadata_columns", prefix),
+            freshness=_freshness(entry_doc, prefix),
         )
+        if overrides[name].metadata_columns:
+            _check_metadata_columns(overrides[name].mode, True, prefix)
     return overrides
 
 
@@ -396,6 +412,36 @@ def _hours(document: Mapping[str, Any], key: str, prefix: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 24 * 365 * 100:
         raise ConfigError(f"{prefix}{key}", f"must be a number of hours (0 or more), got '{value}'")
     return float(value)
+
+
+def _freshness(document: Mapping[str, Any], prefix: str) -> Freshness | None:
+    """`freshness: {fail_after_minutes, warn_after_minutes}`: whole minutes, a warning before the failure."""
+    value = document.get("freshness")
+    if value is None:
+        return None
+    where = f"{prefix}freshness."
+    entry = _mapping(value, f"{prefix}freshness")
+    _reject_unknown(entry, where, {"fail_after_minutes", "warn_after_minutes"})
+    fail = _integer(entry, "fail_after_minutes", where, low=1, high=_MINUTES_A_YEAR)
+    warn = None if entry.get("warn_after_minutes") is None else _integer(
+        entry, "warn_after_minutes", where, low=1, high=_MINUTES_A_YEAR
+    )
+    if warn is not None and warn >= fail:
+        raise ConfigError(f"{where}warn_after_minutes", f"must be below fail_after_minutes ({fail}), got {warn}",
+                          remedy="warn before the failure, or leave warn_after_minutes out")
+    return Freshness(fail_after_minutes=fail, warn_after_minutes=warn)
+
+
+_MINUTES_A_YEAR = 525_600
+
+
+def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, prefix: str) -> None:
+    """Metadata columns are a mirror's: soft-delete and history tables carry their own commit times."""
+    if metadata_columns and mode not in (None, "mirror"):
+        raise ConfigError(
+            f"{prefix}metadata_columns", f"applies to mirror tables only, not mode {mode}",
+            remedy="leave it out: soft_delete and history tables carry their own commit times (docs/table-modes.md)",
+        )
 
 
 def _table_mode(document: Mapping[str, Any], prefix: str) -> TableMode | None:

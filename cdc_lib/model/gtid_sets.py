@@ -217,7 +217,9 @@ class MysqlGtidSet:
     def _decode(cls, data: bytes) -> MysqlGtidSet:
         tagged = data[0] == _TAGGED_FORMAT and data[7] == _TAGGED_FORMAT
         count = int.from_bytes(data[1:7], "little") if tagged else struct.unpack_from("<Q", data)[0]
-        offset, entries = 8, {}
+        offset = 8
+        # A (uuid, tag) listed twice (MySQL writes each once) keeps both lists of intervals, merged by `of`.
+        entries: dict[Tsid, list[tuple[int, int]]] = {}
         for _ in range(count):
             uuid = _uuid(data[offset:offset + 16].hex())
             offset += 16
@@ -233,7 +235,7 @@ class MysqlGtidSet:
                 start, end = struct.unpack_from("<QQ", data, offset)
                 offset += 16
                 intervals.append((start, end - 1))
-            entries[(uuid, tag)] = intervals
+            entries.setdefault((uuid, tag), []).extend(intervals)
         return cls.of(entries)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cdc_lib.changes import metadata_columns
 from cdc_lib.errors import SchemaChangeError
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import ColumnInfo, quote_identifier, spark_type_ddl
@@ -204,14 +205,25 @@ def evolve_delta_table(
     if diff.retyped:
         rewrite_column_types(spark, path, diff.retyped)
     literals = {column.name: default_literal(column, generated=column.name in generated) for column in diff.added}
-    existing = set(spark.read.format("delta").load(path).columns)
+    order = spark.read.format("delta").load(path).columns
+    existing = set(order)
     missing = [column for column in diff.added if column.name not in existing]
     if missing:
         if any(spark_type_ddl(column) == "timestamp_ntz" for column in missing):
             # A table written without DATETIME columns lacks the feature, and Delta will not add it implicitly.
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
-        definitions = ", ".join(f"{quote_identifier(column.name)} {spark_type_ddl(column)}" for column in missing)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
+        source_columns = [name for name in order if name not in metadata_columns.NAMES]
+        if len(source_columns) < len(order):
+            # binlake's metadata columns stay last (docs/readers.md#metadata-columns): each new column goes after
+            # the source's last one, one at a time so each AFTER names a column that is there.
+            previous = source_columns[-1]
+            for column in missing:
+                spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({quote_identifier(column.name)} "
+                          f"{spark_type_ddl(column)} AFTER {quote_identifier(previous)})")
+                previous = column.name
+        else:
+            definitions = ", ".join(f"{quote_identifier(column.name)} {spark_type_ddl(column)}" for column in missing)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({definitions})")
     assignments = [
         f"{quote_identifier(name)} = {literal}"
         for name, literal in literals.items()

@@ -14,6 +14,7 @@ states into the pipeline state and saves it.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import pymysql
 
 from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.stream import read_batch
+from cdc_lib.changes import metadata_columns
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
@@ -221,6 +223,7 @@ def run_batch(
                 position=table_state.position,
                 schema=TableSchema.from_json(TableRef.parse(name), table_state.schema),
                 mode=context.config.sink.mode_for(name),
+                metadata_columns=context.config.sink.metadata_columns_for(name),
             )
         )
     if not cursors:
@@ -233,6 +236,10 @@ def run_batch(
     read = _read(context, cursors, server_end, read_ahead, handle.progress)
     relevant = read.relevant_changes()
     seq: int | None = None
+    # The batch's applied time (metadata columns): taken with its sequence, so every commit of the batch, and a
+    # commit retried after a conflict, writes the same value; a batch that never committed is read again later
+    # under a new sequence and time, as if it had first run then.
+    applied_at = utc_now()
     if relevant:
         state.batch_seq += 1
         seq = state.batch_seq
@@ -242,7 +249,7 @@ def run_batch(
     with handle.working():  # Spark and delta-rs bound their own waits (JDBC, S3 timeouts); a big MERGE may run long
         outcomes, spark_used = _write_tables(
             context, cursors, state, read, relevant, seq=seq, server_end=server_end, now=now,
-            check_lease=handle.check_lease,
+            check_lease=handle.check_lease, applied_at=applied_at,
         )
     table_results = []
     first_error: BaseException | None = None
@@ -347,7 +354,8 @@ def _read(
         read_ahead.start(
             [
                 TableCursor(
-                    name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode
+                    name=c.name, position=max(c.position, read.end, key=_sort_key), schema=c.schema, mode=c.mode,
+                    metadata_columns=c.metadata_columns,
                 )
                 for c in cursors
             ],
@@ -378,6 +386,7 @@ def _write_tables(
     server_end: BinlogPosition,
     now: str,
     check_lease: Callable[[], None],
+    applied_at: dt.datetime,
 ) -> tuple[dict[str, _Written | BaseException], bool]:
     """Every table's share of the batch written to Delta: the changed tables `batch.apply_threads` at a time
     (each its own idempotent commit), the others only moving their offsets; and whether Spark wrote any.
@@ -400,6 +409,7 @@ def _write_tables(
         return _write_table(
             context, spark, cursor, state.tables[cursor.name], read, relevant.get(cursor.name),
             seq=seq, server_end=server_end, now=now, check_lease=check_lease, engine=engines.get(cursor.name),
+            applied_at=applied_at,
         )
 
     outcomes: dict[str, _Written | BaseException] = {}
@@ -433,6 +443,7 @@ def _write_table(
     now: str,
     check_lease: Callable[[], None],
     engine: Engine | None = None,
+    applied_at: dt.datetime | None = None,
 ) -> _Written:
     """`engine` is None for a table that has nothing to write (its offset only moves)."""
     name = cursor.name
@@ -468,7 +479,7 @@ def _write_table(
             # A commit conflict with another writer is tried again on a fresh snapshot of the table.
             version = write_with_retries(
                 lambda: _merge(context, spark, cursor, batch_changes, table_state, read, seq=seq, engine=engine,
-                               metadata=metadata),
+                               metadata=metadata, applied_at=applied_at),
                 name, check_lease=check_lease,
             )
         except FencedCommitError as exc:
@@ -511,16 +522,25 @@ def _merge(
     seq: int,
     engine: Engine,
     metadata: dict[str, Any],
+    applied_at: dt.datetime | None = None,
 ) -> int:
     """Write the table's share of the batch in one idempotent Delta commit, as its mode keeps changes."""
     name = cursor.name
+    schema = cursor.schema
+    if cursor.metadata_columns:
+        # The fold's rows carry their source commit time; the batch's applied time follows (docs/readers.md).
+        assert applied_at is not None, "a batch that writes takes its applied time"
+        moment = metadata_columns.applied_time(applied_at)
+        schema = metadata_columns.extended_schema(schema)
+        changes = metadata_columns.with_applied(changes, moment)
+        metadata = {**metadata, metadata_columns.APPLIED_AT: moment.isoformat()}
     if cursor.mode == "mirror":
         # Past the snapshot's high watermark the table is the source at its offset (given the Delta log shows
         # nothing applied past it, which merge_changes checks): inserted keys can be appended.
         consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
         append_from = table_state.position if consistent and context.config.batch.append_inserts else None
         return merge.merge_changes(
-            spark, context.table_path(name), cursor.schema, changes,
+            spark, context.table_path(name), schema, changes,
             application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
             applied_through=read.end, append_from=append_from, writer=engine,
         )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib.changes import metadata_columns
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.changes.spill import SpilledChanges
-from cdc_lib.errors import FencedCommitError
+from cdc_lib.errors import DeltaStateError, FencedCommitError
 from cdc_lib.model.positions import BinlogPosition, state_contains
 from cdc_lib.model.tables import TableSchema
-from cdc_lib.sink import commits, key_absence
+from cdc_lib.sink import commits, delta_log, key_absence
 from cdc_lib.sink.choice import Engine
 from cdc_lib.sink.delta_log import BinlakeCommit
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
@@ -53,6 +54,8 @@ def merge_changes(
             `cdc_lib.sink.choice.writer_for` says which tables it takes).
     """
     storage = storage or storage_for(path)
+    if schema.column_names[-len(metadata_columns.NAMES):] == metadata_columns.NAMES:
+        _check_metadata_columns(path, schema, storage)
     tail = commits.existing_tail(path, schema, application=application, storage=storage)
     last = tail.last_binlake_commit
     if last is not None and last.txn_version >= txn_version:
@@ -88,6 +91,25 @@ def merge_changes(
         return delta_rs_writer.write_changes(schema, changes, live, commit, tail)
     assert spark is not None, "the Spark writer needs a SparkSession"
     return spark_writer.write_changes(spark, schema, changes, live, commit)
+
+
+def _check_metadata_columns(path: str, schema: TableSchema, storage: SinkStorage) -> None:
+    """A table written without the metadata columns is not given them by a batch: its older rows would have none
+    (NULL), which an incremental consumer filtering on them would skip. The table stops until it is re-snapshotted
+    with them (every row then has both) or the setting is turned off for it again."""
+    detail = delta_log.table_detail(path, storage=storage)
+    if detail is None:
+        return  # no readable log here: the commit itself reports a missing table
+    present = {name for name, _ in detail.column_types}
+    missing = [name for name in metadata_columns.NAMES if name not in present]
+    if missing:
+        name = schema.table.name
+        raise DeltaStateError(
+            f"sink.metadata_columns is on for {name}, but its Delta table was written without {', '.join(missing)}",
+            remedy=f"re-snapshot the table to add them to every row (binlake snapshot --table {name}), or set "
+            f"sink.tables.{name}.metadata_columns: false",
+            table=name,
+        )
 
 
 def _applied_through(commit: BinlakeCommit | None) -> BinlogPosition | None:

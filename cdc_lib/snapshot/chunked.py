@@ -224,6 +224,10 @@ def _resumable(
         return None
     if existing.status == "complete":
         return existing
+    if existing.metadata_columns != context.config.sink.metadata_columns_for(ref.name):
+        log.warning("snapshot of %s: sink.metadata_columns changed since snapshot %s began: STARTING OVER",
+                    ref.name, existing.snapshot_id)
+        return None
     if existing.mode != mode:
         log.warning("snapshot of %s: the table's mode is now %s, snapshot %s was taken in %s: STARTING OVER",
                     ref.name, mode, existing.snapshot_id, existing.mode)
@@ -243,13 +247,15 @@ def _new_document(
     low, schema = consistent_low_watermark(connection, ref)
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
     mode = context.config.sink.mode_for(ref.name)
-    # A soft-delete or history table stamps its snapshot with the server's clock (the binlog's) at the low mark.
-    snapshot_time = server_time(connection).isoformat() if mode != "mirror" else None
+    # A soft-delete or history table, or a mirror with metadata columns, stamps its snapshot with the server's
+    # clock (the binlog's) at the low mark.
+    metadata_columns = context.config.sink.metadata_columns_for(ref.name)
+    snapshot_time = server_time(connection).isoformat() if mode != "mirror" or metadata_columns else None
     plan = plan_snapshot_chunks(connection, schema, rows_per_chunk=context.config.snapshot.chunk_rows())
     document = SnapshotDocument(
         table=ref.name, snapshot_id=uuid.uuid4().hex[:12], status="running", low=low, schema=schema.to_json(),
         plan=plan.predicates, plan_method=plan.method, rows_estimated=plan.rows_estimated, mode=mode,
-        started_at=utc_now().isoformat(), snapshot_time=snapshot_time,
+        started_at=utc_now().isoformat(), snapshot_time=snapshot_time, metadata_columns=metadata_columns,
     )
     log.info("snapshot %s of %s: %d chunks (%s), about %d rows, from %s", document.snapshot_id, ref.name,
              len(plan.predicates), plan.method, plan.rows_estimated, low, extra=about_table(ref.name))
@@ -283,6 +289,13 @@ def _run_wave(
         assert document.snapshot_time is not None
         frame = spark_modes.with_mode_columns(frame, document.mode, dt.datetime.fromisoformat(document.snapshot_time),
                                               0)
+    if document.metadata_columns:
+        # The same values in every wave and every resume: both times are in the document (docs/readers.md).
+        assert document.snapshot_time is not None
+        frame = spark_modes.with_metadata_columns(
+            frame, source_ts=dt.datetime.fromisoformat(document.snapshot_time),
+            applied_ts=dt.datetime.fromisoformat(document.started_at),
+        )
     application = snapshot_application(context, name, document.snapshot_id)
     metadata = {
         "pipeline": context.config.pipeline, "table": name, "snapshot_id": document.snapshot_id, "wave": number,

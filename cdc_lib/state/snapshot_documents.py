@@ -158,6 +158,9 @@ class SnapshotDocument:
     correction: Correction | None = None
     #: Why the snapshot cannot complete (a TRUNCATE or DDL between its watermarks); only a restart helps.
     refused: str | None = None
+    #: Whether its rows carry binlake's metadata columns (`sink.metadata_columns`, fixed when it began: every
+    #: wave writes the same columns; source ts `snapshot_time`, applied ts `started_at`).
+    metadata_columns: bool = False
 
     @property
     def needs_correction(self) -> bool:
@@ -199,6 +202,7 @@ class SnapshotDocument:
             "waves": [wave.to_json() for wave in self.waves], "finished_at": self.finished_at,
             "chunks_read": self.chunks_read, "snapshot_time": self.snapshot_time,
             "correction": None if self.correction is None else self.correction.to_json(), "refused": self.refused,
+            "metadata_columns": self.metadata_columns,
         }
 
     @classmethod
@@ -215,7 +219,7 @@ class SnapshotDocument:
             finished_at=data.get("finished_at"), chunks_read=int(data.get("chunks_read", 0)),
             snapshot_time=data.get("snapshot_time"),
             correction=Correction.from_json(data["correction"]) if data.get("correction") else None,
-            refused=data.get("refused"),
+            refused=data.get("refused"), metadata_columns=bool(data.get("metadata_columns", False)),
         )
 
 

@@ -25,25 +25,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pymysql
 import pytest
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import DeltaTable
 
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.errors import ServerHistoryError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
-from cdc_lib.model.tables import TableRef, TableSchema
-from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.commits import app_id
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from tests.conftest import CDC_PASSWORD, CDC_USER
 from tests.mariadb_stub import BINLOG_SEND_ANNOTATE_ROWS_EVENT, MariaDBStub
 from tests.mysql_stub import BINLOG_DUMP_NON_BLOCK, COM_BINLOG_DUMP, BinlogFile, StubColumn, StubTable
+from tests.replay_start import stub_schema, write_snapshot_commit
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "mysql-binlogs" / "rust_mysql_common" / "mariadb-bin.000001"
 PIPELINE = "replay"
@@ -75,41 +70,6 @@ def _config(stub: MariaDBStub, tmp_path: Path) -> PipelineConfig:
     })
 
 
-def _schema(table: StubTable) -> TableSchema:
-    columns = tuple(
-        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
-                   numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
-        in (column.information_schema() for column in table.columns)
-    )
-    return TableSchema(table=TableRef(table.database, table.name), columns=columns, primary_key=table.primary_key)
-
-
-def _write_snapshot(config: PipelineConfig, rows: list[Row], end: BinlogPosition) -> str:
-    """A snapshot commit as binlake's one-shot snapshot leaves it (`kind: snapshot`, its `end` the table's offset),
-    written with `deltalake`; the sync adopts it (the Delta log wins). Returns the table's path."""
-    schema = _schema(OUTBOX)
-    name = schema.table.name  # "toddy_test.outbox"
-    application = app_id(config.pipeline, name)
-    target = delta_rs_writer.arrow_schema(schema)
-    target = target.remove(target.get_field_index(delta_rs_writer.OPERATION_COLUMN))
-    metadata = {
-        "pipeline": config.pipeline, "table": name, "batch_seq": 1, "snapshot_low": end.to_json(),
-        "end": end.to_json(), "schema": schema.to_json(), "kind": "snapshot", "app_id": application,
-        "writer": "delta-rs", "format": COMMIT_FORMAT,
-    }
-    path = config.sink.table_path(OUTBOX.database, OUTBOX.name)
-    write_deltalake(
-        path, pa.Table.from_pylist(rows, schema=target), mode="overwrite",
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": json.dumps(metadata, sort_keys=True)},
-            app_transactions=[Transaction(app_id=application, version=1)],
-        ),
-    )
-    return path
-
-
 def _versions(path: str) -> list[list[Row]]:
     """Every Delta version after the snapshot's (version 0), read with deltalake, rows in key order."""
     latest = DeltaTable(path).version()
@@ -139,7 +99,8 @@ def stub() -> Iterator[MariaDBStub]:
 
 def test_mariadb_105_binlog_replays_into_delta(stub: MariaDBStub, tmp_path: Path) -> None:
     config = _config(stub, tmp_path)
-    path = _write_snapshot(config, [], BinlogPosition(FIXTURE.name, FIRST_GTID_AT, "", ServerIdentity(server_id=1)))
+    start = BinlogPosition(FIXTURE.name, FIRST_GTID_AT, "", ServerIdentity(server_id=1))
+    path = write_snapshot_commit(config, stub_schema(OUTBOX), [], start)
     Pipeline(config).sync(until_caught_up=True)
     state = Pipeline(config).read_state().tables["toddy_test.outbox"]
     # The ENUM as its label (ENUM_STR_VALUE metadata), the BLOB as bytes, the TIMESTAMP as UTC; one version per
@@ -161,7 +122,8 @@ def test_mariadb_105_binlog_replays_into_delta(stub: MariaDBStub, tmp_path: Path
 def test_status_counts_the_lag_in_mariadbs_binlog_events(stub: MariaDBStub, tmp_path: Path) -> None:
     """`binlake status` reads the lag with SHOW BINLOG EVENTS from the table's offset on."""
     config = _config(stub, tmp_path)
-    _write_snapshot(config, [], BinlogPosition(FIXTURE.name, FIRST_GTID_AT, "", ServerIdentity(server_id=1)))
+    start = BinlogPosition(FIXTURE.name, FIRST_GTID_AT, "", ServerIdentity(server_id=1))
+    write_snapshot_commit(config, stub_schema(OUTBOX), [], start)
     Pipeline(config).sync()  # one batch: the first transaction
     (behind,) = Pipeline(config).status()
     # The second transaction is left: GTID, ANNOTATE_ROWS, TABLE_MAP, WRITE_ROWS_V1, XID; 372 bytes.
@@ -180,7 +142,7 @@ def test_mariadb_gtid_resume_on_another_server_applies_only_the_missing_transact
     streams 0-1-2 only."""
     config = _config(stub, tmp_path)
     elsewhere = BinlogPosition("replica-bin.000009", 4711, "0-1-1", ServerIdentity(server_id=2))
-    path = _write_snapshot(config, [FIRST], elsewhere)
+    path = write_snapshot_commit(config, stub_schema(OUTBOX), [FIRST], elsewhere)
     Pipeline(config).sync(until_caught_up=True)
     state = Pipeline(config).read_state().tables["toddy_test.outbox"]
     # One version after the snapshot's (version 0, holding 62): 0-1-2's row added, 0-1-1's not applied again.
@@ -204,8 +166,8 @@ def test_a_gtid_state_the_server_never_logged_stops_the_sync_naming_the_table_an
     binlake asks for a GTID dump; MariaDB refuses it (the replica diverged). Nothing is written, and the error says
     which table to re-snapshot and why the server refused."""
     config = _config(stub, tmp_path)
-    path = _write_snapshot(config, [FIRST], BinlogPosition("replica-bin.000009", 4711, "0-7-1",
-                                                           ServerIdentity(server_id=2)))
+    path = write_snapshot_commit(config, stub_schema(OUTBOX), [FIRST],
+                                 BinlogPosition("replica-bin.000009", 4711, "0-7-1", ServerIdentity(server_id=2)))
     with pytest.raises(ServerHistoryError) as raised:
         Pipeline(config).sync(until_caught_up=True)
     assert "SET @slave_connect_state = '0-7-1'" in stub.queries

@@ -16,18 +16,15 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from cdc_lib.binlog.stream import open_stream
-from cdc_lib.binlog.table_rows import TableDecoder
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.model.positions import BinlogPosition
-from cdc_lib.model.tables import TableRef
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.source.binlog_status import current_position
-from cdc_lib.source.server import connect, describe_table
+from cdc_lib.source.server import connect
 from tests.conftest import ConfigFactory, sql
+from tests.integration.decoded_images import decode_both_ways
 from tests.integration.type_rows import COLUMNS, ROWS
 
 DB = "minimal"
@@ -49,31 +46,6 @@ def _position(config: PipelineConfig) -> BinlogPosition:
         connection.close()
 
 
-def _images(config: PipelineConfig, table: str, start: BinlogPosition) -> tuple[list[Any], list[Any], TableDecoder]:
-    """Every row image of `table` after `start`, from the generated reader and from the library, as reprs."""
-    connection = connect(config.source)
-    try:
-        schema = describe_table(connection, TableRef.parse(table))
-    finally:
-        connection.close()
-    decoder = TableDecoder.for_schema(schema)
-    stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-                         tables=[schema.table])
-    fast: list[Any] = []
-    library: list[Any] = []
-    try:
-        for event in stream:
-            fast.extend(tuple(map(repr, row)) for row in decoder.fast.images(event) or [])
-            for row in event.rows:
-                pairs = [("before_values", "before_none_sources"), ("after_values", "after_none_sources")] \
-                    if isinstance(event, UpdateRowsEvent) else [("values", "none_sources")]
-                library.extend(tuple(map(repr, decoder.row(row[values], row.get(sources))))
-                               for values, sources in pairs)
-    finally:
-        stream.close()
-    return fast, library, decoder
-
-
 def test_every_parity_type_decodes_the_same_with_minimal_metadata_as_with_full(
     minimal_server: LocalMariaDB, make_config: ConfigFactory
 ) -> None:
@@ -88,14 +60,14 @@ def test_every_parity_type_decodes_the_same_with_minimal_metadata_as_with_full(
     full_start = _position(config)
     sql(minimal_server, *(statement.replace("TABLE", "full") for statement in statements))
     # Read while the server says FULL: the library then takes the names from the binlog.
-    full_fast, full_library, full_decoder = _images(config, f"{DB}.full", full_start)
+    full_fast, full_library, full_decoder = decode_both_ways(config, f"{DB}.full", full_start)
     sql(minimal_server, "SET GLOBAL binlog_row_metadata = 'MINIMAL'")
     minimal_start = _position(config)
     sql(minimal_server, *(statement.replace("TABLE", "minimal") for statement in statements))
-    fast, library, decoder = _images(config, f"{DB}.minimal", minimal_start)
+    fast, library, decoder = decode_both_ways(config, f"{DB}.minimal", minimal_start)
     # The FULL-written events again, now that the server says MINIMAL: the library ignores their names, binlake
     # names the columns by position and checks them against the names the table map still carries.
-    again, _, _ = _images(config, f"{DB}.full", full_start)
+    again, _, _ = decode_both_ways(config, f"{DB}.full", full_start)
 
     assert len(full_library) == len(ROWS) + 2 + 1
     assert full_decoder.fast.fallback_events == 0 and decoder.fast.fallback_events == 0

@@ -39,20 +39,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pymysql
 import pytest
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import DeltaTable
 
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
-from cdc_lib.model.tables import TableRef, TableSchema
-from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.commits import app_id
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from cdc_lib.state.offsets import TableState
 from tests.mysql_stub import (
     BINLOG_DUMP_NON_BLOCK,
@@ -62,6 +56,7 @@ from tests.mysql_stub import (
     StubColumn,
     StubTable,
 )
+from tests.replay_start import stub_schema, write_snapshot_commit
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "mysql-binlogs"
 PIPELINE = "replay"
@@ -466,41 +461,6 @@ def _config(stub: MySQLStub, tmp_path: Path, table: StubTable) -> PipelineConfig
     })
 
 
-def _schema(table: StubTable) -> TableSchema:
-    """The table as binlake's `describe_table` reads it from the stub's information_schema answer."""
-    columns = tuple(
-        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
-                   numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
-        in (column.information_schema() for column in table.columns)
-    )
-    return TableSchema(table=TableRef(table.database, table.name), columns=columns, primary_key=table.primary_key)
-
-
-def _write_snapshot(config: PipelineConfig, schema: TableSchema, rows: list[Row], end: BinlogPosition) -> None:
-    """A snapshot commit as binlake's one-shot snapshot leaves it (`kind: snapshot`, its `end` the table's offset,
-    SetTransaction of the table's app id), written with `deltalake`."""
-    name = schema.table.name
-    application = app_id(config.pipeline, name)
-    target = delta_rs_writer.arrow_schema(schema)
-    target = target.remove(target.get_field_index(delta_rs_writer.OPERATION_COLUMN))
-    metadata = {
-        "pipeline": config.pipeline, "table": name, "batch_seq": 1, "snapshot_low": end.to_json(), "end": end.to_json(),
-        "schema": schema.to_json(), "kind": "snapshot", "app_id": application, "writer": "delta-rs",
-        "format": COMMIT_FORMAT,
-    }
-    write_deltalake(
-        config.sink.table_path(schema.table.database, schema.table.table),
-        pa.Table.from_pylist(rows, schema=target),
-        mode="overwrite",
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": json.dumps(metadata, sort_keys=True)},
-            app_transactions=[Transaction(app_id=application, version=1)],
-        ),
-    )
-
-
 def _comparable(rows: list[Row], table: StubTable) -> list[Row]:
     json_columns = [column.name for column in table.columns if column.data_type == "json"]
     # JSON compares as structure: Delta holds its text, the expectations the documents.
@@ -528,7 +488,7 @@ def replayed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replaye
     try:
         config = _config(stub, tmp_path, replay.table)
         identity = ServerIdentity(server_id=int(stub.variables["server_id"]), server_uuid=stub.variables["server_uuid"])
-        _write_snapshot(config, _schema(replay.table), replay.snapshot,
+        write_snapshot_commit(config, stub_schema(replay.table), replay.snapshot,
                         BinlogPosition(file.name, start, start_gtids, identity))
         yield replay, stub, config, start
     finally:

@@ -23,8 +23,9 @@ from cdc_lib.binlog.json_diff import REPLACE, apply_diffs
 
 #: (seed, round): between them compressed and plain transactions, partial JSON rows with each diff operation,
 #: key changes, rotations, DDL on an unfollowed table, two tables in one round, and a refused payload
-#: (batch.max_payload_event_bytes).
-ROUNDS = [(1, 2), (1, 9), (1, 14), (1, 24)]
+#: (batch.max_payload_event_bytes); and (1, 16) writes its two tables' TABLE_MAPs without column names
+#: (binlog_row_metadata=MINIMAL), read by position.
+ROUNDS = [(1, 2), (1, 9), (1, 14), (1, 16), (1, 24)]
 
 
 def test_seeded_mysql_fuzz_rounds_find_no_difference(tmp_path: Path) -> None:
@@ -37,6 +38,7 @@ def test_seeded_mysql_fuzz_rounds_find_no_difference(tmp_path: Path) -> None:
     assert not totals.failures, report
     assert totals.results.get("expected-stop", 0) >= 1, report  # the payload refusal, then the remedy
     assert totals.compressed and totals.transactions > totals.compressed, report
+    assert totals.minimal_metadata == 1, report
     assert totals.partial_rows and totals.diffs > totals.partial_rows, report
     assert set(totals.operations) == {"REPLACE", "INSERT", "REMOVE"} and totals.key_changes, report
     assert totals.rotations and totals.ddl and totals.rows_compared > 50, report

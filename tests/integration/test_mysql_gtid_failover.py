@@ -19,26 +19,19 @@ written. The Delta table is read back with `deltalake`.
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import DeltaTable
 
-from cdc_lib.common.formats import COMMIT_FORMAT
 from cdc_lib.config.model import PipelineConfig
 from cdc_lib.config.parse import parse_config
 from cdc_lib.display.report import format_status
 from cdc_lib.errors import ServerHistoryError
 from cdc_lib.model.positions import BinlogPosition, ServerIdentity
-from cdc_lib.model.tables import TableRef, TableSchema
-from cdc_lib.model.types import ColumnInfo
 from cdc_lib.pipeline.pipeline import Pipeline
-from cdc_lib.sink.commits import app_id
-from cdc_lib.sink.delta_rs import writer as delta_rs_writer
 from tests.mysql_stub import (
     GTID_TAGGED_EVENT,
     BinlogEvent,
@@ -54,6 +47,7 @@ from tests.mysql_stub import (
     tagged_gtid_event,
     with_gtid,
 )
+from tests.replay_start import stub_schema, write_snapshot_commit
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "mysql-binlogs"
 FIXTURE = FIXTURES / "rust_mysql_common" / "mysql-enum-string-set.000001"
@@ -120,27 +114,7 @@ def _config(stub: MySQLStub, tmp_path: Path) -> PipelineConfig:
 
 def _snapshot_commit(config: PipelineConfig, end: BinlogPosition) -> None:
     """An empty snapshot commit whose `end` is the table's offset (the Delta log wins: the sync adopts it)."""
-    columns = tuple(
-        ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
-                   numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
-        in (column.information_schema() for column in TABLE.columns)
-    )
-    schema = TableSchema(table=TableRef(TABLE.database, TABLE.name), columns=columns, primary_key=TABLE.primary_key)
-    application = app_id(config.pipeline, NAME)
-    target = delta_rs_writer.arrow_schema(schema)
-    target = target.remove(target.get_field_index(delta_rs_writer.OPERATION_COLUMN))
-    metadata = {
-        "pipeline": config.pipeline, "table": NAME, "batch_seq": 1, "snapshot_low": end.to_json(), "end": end.to_json(),
-        "schema": schema.to_json(), "kind": "snapshot", "app_id": application, "writer": "delta-rs",
-        "format": COMMIT_FORMAT,
-    }
-    write_deltalake(
-        config.sink.table_path(TABLE.database, TABLE.name), pa.Table.from_pylist([], schema=target), mode="overwrite",
-        commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(metadata, sort_keys=True)},
-                                           app_transactions=[Transaction(app_id=application, version=1)]),
-    )
+    write_snapshot_commit(config, stub_schema(TABLE), [], end)
 
 
 def _versions(config: PipelineConfig) -> list[list[dict[str, Any]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
 from cdc_lib.binlog.batch import TableCursor
 from cdc_lib.binlog.stream import open_stream, read_batch
@@ -16,6 +16,7 @@ from cdc_lib.model.tables import TableRef
 from cdc_lib.source.binlog_status import current_position
 from cdc_lib.source.server import connect, describe_table
 from tests.conftest import sql
+from tests.integration.decoded_images import decode_both_ways
 from tests.integration.type_rows import (
     COLUMNS,
     ROWS,
@@ -54,40 +55,6 @@ ZERO_ROW = (
 )
 
 
-def _typed(row: tuple[Any, ...]) -> tuple[str, ...]:
-    # repr tells 1 from True from Decimal('1'), Decimal('1.0') from Decimal('1'), and naive from UTC datetimes.
-    return tuple(repr(value) for value in row)
-
-
-def _decode_both_ways(config: PipelineConfig, table: str, start: BinlogPosition) -> tuple[list, list, TableDecoder]:
-    """Every row image of `table` after `start`: decoded from the bytes, and by the library."""
-    with_connection = connect(config.source)
-    try:
-        schema = describe_table(with_connection, TableRef.parse(table))
-    finally:
-        with_connection.close()
-    decoder = TableDecoder.for_schema(schema)
-    stream = open_stream(config.source, start, events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-                          tables=[schema.table])
-    fast: list[tuple[str, ...]] = []
-    library: list[tuple[str, ...]] = []
-    try:
-        for event in stream:
-            if f"{event.schema}.{event.table}" != table:
-                continue
-            images = decoder.fast.images(event)
-            fast.extend(_typed(row) for row in images or [])
-            for row in event.rows:
-                if isinstance(event, UpdateRowsEvent):
-                    library.append(_typed(decoder.row(row["before_values"], row.get("before_none_sources"))))
-                    library.append(_typed(decoder.row(row["after_values"], row.get("after_none_sources"))))
-                else:
-                    library.append(_typed(decoder.row(row["values"], row.get("none_sources"))))
-    finally:
-        stream.close()
-    return fast, library, decoder
-
-
 def _position(config: PipelineConfig) -> BinlogPosition:
     connection = connect(config.source)
     try:
@@ -121,7 +88,7 @@ def test_every_parity_type_decodes_like_the_library(mariadb, database, make_conf
         f"UPDATE {db}.t SET c = 'now set', vc = '😀', biu = 9223372036854775808 WHERE id = 3",
         f"DELETE FROM {db}.t WHERE id IN (2, 5)",
     )
-    fast, library, decoder = _decode_both_ways(config, f"{db}.t", start)
+    fast, library, decoder = decode_both_ways(config, f"{db}.t", start)
     _assert_same(fast, library, decoder, images=6 + 3 * 2 + 2 + 2)
     biu = next(row for row in fast if row[0] == "3" and row[11] != "None")[11]
     assert biu == "Decimal('9223372036854775808')"
@@ -142,7 +109,7 @@ def test_length_prefixes_charsets_decimals_and_fractions_decode_like_the_library
         f"UPDATE {db}.x SET d65 = 0.000000000000000000000000000001, tm1 = '-838:59:59.9', lat = 'Ø' WHERE id < 3",
         f"DELETE FROM {db}.x WHERE id = 1",
     )
-    fast, library, decoder = _decode_both_ways(config, f"{db}.x", start)
+    fast, library, decoder = decode_both_ways(config, f"{db}.x", start)
     _assert_same(fast, library, decoder, images=3 + 2 * 2 + 1)
     assert fast[0][1] == repr("ü😀") and fast[0][5] == repr(b"\xab" * 70000)
 
@@ -154,7 +121,7 @@ def test_an_uncovered_type_falls_back_to_the_library(mariadb, database, make_con
     start = _position(config)
     sql(mariadb, f"INSERT INTO {db}.g VALUES (1, POINT(1, 2), 'a'), (2, NULL, 'b')",
         f"UPDATE {db}.g SET label = 'c' WHERE id = 1")
-    fast, library, decoder = _decode_both_ways(config, f"{db}.g", start)
+    fast, library, decoder = decode_both_ways(config, f"{db}.g", start)
     assert fast == [] and len(library) == 4
     assert decoder.fast.unsupported is not None and "binlog type 255" in decoder.fast.unsupported
     assert decoder.fast.decoded_events == 0 and decoder.fast.fallback_events == 2

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib.changes import metadata_columns
 from cdc_lib.changes.events import HistoryChanges, SoftDeleteChanges, TableChanges
 from cdc_lib.changes.modes import (
     DELETED_AT,
@@ -350,6 +351,16 @@ def with_mode_columns(frame: DataFrame, mode: str, snapshot_time: dt.datetime, t
     )
 
 
+def with_metadata_columns(frame: DataFrame, *, source_ts: dt.datetime, applied_ts: dt.datetime) -> DataFrame:
+    """A mirror snapshot's rows with binlake's metadata columns (cdc_lib.changes.metadata_columns), both constant:
+    exact instants (microseconds since the epoch), whatever the session's time zone."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumn(metadata_columns.SOURCE_TS, F.expr(_timestamp_sql(source_ts))).withColumn(
+        metadata_columns.APPLIED_TS, F.expr(_timestamp_sql(applied_ts))
+    )
+
+
 def _add_new_columns(spark: SparkSession, path: str, schema: TableSchema) -> None:
     """Add the source's new columns to the Delta table; a column whose type changed cannot be kept in place."""
     existing = dict(spark.read.format("delta").load(path).dtypes)
@@ -434,4 +445,6 @@ def _resnapshot_history(
         builder.execute()
 
 
-__all__ = ["existing_mode", "merge_mode_changes", "with_mode_columns", "write_mode_snapshot"]
+__all__ = [
+    "existing_mode", "merge_mode_changes", "with_metadata_columns", "with_mode_columns", "write_mode_snapshot",
+]

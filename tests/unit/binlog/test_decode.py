@@ -12,6 +12,7 @@ import pytest
 from cdc_lib.binlog.binlog_file import FileEvent, FileEvents, previous_gtids
 from cdc_lib.binlog.decode_rows import redacted
 from cdc_lib.errors import BinlogFileError
+from cdc_lib.model.gtid_sets import MysqlGtidSet
 
 
 @pytest.mark.parametrize(("statement", "shown"), [
@@ -44,13 +45,16 @@ def _previous_gtids(body: bytes) -> FileEvent:
     return FileEvent("binlog.000001", 4, header + body)
 
 
-def test_an_untagged_previous_gtids_set_is_read_and_a_tagged_one_is_left_alone() -> None:
+def test_previous_gtids_sets_are_read_in_both_formats() -> None:
     sid = uuid.UUID("b9b88c66-0755-11f1-9899-4a9da94c4d71")
+    # Untagged: an 8-byte count; a UUID listed twice keeps all its intervals (MySQL writes each once).
     body = struct.pack("<Q", 2) + sid.bytes + struct.pack("<Qqqqq", 2, 1, 3, 5, 6) + sid.bytes + struct.pack(
         "<Qqq", 1, 9, 10)
-    assert previous_gtids(_previous_gtids(body), checksum=False) == (
-        f"{sid}:1-2:5,{sid}:9"
-    )
+    assert previous_gtids(_previous_gtids(body), checksum=False) == f"{sid}:1-2:5:9"
     assert previous_gtids(_previous_gtids(struct.pack("<Q", 0)), checksum=False) == ""
-    tagged = bytes([1, 2, 0, 0, 0, 0, 0, 1]) + bytes(40)  # format 1, a 6-byte count of 2, format 1 (MySQL 8.4+)
-    assert previous_gtids(_previous_gtids(tagged), checksum=False) is None
+    # Tagged (MySQL 8.3+): format 1, a 6-byte count, format 1 again, then per entry its tag (a varlen length).
+    tagged = MysqlGtidSet.parse(f"{sid}:1-2:mytag:3").encode()
+    assert tagged[0] == 1 and tagged[7] == 1
+    assert previous_gtids(_previous_gtids(tagged), checksum=False) == f"{sid}:1-2:mytag:3"
+    # Bytes that are no encoded set: no set (the decode says so in a note).
+    assert previous_gtids(_previous_gtids(bytes([1, 2, 0, 0, 0, 0, 0, 1]) + bytes(3)), checksum=False) is None

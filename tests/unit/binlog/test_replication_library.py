@@ -97,3 +97,17 @@ def test_a_binlog_reader_is_not_opened_on_another_library_version(monkeypatch: p
     source = SourceConfig(host="127.0.0.1", port=1, user="u", password="p", server_id=1, tables=("db.*",))
     with pytest.raises(ReplicationLibraryError):
         open_stream(source, BinlogPosition("mysql-bin.000001", 4), events=None, tables=[])
+
+
+def test_the_librarys_advice_to_set_full_row_metadata_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """binlake reads MINIMAL table maps by position; the library's advice, repeated at every stream it opens (each
+    batch in follow mode), would tell users to change a setting binlake handles. Other library warnings pass."""
+    import logging
+
+    import cdc_lib.binlog.replication_library  # noqa: F401  (installs the filter)
+
+    library = logging.getLogger("pymysqlreplication")
+    with caplog.at_level(logging.WARNING, logger="pymysqlreplication"):
+        library.warning("\n   Setting The Variable Value BINLOG_ROW_METADATA = FULL, BINLOG_ROW_IMAGE = FULL.\n")
+        library.warning("another warning")
+    assert [record.getMessage() for record in caplog.records] == ["another warning"]

@@ -95,6 +95,18 @@ class PipelineNames:
         return f"binlake_{self.slug}_snapshot"
 
     @property
+    def maintenance_pool(self) -> str:
+        """Concurrency pool of table maintenance: apart from `pool`, so maintenance never takes the sync's slot
+        (it runs beside the micro-batches, cdc_lib/maintenance/run.py says why that is safe)."""
+        return f"binlake_{self.slug}_maintenance"
+
+    def maintenance_job(self, table: str) -> str:
+        return f"binlake_{self.slug}_maintain_{dagster_name(table)}"
+
+    def maintenance_schedule(self, table: str) -> str:
+        return f"binlake_{self.slug}_maintain_{dagster_name(table)}_schedule"
+
+    @property
     def sync_op(self) -> str:
         return f"binlake_{self.slug}_microbatch"
 

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         "register", help="name the snapshotted Delta tables in the Spark catalog (catalog.enabled); exit 1 on a refusal"
     )
     register.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
+    maintain = commands.add_parser(
+        "maintain", help="compact, VACUUM, checkpoint and clean up the Delta tables beside the sync",
+    )
+    maintain.add_argument("--table", action="append", help="db.table; repeat for several (default: all)")
+    maintain.add_argument("--dry-run", action="store_true", help="print what it would do, with sizes; change nothing")
+    maintain.add_argument("--json", action="store_true")
     binlog = commands.add_parser("binlog", help="look at binlog files offline (no server, no config)")
     binlog_commands = binlog.add_subparsers(dest="binlog_command", required=True)
     decode = binlog_commands.add_parser(
@@ -203,6 +209,8 @@ def _main(arguments: argparse.Namespace, spark_log: Path, run_log: Path | None) 
 
 def unexpected_remedy(command: str) -> str:
     """What an unexpected failure of `command` left behind, so the user knows what a rerun repeats."""
+    if command == "maintain":
+        return "maintenance changes no row: a commit it did not finish left the table as it was"
     if command in ("reconcile", "status", "validate", "binlog"):
         return f"binlake {command} changes no Delta table and no offset"
     if command == "snapshot":
@@ -210,6 +218,43 @@ def unexpected_remedy(command: str) -> str:
     if command == "register":
         return "the Delta tables are unchanged; a rerun registers the tables not yet named"
     return "nothing past the last committed batch was applied"
+
+
+def _maintain(pipeline: Pipeline, arguments: argparse.Namespace) -> int:
+    from cdc_lib.maintenance.run import maintain
+
+    outcomes = maintain(pipeline.context, arguments.table, dry_run=arguments.dry_run)
+    if arguments.json:
+        print(json.dumps([outcome.to_json() for outcome in outcomes], indent=1))
+        return 0
+    would = "would " if arguments.dry_run else ""
+    for outcome in outcomes:
+        if outcome.skipped:
+            print(f"{outcome.table}: skipped — {outcome.skipped}")
+            continue
+        print(f"{outcome.table} ({outcome.engine}): {outcome.files_before} files, {_size(outcome.bytes_before)}")
+        print(f"  compaction: {would}merge {outcome.compacted_files} small files ({_size(outcome.compacted_bytes)})"
+              + (f" into {outcome.files_written}" if outcome.files_written else ""))
+        print(f"  vacuum: {would}remove {outcome.vacuumed_files} files ({_size(outcome.vacuumed_bytes)}); retention "
+              f"{outcome.retention_hours:g} h ({outcome.retention_reason})")
+        if outcome.checkpoint_version is not None:
+            print(f"  checkpoint: {would}write one at version {outcome.checkpoint_version}")
+        if outcome.log_files_removed:
+            print(f"  log: {would}remove {outcome.log_files_removed} files before the kept checkpoint")
+        for leftover in outcome.leftovers_removed:
+            print(f"  leftover: {would}remove {leftover}")
+        for note in outcome.notes:
+            print(f"  note: {note}")
+    return 0
+
+
+def _size(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size / 1024:.1f} GiB"
 
 
 def _write_traceback(path: Path, error: BaseException, secrets: list[str]) -> bool:
@@ -280,6 +325,8 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
                 print(f"  {name}: {reason}")
         failed = any(table.error for result in results for table in result.tables)
         return 1 if failed or any(result.skipped_tables for result in results) else 0
+    if arguments.command == "maintain":
+        return _maintain(pipeline, arguments)
     if arguments.command == "status":
         statuses = pipeline.status(runway_warn_hours=arguments.runway_warn_hours)
         output = arguments.format or ("json" if arguments.json else "text")
@@ -288,10 +335,19 @@ def _run(arguments: argparse.Namespace, config: PipelineConfig) -> int:
 
             sys.stdout.write(openmetrics_text(pipeline.context, statuses, classic=output == "prometheus"))
             return 0
+        from cdc_lib.maintenance.run import last_maintenance
+
+        maintained = {status.table: last_maintenance(pipeline.context, status.table) for status in statuses
+                      if status.snapshotted}
         if output == "json":
-            print(json.dumps([status.to_json() for status in statuses], indent=1))
+            print(json.dumps([{**status.to_json(), "last_maintenance": maintained.get(status.table)}
+                              for status in statuses], indent=1))
         else:
             print(format_status(statuses))
+            for name, record in maintained.items():
+                print(f"{name}: last maintenance " + ("never (binlake maintain)" if record is None else
+                      f"{record['at']}: {record['compacted_files']} files compacted, {record['vacuumed_files']} "
+                      f"vacuumed, {record['log_files_removed']} log files removed"))
         return 1 if any(status.error for status in statuses) else 0
     if arguments.command == "resume":
         for name in arguments.table:

@@ -32,7 +32,12 @@ from cdc_lib.config.model import PipelineConfig
 from cdc_lib.errors import ConfigError
 from cdc_lib.source.discovery import table_names, table_patterns
 from orchestration.jobs import build_jobs
-from orchestration.schedules import build_follow_schedule, build_reconcile_schedule, build_sync_schedule
+from orchestration.schedules import (
+    build_follow_schedule,
+    build_maintenance_schedules,
+    build_reconcile_schedule,
+    build_sync_schedule,
+)
 from orchestration.sensors import build_freshness_sensor, build_missing_snapshot_sensor, build_table_error_sensor
 from orchestration.settings import OrchestrationSettings
 
@@ -84,6 +89,11 @@ def build_definitions(
                 names=names, job=jobs.reconcile, cron=settings.reconcile_cron, timezone=settings.timezone
             ),
             build_follow_schedule(names=names, job=jobs.follow, timezone=settings.timezone),
+            *build_maintenance_schedules(
+                names=names, cron=settings.maintenance_cron, timezone=settings.timezone,
+                jobs={table: job for table, job in jobs.maintenance.items()
+                      if config.sink.maintenance_for(table).enabled},
+            ),
         ],
         sensors=[
             build_missing_snapshot_sensor(

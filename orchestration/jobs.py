@@ -1,4 +1,5 @@
-"""The jobs of a pipeline: micro-batch, snapshot (partitioned by table), reconciliation, and follow mode."""
+"""The jobs of a pipeline: micro-batch, snapshot (partitioned by table), reconciliation, follow mode, and each
+table's maintenance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from assets.follow import build_follow_job
+from assets.maintenance import build_maintenance_jobs
 from assets.naming import CONSISTENCY_CHECK, LAG_CHECK, RUNWAY_CHECK, SCHEMA_APPROVAL_CHECK
 from assets.schema_approval import build_schema_decision_job
 from assets.tables import TableAssets
@@ -25,9 +27,12 @@ class PipelineJobs:
     follow: dg.JobDefinition
     #: Approves or rejects a schema change a table under `schema_policy: approve` waits at.
     schema_decision: dg.JobDefinition
+    #: Each table's maintenance, by table ('database.table').
+    maintenance: dict[str, dg.JobDefinition]
 
     def all(self) -> list[UnresolvedAssetJobDefinition | dg.JobDefinition]:
-        return [self.sync, self.snapshot, self.reconcile, self.follow, self.schema_decision]
+        return [self.sync, self.snapshot, self.reconcile, self.follow, self.schema_decision,
+                *self.maintenance.values()]
 
 
 def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition) -> PipelineJobs:
@@ -59,5 +64,7 @@ def build_jobs(*, assets: TableAssets, reconciliation: dg.AssetChecksDefinition)
         description=f"Compare every table of pipeline `{names.pipeline}` with its source, chunk by chunk.",
     )
     follow = build_follow_job(names=names, tables=list(assets.tables))
+    maintenance = dict(zip(assets.tables, build_maintenance_jobs(names=names, tables=list(assets.tables)),
+                           strict=True))
     return PipelineJobs(sync=sync, snapshot=snapshot, reconcile=reconcile, follow=follow,
-                        schema_decision=build_schema_decision_job(names=names))
+                        schema_decision=build_schema_decision_job(names=names), maintenance=maintenance)

@@ -107,6 +107,25 @@ def build_reconcile_schedule(
     )
 
 
+def build_maintenance_schedules(
+    *, names: PipelineNames, jobs: dict[str, dg.JobDefinition], cron: str, timezone: str,
+) -> list[dg.ScheduleDefinition]:
+    """Each table's maintenance on `cron` (its job runs in the maintenance pool, beside the micro-batches)."""
+    return [
+        dg.ScheduleDefinition(
+            name=names.maintenance_schedule(table),
+            cron_schedule=_checked_cron(cron, "BINLAKE_MAINTENANCE_CRON"),
+            job=job,
+            execution_timezone=timezone,
+            default_status=dg.DefaultScheduleStatus.RUNNING,
+            tags=names.run_tags,
+            description=f"Maintenance of `{table}` ({cron}); change it with BINLAKE_MAINTENANCE_CRON, turn it off "
+            "per table with sink.tables.<table>.maintenance.enabled: false.",
+        )
+        for table, job in jobs.items()
+    ]
+
+
 #: The follow schedule's cron: it looks every minute and launches a follow run only when none is going.
 FOLLOW_CRON = "* * * * *"
 

@@ -4,7 +4,8 @@
                                    either joined by ':' — one pipeline each (`cdc_lib.config.load.load_configs`)
     BINLAKE_SYNC_CRON              micro-batch schedule, default every minute ("* * * * *")
     BINLAKE_RECONCILE_CRON         reconciliation schedule, default daily at 03:00 ("0 3 * * *")
-    BINLAKE_SCHEDULE_TIMEZONE      time zone of both crons, default UTC
+    BINLAKE_MAINTENANCE_CRON       each table's maintenance (compaction, VACUUM), default hourly ("17 * * * *")
+    BINLAKE_SCHEDULE_TIMEZONE      time zone of the crons, default UTC
     BINLAKE_AUTO_RESNAPSHOT        1/true: re-snapshot a table that stopped with an error, default off
     BINLAKE_LAG_WARN_SECONDS       lag check threshold, default 300
     BINLAKE_RUNWAY_WARN_HOURS      binlog runway check threshold, default 72
@@ -36,6 +37,7 @@ _FALSE = {"0", "false", "no", "off", ""}
 class OrchestrationSettings:
     sync_cron: str = "* * * * *"
     reconcile_cron: str = "0 3 * * *"
+    maintenance_cron: str = "17 * * * *"
     timezone: str = "UTC"
     auto_resnapshot: bool = False
     lag_warn_seconds: float = DEFAULT_LAG_WARN_SECONDS
@@ -59,6 +61,7 @@ class OrchestrationSettings:
         return cls(
             sync_cron=environ.get(var("BINLAKE_SYNC_CRON"), defaults.sync_cron).strip(),
             reconcile_cron=environ.get(var("BINLAKE_RECONCILE_CRON"), defaults.reconcile_cron).strip(),
+            maintenance_cron=environ.get(var("BINLAKE_MAINTENANCE_CRON"), defaults.maintenance_cron).strip(),
             timezone=environ.get(var("BINLAKE_SCHEDULE_TIMEZONE"), defaults.timezone).strip(),
             auto_resnapshot=_flag(environ, var("BINLAKE_AUTO_RESNAPSHOT"), defaults.auto_resnapshot),
             lag_warn_seconds=_positive(environ, var("BINLAKE_LAG_WARN_SECONDS"), defaults.lag_warn_seconds),

@@ -58,6 +58,30 @@ class SourceConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    """A table's maintenance (`binlake maintain`, the Dagster maintenance jobs; docs/production.md "Maintenance")."""
+
+    enabled: bool = True
+    #: The size compaction writes files to; None: the table's `delta.targetFileSize`, else binlake's (1 MiB) on a
+    #: table delta-rs writes and Delta's (OPTIMIZE's 1 GiB) on one Spark writes.
+    compact_target_file_bytes: int | None = None
+    #: Compaction runs once at least this many small files can be merged (fewer: not worth a commit).
+    min_files_to_compact: int = 8
+    #: Z-order the table's files by these columns when compacting; only on a table Spark writes (delta-rs would
+    #: break the key order its own batches rely on, so a delta-rs table refuses it).
+    zorder_by: tuple[str, ...] = ()
+    #: How long a file a commit removed stays for readers, unless the table's `delta.deletedFileRetentionDuration`
+    #: asks for longer; None: Delta's default, 7 days. 0 removes them at once (a reader still on an old version,
+    #: or a batch between its read and its commit, then retries).
+    vacuum_retention_hours: float | None = None
+    #: Versions readers may still travel back to: neither VACUUM nor log cleanup removes what they need.
+    keep_time_travel_hours: float = 0.0
+    #: A checkpoint is written once this many commits follow the last one (delta-rs writes none of its own
+    #: between Spark's cadence, and a long log makes every reader list and read more).
+    checkpoint_every_commits: int = 10
+
+
+@dataclass(frozen=True)
 class Freshness:
     """How recent a table's last applied change must be (`freshness`; docs/dagster.md#freshness): the Dagster
     assets carry it as a freshness policy, failing past `fail_after_minutes`, warning past `warn_after_minutes`."""
@@ -104,6 +128,7 @@ class TableSettings:
     deletion_vectors: bool | None = None
     change_data_feed: bool | None = None
     mode: TableMode | None = None
+    maintenance: MaintenanceConfig | None = None
     metadata_columns: bool | None = None
     freshness: Freshness | None = None
     schema_policy: SchemaPolicy | None = None
@@ -151,6 +176,10 @@ class SinkConfig:
         """How `table` ('database.table') keeps changes: its override, else the pipeline's."""
         override = self.tables.get(table, TableSettings()).mode
         return self.mode if override is None else override
+
+    def maintenance_for(self, table: str) -> MaintenanceConfig:
+        """`table`'s ('database.table') maintenance settings: its own, else the defaults."""
+        return self.tables.get(table, TableSettings()).maintenance or MaintenanceConfig()
 
     def metadata_columns_for(self, table: str) -> bool:
         """Whether `table` ('database.table') carries binlake's metadata columns: its override, else the pipeline's.

@@ -22,6 +22,7 @@ from cdc_lib.config.model import (
     ColumnRules,
     Freshness,
     HiveMetastoreConfig,
+    MaintenanceConfig,
     MetricsConfig,
     OffsetsConfig,
     PipelineConfig,
@@ -370,12 +371,14 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         _reject_unknown(
             entry_doc, prefix,
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
-             "columns", "mask"},
+             "columns", "mask", "maintenance"},
         )
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
             mode=_table_mode(entry_doc, prefix),
+            maintenance=None if entry_doc.get("maintenance") is None else _maintenance(
+                _mapping(entry_doc["maintenance"], f"{prefix}maintenance"), f"{prefix}maintenance."),
             metadata_columns=_boolean(entry_doc, "metadata_columns", prefix),
             freshness=_freshness(entry_doc, prefix),
             schema_policy=_schema_policy(entry_doc, prefix),
@@ -384,6 +387,43 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         if overrides[name].metadata_columns:
             _check_metadata_columns(overrides[name].mode, True, prefix)
     return overrides
+
+
+def _maintenance(document: Mapping[str, Any], prefix: str) -> MaintenanceConfig:
+    """`sink.tables.<table>.maintenance`: each key checked, each default from `MaintenanceConfig`."""
+    known = {item.name for item in fields(MaintenanceConfig)}
+    _reject_unknown(document, prefix, known)
+    enabled = _boolean(document, "enabled", prefix)
+    target = document.get("compact_target_file_bytes")
+    zorder = document.get("zorder_by") or []
+    if isinstance(zorder, str):
+        zorder = [zorder]
+    if not isinstance(zorder, list) or not all(isinstance(column, str) and column for column in zorder):
+        raise ConfigError(f"{prefix}zorder_by", "must be a list of column names")
+    return MaintenanceConfig(
+        enabled=_default(MaintenanceConfig, "enabled") if enabled is None else enabled,
+        compact_target_file_bytes=None if target is None else _integer(
+            document, "compact_target_file_bytes", prefix, low=1024, high=1 << 40),
+        min_files_to_compact=_integer(document, "min_files_to_compact", prefix,
+                                      default=_default(MaintenanceConfig, "min_files_to_compact"), low=2,
+                                      high=1_000_000),
+        zorder_by=tuple(zorder),
+        vacuum_retention_hours=_hours(document, "vacuum_retention_hours", prefix),
+        keep_time_travel_hours=_hours(document, "keep_time_travel_hours", prefix)
+        or _default(MaintenanceConfig, "keep_time_travel_hours"),
+        checkpoint_every_commits=_integer(document, "checkpoint_every_commits", prefix,
+                                          default=_default(MaintenanceConfig, "checkpoint_every_commits"), low=1,
+                                          high=1_000_000),
+    )
+
+
+def _hours(document: Mapping[str, Any], key: str, prefix: str) -> float | None:
+    value = document.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 24 * 365 * 100:
+        raise ConfigError(f"{prefix}{key}", f"must be a number of hours (0 or more), got '{value}'")
+    return float(value)
 
 
 def _freshness(document: Mapping[str, Any], prefix: str) -> Freshness | None:

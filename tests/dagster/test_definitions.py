@@ -162,3 +162,19 @@ def test_a_pattern_needs_the_server_and_says_so(tmp_path: Path) -> None:
     config = load_config(write_yaml(tmp_path / "binlake.yaml", port=str(free_port()), tables=["shop.orders", "shop.*"]))
     with pytest.raises(ConfigError, match=r"source\.tables\[1\].*shop\.\*"):
         build_definitions(config)
+
+
+def test_each_table_has_a_maintenance_job_and_schedule_in_a_pool_apart_from_the_sync(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "binlake.yaml")
+    path.write_text(path.read_text().replace(
+        "sink: {path: ", "sink: {tables: {shop.orders: {maintenance: {enabled: false}}}, path: "))
+    repository = build_definitions(load_config(path), settings=OrchestrationSettings(maintenance_cron="5 * * * *")
+                                   ).get_repository_def()
+    names = PipelineNames("shop")
+    for table in TABLES:
+        job = repository.get_job(names.maintenance_job(table))
+        (node,) = job.graph.node_defs
+        assert node.pools == {names.maintenance_pool} and names.maintenance_pool != names.pool
+    schedules = {schedule.name: schedule for schedule in repository.schedule_defs}
+    assert names.maintenance_schedule("shop.orders") not in schedules, "maintenance.enabled: false has no schedule"
+    assert schedules[names.maintenance_schedule("shop.customers")].cron_schedule == "5 * * * *"

@@ -25,7 +25,8 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 
 # The package table (docs/architecture.md): the packages of `cdc_lib` in data-flow order, each with the packages
 # it may import. Each package's `__init__` docstring repeats its row.
-_BELOW_PIPELINE = ("common", "model", "config", "source", "changes", "binlog", "sink", "state", "snapshot", "status")
+_BELOW_PIPELINE = ("common", "model", "config", "source", "changes", "binlog", "sink", "state", "snapshot", "status",
+                   "maintenance")
 MAY_IMPORT: dict[str, frozenset[str]] = {
     "common": frozenset(),
     "model": frozenset({"common"}),
@@ -37,6 +38,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "state": frozenset({"common", "model", "config", "source", "changes", "sink"}),
     "snapshot": frozenset({"common", "model", "config", "source", "changes", "binlog", "sink", "state"}),
     "status": frozenset({"common", "model", "config", "source", "changes", "sink", "state"}),
+    "maintenance": frozenset({"common", "model", "config", "changes", "sink", "state"}),
     "pipeline": frozenset(_BELOW_PIPELINE),
     "reconcile": frozenset({*_BELOW_PIPELINE, "pipeline"}),
     "display": frozenset({*_BELOW_PIPELINE, "pipeline", "reconcile"}),

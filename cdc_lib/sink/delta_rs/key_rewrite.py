@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -205,15 +206,89 @@ def _commit(table: DeltaTable, actions: list[Any], metrics: dict[str, int], *, c
     Spark writes them; `delta_log.commit_metrics` reads them)."""
     from deltalake import CommitProperties
 
+    # No retry on a newer version: delta-rs checks a write transaction's removes against no concurrent commit
+    # (two commits removing one file both land, measured on 1.6.6), so a commit rebased over a compaction that
+    # removed a file read here would bring that file's rows back. Failing instead lets the caller's conflict
+    # retry (`pipeline/table_failures.write_with_retries`) run the whole rewrite again on a fresh snapshot.
     commit = CommitProperties(
         custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
-        app_transactions=transactions,
+        app_transactions=transactions, max_commit_retries=0,
     )
     table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
                                    post_commithook_properties=hooks)
     # A write transaction does not move the object's state to its commit (MERGE and write do): the caller reads
     # the new version from it.
     table.update_incremental()
+
+
+def compact_runs(
+    table: DeltaTable,
+    key: str,
+    runs: list[list[FileKeys]],
+    *,
+    storage_options: dict[str, str] | None,
+    scratch: str,
+    target_bytes: int,
+    custom_metadata: dict[str, str],
+    before_commit: Callable[[], None] = lambda: None,
+) -> Rewrite:
+    """Each run of files (next to each other in `key` order) merged into files of `target_bytes`, sorted by key,
+    in one commit that changes no data (`dataChange: false` on every remove and add): table maintenance.
+
+    Written under its own scratch table `scratch` (never the batches' `SCRATCH_FOLDER`, which a batch running at
+    the same time writes and removes). The commit is not retried on a newer version: a batch that committed
+    meanwhile may have rewritten one of the runs' files, so the caller plans again on a fresh snapshot.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import CommitProperties, PostCommitHookProperties
+    from deltalake.fs import DeltaStorageHandler
+    from deltalake.transaction import AddAction, RemoveAction
+
+    root = table.table_uri.rstrip("/")
+    storage = DeltaStorageHandler(root, storage_options)
+    filesystem = pa.fs.PyFileSystem(storage)
+    arrow = pa.schema(table.schema().to_arrow())
+    target = pa.schema([pa.field(field.name, _plain(field.type), field.nullable) for field in arrow])
+    now = int(time.time() * 1000)
+    actions: list[Any] = []
+    rows = added = removed = 0
+    for run in runs:
+        merged = pa.concat_tables([
+            _as_target(pq.read_table(unquote(file.path), filesystem=filesystem, coerce_int96_timestamp_unit="us"),
+                       target)
+            for file in run
+        ]).sort_by([(key, "ascending")])
+        adds = _write_files(table, storage, root, merged, storage_options, scratch=scratch, size=target_bytes)
+        actions += [AddAction(f"{scratch}/{add['path']}", int(add["size"]), {}, int(add["modificationTime"]), False,
+                              add.get("stats") or "") for add in adds]
+        actions += [RemoveAction(file.path, False, now, file.size, {}) for file in run]
+        rows += merged.num_rows
+        added += len(adds)
+        removed += len(run)
+    metrics = {"numRemovedFiles": removed, "numAddedFiles": added, "numCompactedRows": rows}
+    before_commit()
+    commit = CommitProperties(
+        custom_metadata={**custom_metadata, "operationMetrics": {name: str(value) for name, value in metrics.items()}},
+        max_commit_retries=0,
+    )
+    # No log cleanup after it: delta-rs would remove log files a change-feed consumer may still read.
+    hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+    table.create_write_transaction(actions, "append", table.schema(), commit_properties=commit,
+                                   post_commithook_properties=hooks)
+    table.update_incremental()
+    return Rewrite(removed, removed, rows, added)
+
+
+def _plain(kind: Any) -> Any:
+    """An Arrow type as Parquet files of the table hold it (delta-rs's schema says `string_view`, files say either)."""
+    import pyarrow as pa
+
+    if kind == pa.string_view():
+        return pa.string()
+    if kind == pa.binary_view():
+        return pa.binary()
+    return kind
 
 
 def small_files_at_top(table: DeltaTable, key: str) -> list[FileKeys]:
@@ -270,20 +345,21 @@ def _as_target(rows: pa.Table, target: pa.Schema) -> pa.Table:
 
 def _write_files(
     table: DeltaTable, storage: Any, root: str, rows: pa.Table, storage_options: dict[str, str] | None,
+    *, scratch: str = SCRATCH_FOLDER, size: int | None = None,
 ) -> list[dict[str, Any]]:
-    """`rows` (sorted by key) written by delta-rs as files of the table's target size in the scratch table
-    under the table's folder; their add actions (path relative to the scratch folder, size, statistics)."""
+    """`rows` (sorted by key) written by delta-rs as files of the table's target size (or `size`) in the scratch
+    table `scratch` under the table's folder; their add actions (path relative to `scratch`, size, statistics)."""
     from deltalake import DeltaTable, write_deltalake
 
     properties = table.metadata().configuration
-    size = _target_bytes(table)
+    size = size or _target_bytes(table)
     # The statistics the table's own writes collect (which columns), so the added files carry the same.
     statistics = {name: value for name, value in properties.items()
                   if name.startswith("delta.dataSkipping") and value is not None}
     from pyarrow.fs import FileType
 
-    scratch_log = f"{SCRATCH_FOLDER}/_delta_log"
-    scratch_uri = f"{root}/{SCRATCH_FOLDER}"
+    scratch_log = f"{scratch}/_delta_log"
+    scratch_uri = f"{root}/{scratch}"
     # The scratch table's log is removed after every batch; one left by a run that failed in between is removed
     # first (its files, never committed to the table, are for VACUUM), so this write creates the scratch table
     # anew with this batch's schema. The adds are read from the version the write made all the same.
@@ -304,4 +380,6 @@ def _write_files(
     return adds
 
 
-__all__ = ["SCRATCH_FOLDER", "Rewrite", "applies", "compacting_append", "rewrite_batch", "small_files_at_top"]
+__all__ = [
+    "SCRATCH_FOLDER", "Rewrite", "applies", "compact_runs", "compacting_append", "rewrite_batch", "small_files_at_top",
+]

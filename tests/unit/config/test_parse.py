@@ -330,6 +330,20 @@ def test_an_unknown_table_mode_names_the_choices(document: dict[str, Any], key: 
     assert "mirror, soft_delete, history" in str(raised.value) and "docs/table-modes.md" in raised.value.remedy
 
 
+def test_maintenance_settings_are_per_table_with_documented_defaults() -> None:
+    from cdc_lib.config.model import MaintenanceConfig
+
+    assert parse_config(VALID).sink.maintenance_for("shop.orders") == MaintenanceConfig()
+    overrides = {"shop.orders": {"maintenance": {"min_files_to_compact": 3, "vacuum_retention_hours": 0,
+                                                 "zorder_by": "customer_id", "enabled": "false"}}}
+    settings = parse_config(with_key("sink.tables", overrides)).sink.maintenance_for("shop.orders")
+    assert (settings.min_files_to_compact, settings.vacuum_retention_hours, settings.zorder_by, settings.enabled) \
+        == (3, 0.0, ("customer_id",), False)
+    assert settings.checkpoint_every_commits == MaintenanceConfig().checkpoint_every_commits
+    for bad, key in (({"vacuum_hours": 1}, "vacuum_hours"), ({"vacuum_retention_hours": -1}, "vacuum_retention_hours"),
+                     ({"min_files_to_compact": 1}, "min_files_to_compact")):
+        with pytest.raises(ConfigError, match=key):
+            parse_config(with_key("sink.tables", {"shop.orders": {"maintenance": bad}}))
 # -- metrics (docs/production.md "Metrics") ---------------------------------------------------------
 
 

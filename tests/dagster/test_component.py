@@ -141,13 +141,16 @@ def test_scaffold_check_list_and_materialize_in_a_fresh_dg_project(project: DgPr
     assert names.snapshot_key.to_user_string() in asset_keys
     schedules = {schedule["name"]: schedule["cron_schedule"] for schedule in listed["schedules"]}
     # The follow schedule (off by default) ticks every minute and launches only when nothing of the pipeline runs.
+    # Each table's maintenance runs hourly at :17 (BINLAKE_MAINTENANCE_CRON), in its own pool.
     assert schedules == {names.sync_schedule: "*/7 * * * *", names.reconcile_schedule: "0 3 * * *",
-                         names.follow_schedule: "* * * * *"}
+                         names.follow_schedule: "* * * * *",
+                         **{names.maintenance_schedule(table): "17 * * * *" for table in shop.tables}}
     assert {sensor["name"] for sensor in listed["sensors"]} == {
         names.missing_snapshot_sensor, names.table_error_sensor, names.freshness_sensor
     }
     assert {job["name"] for job in listed["jobs"]} == {
-        names.sync_job, names.snapshot_job, names.reconcile_job, names.follow_job, names.schema_decision_job
+        names.sync_job, names.snapshot_job, names.reconcile_job, names.follow_job, names.schema_decision_job,
+        *(names.maintenance_job(table) for table in shop.tables),
     }
     assert [resource["name"] for resource in listed["resources"]] == [names.resource_key]
 

@@ -223,10 +223,12 @@ def run_batch(
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
             shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False)
         except ColumnRulesError as exc:
-            # A rule that no longer fits (a hash key unset in this environment): the table waits at its offset,
-            # and goes on once the config or the environment is fixed.
-            log.error("%s", exc, extra=about_table(name))
-            skipped[name] = str(exc)
+            # A rule that no longer fits (a hash key unset in this environment): the table stops at its offset, on
+            # record, so that status and the Dagster checks show it (not only this run's log); the others go on.
+            stop = ColumnRulesError(exc.cause, remedy=f"{exc.remedy}; then binlake resume --table {name}", table=name)
+            log.error("%s", stop, extra=about_table(name))
+            state.tables[name] = replace(table_state, error=str(stop))
+            skipped[name] = str(stop)
             continue
         cursors.append(
             TableCursor(

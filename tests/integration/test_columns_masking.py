@@ -252,3 +252,34 @@ def test_rules_that_do_not_fit_the_table_refuse_the_snapshot(
     assert named in str(refused.value)
     assert KEY not in str(refused.value)
     assert not Path(Pipeline(config).table_path(table)).exists(), "nothing was written"
+
+
+def test_a_hash_key_missing_at_a_batch_stops_the_table_on_record_until_it_is_set_and_resumed(
+    mariadb: Any, database: str, make_config: Any, monkeypatch: pytest.MonkeyPatch, mask_key: None
+) -> None:
+    """A sync run where the key variable is not set must not hash with another key, nor leave the table behind
+    without a word: the table stops at its offset, status shows why, and a resume after setting it catches up."""
+    table = f"{database}.people"
+    _create(mariadb, table, 20)
+    rules = {"columns": {"include": ["id", "email", "qty"]}, "mask": {"email": {"hash": {"key_env": KEY_ENV}}}}
+    config = make_config([table], sink__tables={table: rules})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    landed = delta(config, table)[1]
+
+    monkeypatch.delenv(KEY_ENV)
+    sql(mariadb, f"UPDATE {table} SET email = CONCAT('later', id), qty = qty + 1 WHERE id <= 5")
+    pipeline.sync(until_caught_up=True)
+    (status,) = [entry for entry in pipeline.status() if entry.table == table]
+    error = pipeline.read_state().tables[table].error
+    assert error is not None and KEY_ENV in error and "binlake resume --table" in error, error
+    assert KEY not in error
+    assert status.error == error
+    assert delta(config, table)[1] == landed  # nothing written with a missing (or another) key
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    pipeline.resume(table)
+    pipeline.sync(until_caught_up=True)
+    assert pipeline.read_state().tables[table].error is None
+    source = sql(mariadb, f"SELECT id, email, qty FROM {table} ORDER BY id")
+    assert delta(config, table)[1] == [{"id": id_, "email": _hash(email), "qty": qty} for id_, email, qty in source]

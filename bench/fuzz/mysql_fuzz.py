@@ -20,7 +20,8 @@ transaction compressed or not), the binlog rotated to a new file at random point
 commit written with `deltalake` that the first sync adopts (as tests/integration/test_mysql_fixtures.py does);
 after each phase the stub serves the grown binlog and binlake syncs it in one or more batches of random size
 (`batch.max_events`). Some rounds set `batch.max_payload_event_bytes` below a compressed transaction's event:
-binlake must refuse (`PayloadTooLargeError`, nothing of the batch applied), which is an expected stop; Delta must
+binlake must stop that row's table (`PayloadTooLargeError`, nothing of it applied from there), which is an expected
+stop, until the limit is raised and the table resumed; Delta must
 then equal the model as of the offset binlake kept, and the sync goes on once the limit is raised (the remedy).
 
 At the end, every table is read with `deltalake` (never binlake) and compared with the model, JSON documents
@@ -49,7 +50,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -740,16 +741,28 @@ def _run_round(plan: RoundPlan, work: Path, outcome: Outcome) -> None:
             for index, max_events in enumerate(phase.syncs + [None]):
                 last = index == len(phase.syncs)
                 config = _config(stub, lake, plan, max_events=max_events, payload_limit=payload_limit)
+                pipeline = Pipeline(config)
                 try:
-                    results = Pipeline(config).sync(until_caught_up=max_events is None)
+                    results = pipeline.sync(until_caught_up=max_events is None)
                 except PayloadTooLargeError:
+                    results = None
+                # The oversized row's table stops at the transaction holding it (the others go on); an event that
+                # names no table would stop the whole sync. Either way, nothing past the refusal is applied to the
+                # refused table: Delta is the model as of each table's offset.
+                refused = [] if results is None else [
+                    table.table for result in results for table in result.tables
+                    if table.error and "max_payload_event_bytes" in table.error]
+                if results is None or refused:
                     outcome.payload_refusals += 1
-                    # The refusal applied nothing of its batch: Delta is the model as of each table's offset.
-                    _check_at_offsets(plan, built, config, outcome, "after the payload refusal")
+                    _check_at_offsets(plan, built, config, outcome, "after the payload refusal", refused)
                     if outcome.result == "difference":
                         return
-                    payload_limit = None  # the remedy: raise batch.max_payload_event_bytes, sync again
-                    continue
+                    payload_limit = None  # the remedy: raise batch.max_payload_event_bytes, resume, sync again
+                    resumed = Pipeline(_config(stub, lake, plan, max_events=max_events, payload_limit=None))
+                    for name in refused:
+                        resumed.resume(name)
+                    if results is None:
+                        continue
                 outcome.batches += len(results)
                 if not last:
                     _check_at_offsets(plan, built, config, outcome, "between batches")
@@ -792,13 +805,18 @@ def _executed(built: Built, files: list[BinlogFile]) -> str:
     return executed
 
 
-def _check_at_offsets(plan: RoundPlan, built: Built, config: PipelineConfig, outcome: Outcome, when: str) -> None:
-    """Each table in Delta equals the model after the last transaction its offset has passed."""
+def _check_at_offsets(
+    plan: RoundPlan, built: Built, config: PipelineConfig, outcome: Outcome, when: str,
+    expected_stops: Collection[str] = (),
+) -> None:
+    """Each table in Delta equals the model after the last transaction its offset has passed (a stopped table's
+    offset is where it resumes); a table stops only if it is in `expected_stops`."""
     state = Pipeline(config).read_state()
     problems: list[str] = []
     for table_plan in plan.tables:
-        table_state = state.tables[f"{DATABASE}.{table_plan.name}"]
-        if table_state.error:
+        name = f"{DATABASE}.{table_plan.name}"
+        table_state = state.tables[name]
+        if table_state.error and name not in expected_stops:
             raise UnexpectedStop(f"{table_plan.name} stopped {when}: {table_state.error}")
         offset = table_state.position
         expected = {table_plan.key(row): row for row in plan.snapshot[table_plan.name]}

@@ -269,6 +269,18 @@ class BinlogRead:
         if self.transaction is not None:
             self.transaction.discard_table(name)
 
+    def pass_oversized(self, name: str | None, refusal: Exception) -> bool:
+        """An event of a compressed transaction beyond `batch.max_payload_event_bytes` (`payload.Oversized`).
+
+        Rows of a table this read does not follow are passed over; rows of a followed table stop that table here
+        (the others go on); anything else (no table named) ends the read as before.
+        """
+        if name is None:
+            return False
+        if name in self.by_name:
+            self.stop(name, refusal)
+        return True
+
     def stop_all(self, cause: str, remedy: str) -> None:
         for name in self.by_name:
             self.stop(name, UnreadableEventError(cause, remedy=remedy, table=name))

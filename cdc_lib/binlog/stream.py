@@ -32,7 +32,7 @@ from cdc_lib.binlog.event_types import (
     uncompressed_query,
 )
 from cdc_lib.binlog.gtid_events import GTID_TAGGED_LOG_EVENT, tagged_gtid
-from cdc_lib.binlog.payload import PayloadError, inner_events
+from cdc_lib.binlog.payload import Oversized, PayloadError, inner_events
 from cdc_lib.binlog.replication_library import (
     GtidDumpRequest,
     caching_table_maps,
@@ -193,6 +193,7 @@ def _read_once(
             "SET GLOBAL binlog_transaction_compression=OFF (MySQL then writes transactions uncompressed), then "
             "re-snapshot the tables: binlake snapshot",
         ),
+        oversized=read.pass_oversized,
     )
     try:
         for event in payloads.events():
@@ -311,15 +312,16 @@ class PayloadsOpened:
     binlog goes through this (the sync's batches, the snapshot's window scan, the schema probe): a reader that
     iterated the stream itself would pass over the rows and table maps inside a payload without a word.
 
-    A payload that cannot be opened raises `PayloadError` (with `where`), unless `on_error` takes it.
+    A payload that cannot be opened raises `PayloadError` (with `where`), unless `on_error` takes it; an inner
+    event beyond the bound raises `PayloadTooLargeError`, unless `oversized` takes it (`payload.Oversized`).
     """
 
     def __init__(
         self, stream: BinLogStreamReader, max_event_bytes: int, *, current_file: Callable[[], str],
-        on_error: Callable[[str, PayloadError], None] | None = None,
+        on_error: Callable[[str, PayloadError], None] | None = None, oversized: Oversized | None = None,
     ) -> None:
         self.stream, self.max_event_bytes = stream, max_event_bytes
-        self.current_file, self.on_error = current_file, on_error
+        self.current_file, self.on_error, self.oversized = current_file, on_error, oversized
         #: True while a payload's events are handed out: a batch never ends inside one, since the offset after
         #: any of its events is the payload's end, past the events not read yet.
         self.inside = False
@@ -343,7 +345,7 @@ class PayloadsOpened:
         where = f"{self.current_file()}:{end}"
         raw = raw_event(event, checksum=stream_setting(self.stream, "use_checksum"))
         inners = inner_events(raw.data[raw.body_start:raw.body_end], end_pos=end,
-                              max_event_bytes=self.max_event_bytes, where=where)
+                              max_event_bytes=self.max_event_bytes, where=where, oversized=self.oversized)
         try:
             # One event ahead: the payload's last event (its commit) is handed out only once the rest of the
             # payload has decoded and matched its header, and with `inside` cleared, so a batch may end there.

@@ -8,6 +8,7 @@ server's binlog dump sends it.
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -127,6 +128,47 @@ def test_an_inner_event_beyond_the_bound_is_refused_before_it_is_decompressed() 
     # Within the bound, the same payload reads whole.
     assert [len(event) for event in inner_events(payload, end_pos=999, max_event_bytes=4 << 20, where="x")][1] \
         == len(big)
+
+
+def table_map_event(table_id: int, database: bytes, table: bytes) -> bytes:
+    """The head of a TABLE_MAP body (what names its table); the column part is not read by `inner_events`."""
+    body = (table_id.to_bytes(6, "little") + b"\x01\x00" + bytes([len(database)]) + database + b"\x00"
+            + bytes([len(table)]) + table + b"\x00" + b"\x01\x03\x00\x00")
+    return struct.pack("<IBIIIH", 1_700_000_000, 19, 1, 19 + len(body), 0, 0) + body
+
+
+def rows_event(table_id: int, size: int) -> bytes:
+    """A WRITE_ROWS v2 event of `size` bytes whose post-header names `table_id` (its rows are filler)."""
+    body = table_id.to_bytes(6, "little") + b"\x00\x00\x02\x00" + b"r" * (size - 19 - 10)
+    return struct.pack("<IBIIIH", 1_700_000_000, 30, 1, size, 0, 0) + body
+
+
+def test_an_oversized_rows_event_is_named_by_its_table_map_and_passed_over_unheld() -> None:
+    events = [query_event(b"BEGIN"), table_map_event(91, b"shop", b"orders"), table_map_event(92, b"shop", b"logs"),
+              rows_event(92, 2_000_000), rows_event(91, 200), query_event(b"COMMIT")]
+    payload = synthetic_payload(events)
+    told: list[tuple[str | None, str]] = []
+
+    def oversized(table: str | None, refusal: PayloadTooLargeError) -> bool:
+        told.append((table, str(refusal)))
+        return table == "shop.logs"
+
+    read = list(inner_events(payload, end_pos=5_000, max_event_bytes=1 << 20, where="binlog.000003:5000",
+                             oversized=oversized))
+    assert [event[4] for event in read] == [QUERY, 19, 19, 30, QUERY]  # the 2 MB event of shop.logs is not there
+    assert read[3][19:25] == (91).to_bytes(6, "little") and read[-1].endswith(b"COMMIT")
+    assert len(told) == 1 and told[0][0] == "shop.logs"
+    assert "holds an event of 2000000 bytes for shop.logs" in told[0][1]
+    # The caller's word decides: refused, the payload ends with the refusal naming the table.
+    with pytest.raises(PayloadTooLargeError, match="for shop.logs") as raised:
+        list(inner_events(payload, end_pos=5_000, max_event_bytes=1 << 20, where="w", oversized=lambda *_: False))
+    assert raised.value.table == "shop.logs"
+    # An oversized event that names no table (a statement) is refused whatever the caller would say of a table.
+    big = synthetic_payload([query_event(b"BEGIN"), query_event(b"INSERT " + b"x" * 2_000_000)])
+    with pytest.raises(PayloadTooLargeError) as unnamed:
+        list(inner_events(big, end_pos=1, max_event_bytes=1 << 20, where="w",
+                          oversized=lambda table, _: table is not None))
+    assert unnamed.value.table is None
 
 
 def test_payloads_binlake_cannot_read_are_refused() -> None:
@@ -338,11 +380,23 @@ def test_read_batch_applies_the_update_inside_the_connector_java_payload(stub: B
     assert read.end.file == "mysql-bin.000005"
 
 
-def test_read_batch_refuses_a_payload_event_beyond_the_bound(stub: BinlogStub) -> None:
+def test_read_batch_stops_the_table_of_a_payload_event_beyond_the_bound(stub: BinlogStub) -> None:
     serve(stub, JAVA)  # its largest inner event is the 800-odd-byte UPDATE
     table = cursor("demo.movies", JAVA, [("c1", "int", "int")])
-    with pytest.raises(PayloadTooLargeError, match=r"mysql-bin.compressed:724 holds an event of \d+ bytes"):
-        read_batch(source_for(stub), [table], BatchConfig(max_payload_event_bytes=500))
+    read = read_batch(source_for(stub), [table], BatchConfig(max_payload_event_bytes=500))
+    failure = read.table_errors["demo.movies"]
+    assert isinstance(failure.error, PayloadTooLargeError) and failure.error.table == "demo.movies"
+    assert re.search(r"mysql-bin.compressed:724 holds an event of \d+ bytes for demo.movies", str(failure.error))
+    assert "binlake resume --table demo.movies" in failure.error.remedy
+    assert not read.changes.get("demo.movies")
+
+
+def test_a_payload_event_beyond_the_bound_of_a_table_not_followed_is_passed_over(stub: BinlogStub) -> None:
+    """The same oversized UPDATE, read by a pipeline that follows another table: nothing stops, the read ends."""
+    serve(stub, JAVA)
+    other = cursor("demo.other", JAVA, [("c1", "int", "int")])
+    read = read_batch(source_for(stub), [other], BatchConfig(max_payload_event_bytes=500))
+    assert not read.table_errors and read.reached_end and read.end.file == "mysql-bin.000005"
 
 
 def test_read_batch_stops_every_table_on_a_payload_it_cannot_open(stub: BinlogStub) -> None:

@@ -105,6 +105,10 @@ class DeltaWriteError(TableError):
     """Writing one table's batch into Delta failed for a reason that belongs to that table."""
 
 
+class UniformWriteError(DeltaWriteError):
+    """A table has Delta UniForm (Iceberg metadata beside its log) that this process cannot keep current."""
+
+
 class ConcurrentRunError(BinlakeError):
     """Another runner holds the pipeline, or won a compare-and-swap race."""
 

@@ -371,8 +371,9 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         _reject_unknown(
             entry_doc, prefix,
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
-             "columns", "mask", "maintenance"},
+             "columns", "mask", "maintenance", "iceberg"},
         )
+        _refuse_iceberg(entry_doc, prefix)
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
@@ -506,6 +507,28 @@ def _column_mask(value: Any, key: str) -> ColumnMask:
         keep_first=_integer(options, "keep_first", f"{where}.", default=0, low=0, high=1 << 30),
         keep_last=_integer(options, "keep_last", f"{where}.", default=0, low=0, high=1 << 30),
     )
+
+
+#: Delta UniForm's Iceberg converter for delta-spark 4.0.1 (`cdc_lib.sink.spark.jars.DELTA_ICEBERG`, which config/
+#: may not import); Maven Central answered 404 for it on 2026-11-27.
+_DELTA_ICEBERG = "io.delta:delta-iceberg_2.13:4.0.1"
+
+
+def _refuse_iceberg(document: Mapping[str, Any], prefix: str) -> None:
+    """`iceberg: true` (Delta UniForm with Iceberg metadata) is refused, loudly, rather than half-kept.
+
+    Delta writes UniForm's Iceberg metadata with the converter of the delta-iceberg jar, which binlake cannot
+    fetch; a table with the setting but without the converter would either get no Iceberg metadata or fail every
+    Spark commit after writing it to Delta (docs/iceberg.md). `iceberg: false` is accepted and changes nothing.
+    """
+    if _boolean(document, "iceberg", prefix):
+        raise ConfigError(
+            f"{prefix}iceberg",
+            f"asks for Delta UniForm with Iceberg metadata, which needs the {_DELTA_ICEBERG} jar; Maven Central does "
+            "not serve that coordinate (HTTP 404), so binlake cannot keep a table's Iceberg metadata current",
+            remedy="remove the key (the table lands as plain Delta; Iceberg readers cannot open it), and read "
+            "docs/iceberg.md for what binlake does with a table another writer turned UniForm on",
+        )
 
 
 def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, prefix: str) -> None:

@@ -31,7 +31,8 @@ from cdc_lib.model.tables import TableSchema
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.delta_rs import file_layout, key_rewrite
 from cdc_lib.sink.key_bounds import FileKeys, file_keys
-from cdc_lib.sink.storage import SinkStorage
+from cdc_lib.sink.spark.uniform import check_uniform_writable
+from cdc_lib.sink.storage import SinkStorage, storage_for
 
 from .retention import Retention, commit_timestamp
 
@@ -284,6 +285,8 @@ def spark_maintenance(
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(doomed), sizes(doomed)
     if outcome.dry_run:
         return
+    # OPTIMIZE is a commit like any other: without the converter it would leave the Iceberg metadata behind.
+    check_uniform_writable(spark, path, storage=storage_for(path), table=outcome.table)
     if wanted:
         spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target))
         zorder = f" ZORDER BY ({', '.join(f'`{column}`' for column in settings.zorder_by)})" \

@@ -200,8 +200,11 @@ def evolve_delta_table(
 
     Columns that need a back-fill from the source are only added here (NULL until the pipeline back-fills them).
     """
+    from cdc_lib.sink.spark.uniform import check_uniform_writable
     from cdc_lib.sink.spark.writer import rewrite_column_types
+    from cdc_lib.sink.storage import storage_for
 
+    check_uniform_writable(spark, path, storage=storage_for(path), table=table)
     if diff.retyped:
         rewrite_column_types(spark, path, diff.retyped)
     literals = {column.name: default_literal(column, generated=column.name in generated) for column in diff.added}

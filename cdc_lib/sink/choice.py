@@ -18,7 +18,7 @@ from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.config.model import BatchWriter, TableMode
 from cdc_lib.errors import BinlakeError
 from cdc_lib.sink import delta_log
-from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS
+from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS, UNIFORM_FORMATS
 from cdc_lib.sink.delta_log import TableDetail
 from cdc_lib.sink.storage import SinkStorage
 
@@ -154,11 +154,22 @@ def spark_only_reasons(settings: TableDetail) -> list[str]:
         reasons.append("v2 checkpoints (delta.checkpointPolicy)")
     if any(key.startswith("delta.constraints.") for key in settings.properties):
         reasons.append("CHECK constraints")
+    if formats := uniform_formats(settings.properties):
+        # Named apart from the icebergCompatV2 feature it brings: delta-rs 1.6.6 writes no UniForm metadata at all,
+        # so a delta-rs commit would leave the Iceberg (or Hudi) readers of the table behind (docs/iceberg.md).
+        reasons.append(f"Delta UniForm ({UNIFORM_FORMATS} = {', '.join(formats)}), whose metadata delta-rs does "
+                       "not write")
     # What delta-rs itself writes inexactly (e.g. wide DECIMAL statistics) where binlake's policy above allows it.
     blocker = delta_rs_write_blocker(settings)
     if blocker is not None and not reasons:
         reasons.append(blocker)
     return reasons
+
+
+def uniform_formats(properties: Mapping[str, str]) -> list[str]:
+    """The formats Delta UniForm writes beside the table's log (`iceberg`, `hudi`); empty when it has none."""
+    listed = properties.get(UNIFORM_FORMATS, "")
+    return [name.strip().lower() for name in listed.split(",") if name.strip()]
 
 
 def spark_log_store(spark_conf: Mapping[str, str] | None) -> str | None:
@@ -213,5 +224,6 @@ def writer_for(
 
 __all__ = [
     "DELTA_RS_WRITABLE_FEATURES", "WRITABLE_FEATURES", "DeltaRsWriterError", "Engine", "WriterChoice",
-    "delta_rs_write_blocker", "inexact_statistics", "spark_log_store", "spark_only_reasons", "writer_for",
+    "delta_rs_write_blocker", "inexact_statistics", "spark_log_store", "spark_only_reasons", "uniform_formats",
+    "writer_for",
 ]

@@ -24,6 +24,8 @@ OPERATION_COLUMN = "_binlake_op"
 #: The table properties binlake sets per table (`sink.deletion_vectors`, `sink.change_data_feed`).
 DELETION_VECTORS = "delta.enableDeletionVectors"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: Delta UniForm: the formats whose metadata Delta writes beside its log after each commit (`iceberg`, `hudi`).
+UNIFORM_FORMATS = "delta.universalFormat.enabledFormats"
 
 #: Commit metadata: the binlog position up to which the table holds the source's changes, which can lie past
 #: the commit's `end` (a table held by a prepared XA branch stays at its PREPARE while later changes are
@@ -71,7 +73,7 @@ def existing_tail(path: str, schema: TableSchema, *, application: str, storage: 
 
 
 __all__ = [
-    "APPLIED_THROUGH", "CHANGE_DATA_FEED", "DELETION_VECTORS", "OPERATION_COLUMN", "BatchCommit", "app_id",
-    "existing_tail",
+    "APPLIED_THROUGH", "CHANGE_DATA_FEED", "DELETION_VECTORS", "OPERATION_COLUMN", "UNIFORM_FORMATS", "BatchCommit",
+    "app_id", "existing_tail",
     "fence_metadata", "user_metadata",
 ]

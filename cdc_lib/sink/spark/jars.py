@@ -30,6 +30,10 @@ class MavenArtifact:
     def file_name(self) -> str:
         return f"{self.artifact}-{self.version}.{self.packaging}"
 
+    @property
+    def coordinate(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
     def url(self, repository: str = MAVEN_CENTRAL) -> str:
         return f"{repository}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file_name}"
 
@@ -43,6 +47,11 @@ CORE_ARTIFACTS: tuple[MavenArtifact, ...] = (
     MavenArtifact("org.mariadb.jdbc", "mariadb-java-client", MARIADB_JDBC_VERSION),
 )
 
+#: Delta UniForm's Iceberg converter (`org.apache.spark.sql.delta.icebergShaded.IcebergConverter`). Not fetched:
+#: Maven Central answered 404 for this coordinate (pom and jar) on 2026-11-27, so binlake cannot keep Iceberg
+#: metadata current and refuses `sink.tables.<t>.iceberg: true` (docs/iceberg.md). Named here so every message
+#: about it names the same coordinate.
+DELTA_ICEBERG = MavenArtifact("io.delta", "delta-iceberg_2.13", DELTA_VERSION)
 
 #: Hadoop version inside pyspark 4.0.x, used only when the pyspark jars folder cannot be found.
 FALLBACK_HADOOP_VERSION = "3.4.1"

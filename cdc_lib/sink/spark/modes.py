@@ -46,6 +46,7 @@ from cdc_lib.sink.key_bounds import KeyBounds, key_range_filter
 from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.staging import StagedChanges, staged_source
+from cdc_lib.sink.spark.uniform import check_uniform_writable
 from cdc_lib.sink.storage import SinkStorage, storage_for
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def merge_mode_changes(
             changes.remove()  # already committed (a replay after a crash): the spill is not read
         return last.delta_version
     table = schema.table.name
+    check_uniform_writable(spark, path, storage=storage, table=table)
     # A chunked snapshot's waves carry their own app id: with no commit of the table's own yet, the columns tell.
     written_in = (
         mode_of_commit(last.metadata) if last is not None
@@ -300,6 +302,7 @@ def write_mode_snapshot(
             spark, with_mode_columns(frame, mode, snapshot_time, txn_version), path, application=application,
             txn_version=txn_version, metadata=metadata, storage=storage, deletion_vectors=deletion_vectors,
         )
+    check_uniform_writable(spark, path, storage=storage, table=schema.table.name)
     _add_new_columns(spark, path, schema)
     # The source is read more than once below (a JDBC read): pin one reading of it.
     pinned = frame.localCheckpoint(eager=True)

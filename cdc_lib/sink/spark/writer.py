@@ -18,6 +18,7 @@ from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS, OPERATION_C
 from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.staging import StagedChanges, mirror_records
+from cdc_lib.sink.spark.uniform import check_uniform_writable
 from cdc_lib.sink.storage import SinkStorage, storage_for
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def write_snapshot(
             consumers recompute from anyway (`cdc_lib.sink.change_feed`).
     """
     storage = storage or storage_for(path)
+    check_uniform_writable(spark, path, storage=storage, table=metadata.get("table"))
     wanted = {DELETION_VECTORS: str(deletion_vectors).lower(), CHANGE_DATA_FEED: str(change_data_feed).lower()}
     existing = delta_log.table_exists(path, storage=storage)
     if existing:
@@ -80,6 +82,7 @@ def append_snapshot_wave(
     """Append a later wave of a chunked snapshot in one idempotent commit (a replay of the same `txn_version`
     writes nothing); return its version. The first wave is a `write_snapshot`."""
     storage = storage or storage_for(path)
+    check_uniform_writable(spark, path, storage=storage, table=metadata.get("table"))
     with IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
         frame.write.format("delta").mode("append").save(path)
     return delta_log.version_of(path, application, txn_version, storage)
@@ -129,6 +132,7 @@ def write_changes(
     every inserted key new); return its version. `cdc_lib.sink.merge.merge_changes` checks for a replay first."""
     path, application, txn_version = commit.path, commit.application, commit.txn_version
     metadata, storage = commit.metadata, commit.storage
+    check_uniform_writable(spark, path, storage=storage, table=schema.table.name)
     # The fold in parts with disjoint keys (one part unless the batch spilled, cdc_lib.changes.spill), each staged as
     # it comes, so a spilled batch never sits in Python whole.
     bounds = KeyBounds(schema)  # of the keys that may be in the table: only they bound the MERGE's file pruning

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import MaintenanceConfig
@@ -71,6 +72,7 @@ class Outcome:
     retention_reason: str = ""
     checkpoint_version: int | None = None
     log_files_removed: int = 0
+    tombstones_dropped: int = 0
     leftovers_removed: list[str] = field(default_factory=list)
     attempts: int = 1
     skipped: str | None = None
@@ -167,8 +169,9 @@ def compact_delta_rs(
 
 
 def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *, handler: Any,
-                    sizes: Callable[[list[str]], int]) -> None:
-    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor.
+                    sizes: Callable[[list[str]], int]) -> set[str]:
+    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor;
+    the removed files whose tombstones a checkpoint may now drop (none in a dry run).
 
     delta-rs's own VACUUM lists the files (its dry run) and binlake removes them: its commit would add two log
     entries a running batch's commit then meets, and would clean the log by `delta.logRetentionDuration` alone
@@ -181,28 +184,94 @@ def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *
     candidates = sorted(set(removed) | set(untracked))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(candidates), sizes(candidates)
     if outcome.dry_run:
-        return
+        return set()
     for name in candidates:
         try:
             handler.delete_file(name)
         except FileNotFoundError:
             pass  # another maintenance run removed it first
+    return set(removed)
 
 
 def checkpoint_delta_rs(table: DeltaTable, path: str, settings: MaintenanceConfig, outcome: Outcome, *,
-                        application: str, storage: SinkStorage) -> None:
-    """A checkpoint once `checkpoint_every_commits` commits follow the newest one."""
+                        application: str, storage: SinkStorage, vacuumed: set[str]) -> None:
+    """A checkpoint once `checkpoint_every_commits` commits follow the newest one, or once VACUUM removed files;
+    then the newest checkpoint drops the tombstones of the files VACUUM has removed (`drop_vacuumed_tombstones`).
+
+    Why after every VACUUM that removed files: delta-rs keeps a tombstone in each checkpoint for the table's
+    `delta.deletedFileRetentionDuration` (Delta's 7 days), whatever retention VACUUM honoured. With a shorter
+    retention (`vacuum_retention_hours`, scaled down in the soak) a checkpoint carries days of records of files
+    that are gone, and every reader that opens the table reads them: on a small table that is most of a scan.
+    """
     tail = delta_log.read_log_tail(path, application=application, storage=storage)
     if tail is None:
         return
     since = tail.latest_version - (tail.checkpoint_version if tail.checkpoint_version is not None else -1)
-    if since < settings.checkpoint_every_commits:
+    if since < settings.checkpoint_every_commits and not vacuumed:
         return
-    outcome.checkpoint_version = tail.latest_version
-    if not outcome.dry_run:
+    outcome.checkpoint_version = tail.latest_version if since > 0 else tail.checkpoint_version
+    if outcome.dry_run:
+        return
+    if since > 0:
         table.update_incremental()
         outcome.checkpoint_version = table.version()
         table.create_checkpoint()
+    if outcome.checkpoint_version is not None:
+        outcome.tombstones_dropped = drop_vacuumed_tombstones(storage, path, outcome.checkpoint_version, vacuumed)
+
+
+def drop_vacuumed_tombstones(storage: SinkStorage, path: str, version: int, vacuumed: set[str]) -> int:
+    """Rewrite the classic checkpoint of `version` without the `remove` records of `vacuumed` (the files VACUUM
+    listed past the retention and removed); how many it dropped.
+
+    Safe for every reader: a checkpoint is the table's state at its version, and a tombstone in it only tells a
+    later VACUUM that the file may go (the Delta protocol lets a checkpoint drop expired ones). The files are
+    gone already, and change-feed consumers, conflict checks and time travel read the commit files, which stay
+    (`log_cleanup` decides those). The new checkpoint is written beside and moved over the old one (a rename on
+    a local disk, one PUT on S3), so a reader opens either whole; `_last_checkpoint`'s action count follows.
+    Multi-part and v2 checkpoints (Spark's) are left as they are: delta-rs writes neither.
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    directory = f"{path.rstrip('/')}/_delta_log"
+    name = f"{version:020d}.checkpoint.parquet"
+    content = storage.read_bytes(f"{directory}/{name}") if vacuumed else None
+    if content is None:
+        return 0
+    checkpoint = pq.read_table(pa.BufferReader(content))
+    if "remove" not in checkpoint.column_names:
+        return 0
+    # A log names a file by its relative path, URL-encoded; VACUUM's list has it decoded.
+    names = pa.array(sorted(vacuumed | {quote(name, safe="/") for name in vacuumed}), pa.string())
+    expired = pc.fill_null(pc.is_in(pc.struct_field(checkpoint.column("remove"), "path"), value_set=names), False)
+    dropped = pc.sum(expired).as_py() or 0
+    if not dropped:
+        return 0
+    kept = checkpoint.filter(pc.invert(expired))
+    buffer = io.BytesIO()
+    pq.write_table(kept, buffer, compression="snappy")
+    storage.replace_bytes(f"{directory}/{name}", buffer.getvalue())
+    _recount_last_checkpoint(storage, directory, version, kept.num_rows)
+    return int(dropped)
+
+
+def _recount_last_checkpoint(storage: SinkStorage, directory: str, version: int, actions: int) -> None:
+    """`_last_checkpoint`'s `size` (the checkpoint's action count) after a rewrite, when it names `version`."""
+    content = storage.read_bytes(f"{directory}/_last_checkpoint")
+    try:
+        hint = json.loads(content) if content is not None else None
+    except ValueError:
+        return
+    if not isinstance(hint, dict) or hint.get("version") != version:
+        return
+    hint["size"] = actions
+    hint.pop("sizeInBytes", None)  # optional in the protocol; the old figure would be wrong
+    hint.pop("checksum", None)  # a checksum of the old content would fail Spark's check of it
+    storage.replace_bytes(f"{directory}/_last_checkpoint", json.dumps(hint).encode())
 
 
 def log_cleanup(
@@ -305,5 +374,5 @@ def spark_maintenance(
 
 __all__ = [
     "MAINTENANCE_KIND", "MAX_COMPACTION_BYTES", "SMALL_SHARE", "UNTRACKED_FLOOR_HOURS", "Outcome",
-    "checkpoint_delta_rs", "compact_delta_rs", "log_cleanup", "small_runs", "spark_maintenance", "vacuum_delta_rs",
+    "checkpoint_delta_rs", "compact_delta_rs", "drop_vacuumed_tombstones", "log_cleanup", "small_runs", "spark_maintenance", "vacuum_delta_rs",
 ]

@@ -328,7 +328,7 @@ def _first_within(path: str, versions: list[int], cutoff: dt.datetime, storage: 
 
 def spark_maintenance(
     spark: SparkSession, table: DeltaTable, path: str, settings: MaintenanceConfig, retention: Retention,
-    outcome: Outcome, *, sizes: Callable[[list[str]], int],
+    outcome: Outcome, *, sizes: Callable[[list[str]], int], storage: SinkStorage, application: str,
 ) -> None:
     """OPTIMIZE (ZORDER BY when configured) and VACUUM with Spark, for a table Spark writes.
 
@@ -347,9 +347,10 @@ def spark_maintenance(
         outcome.notes.append(f"{len(small)} small files: below min_files_to_compact ({settings.min_files_to_compact})")
     hours = math.ceil(retention.file_hours)
     floor = max(hours, math.ceil(UNTRACKED_FLOOR_HOURS))
-    doomed = sorted(set(table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False))
-                    | set(table.vacuum(retention_hours=floor, dry_run=True, enforce_retention_duration=False,
-                                       full=True)))
+    # delta-rs rounds the retention up to the hour, Spark to the minute: what delta-rs lists, LITE removes too.
+    removed = set(table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False))
+    doomed = sorted(removed | set(table.vacuum(retention_hours=floor, dry_run=True, enforce_retention_duration=False,
+                                               full=True)))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(doomed), sizes(doomed)
     if outcome.dry_run:
         return
@@ -370,6 +371,12 @@ def spark_maintenance(
         # Spark takes a fraction of an hour (delta-rs does not): whole minutes, rounded up.
         spark.sql(f"VACUUM {quoted} LITE RETAIN {math.ceil(retention.file_hours * 60) / 60:.4f} HOURS").collect()
         spark.sql(f"VACUUM {quoted} RETAIN {floor} HOURS").collect()
+        # Spark's own checkpoints (every `delta.checkpointInterval` commits) keep tombstones for the table's
+        # `delta.deletedFileRetentionDuration` too: the newest one drops those of the files just removed.
+        tail = delta_log.read_log_tail(path, application=application, storage=storage)
+        if removed and tail is not None and tail.checkpoint_version is not None:
+            outcome.checkpoint_version = tail.checkpoint_version
+            outcome.tombstones_dropped = drop_vacuumed_tombstones(storage, path, tail.checkpoint_version, removed)
 
 
 __all__ = [

@@ -158,7 +158,8 @@ def _maintain_table(
                               storage=context.sink, now=table_now, latest_version=delta_table.version())
     outcome.retention_hours, outcome.retention_reason = retention.file_hours, retention.file_reason
     if engine == "spark":
-        operations.spark_maintenance(spark(), delta_table, path, settings, retention, outcome, sizes=sizes)
+        operations.spark_maintenance(spark(), delta_table, path, settings, retention, outcome, sizes=sizes,
+                                     storage=context.sink, application=context.application(table))
     else:
         _with_retries(lambda: operations.compact_delta_rs(
             DeltaTable(uri, storage_options=options), schema, settings, outcome, storage_options=options,

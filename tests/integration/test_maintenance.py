@@ -376,3 +376,81 @@ def test_maintenance_on_an_s3_sink(
     scanned = DeltaTable(table_uri(path), storage_options=options).to_pyarrow_table().to_pylist()
     assert sorted(tuple(row.values()) for row in scanned) == source_rows(mariadb, table)
     assert last_maintenance(pipeline.context, table) is not None
+
+
+def tombstones(path: str) -> set[str]:
+    """The files the newest checkpoint still names as removed (its `remove` records), read with pyarrow."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    version = json.loads((Path(path) / "_delta_log" / "_last_checkpoint").read_text())["version"]
+    checkpoint = pq.read_table(Path(path) / "_delta_log" / f"{version:020d}.checkpoint.parquet", columns=["remove"])
+    return {remove["path"] for remove in checkpoint.column("remove").to_pylist() if remove is not None}
+
+
+def test_the_checkpoint_after_maintenance_drops_the_tombstones_of_the_files_vacuum_removed(
+    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
+) -> None:
+    # delta-rs keeps a removed file's record in every checkpoint for the table's deletedFileRetentionDuration (7
+    # days here), whatever VACUUM removed: each reader that opens the table would read them all.
+    table = items(mariadb, database, rows=80)
+    config = make_config([table], batch__writer="delta-rs", sink__tables={table: {"maintenance": EAGER}})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    path = pipeline.table_path(table)
+    batches(mariadb, pipeline, table)
+    removed_before = data_files(path) - live_paths(path)
+    assert removed_before, "the batches removed files (a MERGE's rewrite)"
+
+    outcome = maintain(pipeline.context, [table])[0]
+    assert outcome.vacuumed_files > 0 and outcome.checkpoint_version is not None
+    gone = removed_before - data_files(path)
+    assert gone, "VACUUM removed the files the batches had removed"
+    assert tombstones(path) & gone == set(), "the newest checkpoint names none of the files VACUUM removed"
+    assert outcome.tombstones_dropped >= len(gone)
+    assert read_back(path) == source_rows(mariadb, table)
+
+    # Readers and writers go on from the rewritten checkpoint: the next batch, the next maintenance, and a reader
+    # that travels back to a version after the checkpoint.
+    checkpoint_version = outcome.checkpoint_version
+    mixed(mariadb, table, 5)
+    assert_no_failed_batch(pipeline.sync(until_caught_up=True))
+    assert read_back(path) == source_rows(mariadb, table)
+    assert DeltaTable(path, version=checkpoint_version).to_pyarrow_table().num_rows > 0
+    later = maintain(pipeline.context, [table])[0]
+    assert later.skipped is None and tombstones(path) & removed_before == set()
+    assert read_back(path) == source_rows(mariadb, table)
+
+
+def test_a_change_feed_consumer_reads_its_next_range_after_the_checkpoint_drops_vacuumed_tombstones(
+    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
+) -> None:
+    table = items(mariadb, database, rows=60)
+    config = make_config([table], sink__tables={table: {"change_data_feed": True, "maintenance": EAGER}})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    path = pipeline.table_path(table)
+    # A checkpoint at every commit: Spark's newest checkpoint then carries every removed file's record.
+    pipeline.spark().sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
+    output = f"{config.sink.path}/_derived/{Amounts.name}"
+    assert consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output).mode == "initial"
+    for round_number in range(2):  # MERGEs that rewrite (remove) files
+        mixed(mariadb, table, round_number)
+        pipeline.sync(until_caught_up=True)
+    assert consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output).mode == "incremental"
+    on_disk = data_files(path)
+
+    # The consumer has read them all: VACUUM removes what they removed, and the checkpoint forgets them.
+    outcome = maintain(pipeline.context, [table])[0]
+    assert outcome.engine == "spark" and outcome.vacuumed_files > 0
+    gone = on_disk - data_files(path)
+    assert gone and tombstones(path) & gone == set(), "the newest checkpoint names none of the files VACUUM removed"
+    assert outcome.tombstones_dropped > 0
+    # The consumer reads its next range from the feed, from a log whose checkpoint was rewritten.
+    mixed(mariadb, table, 2)
+    pipeline.sync(until_caught_up=True)
+    result = consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output)
+    assert result.mode == "incremental" and result.change_rows > 0
+    assert read_back(output) == sorted((row[0], row[1]) for row in source_rows(mariadb, table))
+    assert read_back(path) == sorted(source_rows(mariadb, table))

@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--unmaintained-commits", type=int, default=None,
                         help="commits of the run without maintenance (default --commits); its batches slow down as "
                              "its log grows, so a shorter one fits a time budget (the report says so)")
+    parser.add_argument("--only", choices=("maintained", "unmaintained"),
+                        help="run one half (e.g. the two halves as two processes, each reported on its own)")
     parser.add_argument("--initial-rows", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--workdir", help="default: a temporary folder, removed afterwards")
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         unmaintained = arguments.unmaintained_commits or arguments.commits
         for every, commits in ((arguments.maintain_every, arguments.commits), (None, unmaintained)):
+            if arguments.only and arguments.only != ("maintained" if every else "unmaintained"):
+                continue
             work = base / ("maintained" if every else "unmaintained")
             shutil.rmtree(work, ignore_errors=True)
             started = time.perf_counter()

@@ -329,6 +329,7 @@ def _first_within(path: str, versions: list[int], cutoff: dt.datetime, storage: 
 def spark_maintenance(
     spark: SparkSession, table: DeltaTable, path: str, settings: MaintenanceConfig, retention: Retention,
     outcome: Outcome, *, sizes: Callable[[list[str]], int], storage: SinkStorage, application: str,
+    missing: Callable[[list[str]], set[str]],
 ) -> None:
     """OPTIMIZE (ZORDER BY when configured) and VACUUM with Spark, for a table Spark writes.
 
@@ -347,9 +348,8 @@ def spark_maintenance(
         outcome.notes.append(f"{len(small)} small files: below min_files_to_compact ({settings.min_files_to_compact})")
     hours = math.ceil(retention.file_hours)
     floor = max(hours, math.ceil(UNTRACKED_FLOOR_HOURS))
-    # delta-rs rounds the retention up to the hour, Spark to the minute: what delta-rs lists, LITE removes too.
-    removed = set(table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False))
-    doomed = sorted(removed | set(table.vacuum(retention_hours=floor, dry_run=True, enforce_retention_duration=False,
+    doomed = sorted(set(table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False))
+                    | set(table.vacuum(retention_hours=floor, dry_run=True, enforce_retention_duration=False,
                                                full=True)))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(doomed), sizes(doomed)
     if outcome.dry_run:
@@ -372,7 +372,11 @@ def spark_maintenance(
         spark.sql(f"VACUUM {quoted} LITE RETAIN {math.ceil(retention.file_hours * 60) / 60:.4f} HOURS").collect()
         spark.sql(f"VACUUM {quoted} RETAIN {floor} HOURS").collect()
         # Spark's own checkpoints (every `delta.checkpointInterval` commits) keep tombstones for the table's
-        # `delta.deletedFileRetentionDuration` too: the newest one drops those of the files just removed.
+        # `delta.deletedFileRetentionDuration` too: the newest one drops those of the files VACUUM removed. The
+        # removed files as a snapshot after the OPTIMIZE lists them past the retention, and only those now gone.
+        table.update_incremental()
+        listed = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
+        removed = missing(listed)
         tail = delta_log.read_log_tail(path, application=application, storage=storage)
         if removed and tail is not None and tail.checkpoint_version is not None:
             outcome.checkpoint_version = tail.checkpoint_version
@@ -381,5 +385,6 @@ def spark_maintenance(
 
 __all__ = [
     "MAINTENANCE_KIND", "MAX_COMPACTION_BYTES", "SMALL_SHARE", "UNTRACKED_FLOOR_HOURS", "Outcome",
-    "checkpoint_delta_rs", "compact_delta_rs", "drop_vacuumed_tombstones", "log_cleanup", "small_runs", "spark_maintenance", "vacuum_delta_rs",
+    "checkpoint_delta_rs", "compact_delta_rs", "drop_vacuumed_tombstones", "log_cleanup", "small_runs",
+    "spark_maintenance", "vacuum_delta_rs",
 ]

@@ -191,7 +191,8 @@ def fresh_scan_ms(path: str, rows: dict[int, Row], files: int) -> tuple[float, i
     return min(scans) * 1000, disk_bytes(path)
 
 
-def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, initial_rows: int) -> tuple[Run, dict]:
+def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, initial_rows: int,
+         minutes: float | None = None) -> tuple[Run, dict]:
     rng = random.Random(seed)
     context = context_for(work)
     path = context.table_path(TABLE)
@@ -200,7 +201,13 @@ def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, ini
     next_key = initial_rows + 1
     run = Run("with maintenance" if maintain_every else "without maintenance", commits=commits)
     application = context.application(TABLE)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
     for sequence in range(1, commits + 1):
+        if deadline is not None and time.monotonic() > deadline:
+            # Out of time on a shared machine: the run ends here and says how far it got.
+            print(f"  {run.name}: stopped at {sequence - 1} of {commits} commits (--minutes {minutes})", flush=True)
+            run.commits = sequence - 1
+            break
         changes, next_key = batch(rows, next_key, rng, inserts=rng.randrange(1, 8), updates=rng.randrange(0, 8),
                                   deletes=rng.randrange(0, 3))
         started = time.perf_counter()
@@ -241,6 +248,8 @@ def main(argv: list[str] | None = None) -> None:
                              "its log grows, so a shorter one fits a time budget (the report says so)")
     parser.add_argument("--only", choices=("maintained", "unmaintained"),
                         help="run one half (e.g. the two halves as two processes, each reported on its own)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="each half stops after this long, at the commits it reached (the report says how many)")
     parser.add_argument("--initial-rows", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--workdir", help="default: a temporary folder, removed afterwards")
@@ -256,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(work, ignore_errors=True)
             started = time.perf_counter()
             run, rows = soak(work, commits=commits, maintain_every=every, seed=arguments.seed,
-                             initial_rows=arguments.initial_rows)
+                             initial_rows=arguments.initial_rows, minutes=arguments.minutes)
             run.figures["wall seconds"] = time.perf_counter() - started
             fresh_ms, fresh_bytes = fresh_scan_ms(str(base / f"fresh-{every or 0}"), rows,
                                                   int(run.figures["after maintenance files"]))
@@ -268,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
             run.figures["after maintenance scan ÷ fresh scan"] = after / fresh_ms
             # What a commit costs end to end, and how much of it is the batch's own write (the rest: maintenance,
             # generating the changes, the measures).
-            run.figures["wall ms per commit"] = run.figures["wall seconds"] * 1000 / commits
+            run.figures["wall ms per commit"] = run.figures["wall seconds"] * 1000 / max(1, run.commits)
             run.figures["batch write share of wall"] = sum(run.batch_seconds) / run.figures["wall seconds"]
             runs.append(run)
             # After each half: a run cut short still leaves the half it finished.

@@ -11,8 +11,13 @@ Twice, from the same seed: with maintenance every `--maintain-every` commits (`c
 the code `binlake maintain` runs, with retention 0: a year of minute batches keeps Delta's 7 days, scaled down
 here), and without. Each records per-batch write time (percentiles), the cost of reading the log's tail (the
 listing and reads each batch's replay check does: `delta_log.read_log_tail`) and of opening the table, the file
-count, bytes on disk ÷ bytes of a freshly written copy of the same rows, and a full scan with `deltalake`; then a
-freshly written table of the same rows is scanned for the baseline.
+count, bytes on disk ÷ bytes of a freshly written copy of the same rows, the newest checkpoint's size and the
+removed-file records in it, and a full scan with `deltalake`; then the same rows freshly written in as many files
+as the soaked table has live after its last maintenance are scanned for the baseline (so the ratio compares the
+log and the layout, not a different number of Parquet files).
+
+On a shared machine `--minutes` bounds each half: it stops at the commits it reached, measures and says so;
+`--only` runs one half (the two halves as two processes).
 """
 
 from __future__ import annotations

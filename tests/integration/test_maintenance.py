@@ -370,6 +370,8 @@ def test_maintenance_on_an_s3_sink(
 
     outcome = maintain(pipeline.context)[0]
     assert outcome.compacted_files >= 2 and outcome.vacuumed_files > 0 and outcome.vacuumed_bytes > 0
+    # The checkpoint was rewritten on S3 without the removed files' records, and delta-rs reads it below.
+    assert outcome.tombstones_dropped > 0
     left = data_objects(s3_endpoint, s3_bucket)
     assert len(left) < len(objects)
     options = storage_options(path, pipeline.sink)
@@ -451,6 +453,7 @@ def test_a_change_feed_consumer_reads_its_next_range_after_the_checkpoint_drops_
     mixed(mariadb, table, 2)
     pipeline.sync(until_caught_up=True)
     result = consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output)
-    assert result.mode == "incremental" and result.change_rows > 0
+    assert result.mode == "incremental" and result.previous_version is not None \
+        and result.previous_version < result.source_version
     assert read_back(output) == sorted((row[0], row[1]) for row in source_rows(mariadb, table))
     assert read_back(path) == sorted(source_rows(mariadb, table))

@@ -196,7 +196,7 @@ def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *
 def checkpoint_delta_rs(table: DeltaTable, path: str, settings: MaintenanceConfig, outcome: Outcome, *,
                         application: str, storage: SinkStorage, vacuumed: set[str]) -> None:
     """A checkpoint once `checkpoint_every_commits` commits follow the newest one, or once VACUUM removed files;
-    then the newest checkpoint drops the tombstones of the files VACUUM has removed (`drop_vacuumed_tombstones`).
+    after a VACUUM, one without the tombstones of the files it removed (`checkpoint_without_tombstones`).
 
     Why after every VACUUM that removed files: delta-rs keeps a tombstone in each checkpoint for the table's
     `delta.deletedFileRetentionDuration` (Delta's 7 days), whatever retention VACUUM honoured. With a shorter
@@ -207,71 +207,81 @@ def checkpoint_delta_rs(table: DeltaTable, path: str, settings: MaintenanceConfi
     if tail is None:
         return
     since = tail.latest_version - (tail.checkpoint_version if tail.checkpoint_version is not None else -1)
-    if since < settings.checkpoint_every_commits and not vacuumed:
+    # A checkpoint at the latest version is never written again (a reader may have listed it: below).
+    if since == 0 or (since < settings.checkpoint_every_commits and not vacuumed):
         return
-    outcome.checkpoint_version = tail.latest_version if since > 0 else tail.checkpoint_version
+    outcome.checkpoint_version = tail.latest_version
     if outcome.dry_run:
         return
-    if since > 0:
-        table.update_incremental()
-        outcome.checkpoint_version = table.version()
-        table.create_checkpoint()
-    if outcome.checkpoint_version is not None:
-        outcome.tombstones_dropped = drop_vacuumed_tombstones(storage, path, outcome.checkpoint_version, vacuumed)
+    if vacuumed:
+        written = checkpoint_without_tombstones(storage, path, tail.latest_version, tail.checkpoint_version,
+                                                vacuumed)
+        if written is not None:
+            outcome.tombstones_dropped = written
+            return
+    table.update_incremental()
+    outcome.checkpoint_version = table.version()
+    table.create_checkpoint()
 
 
-def drop_vacuumed_tombstones(storage: SinkStorage, path: str, version: int, vacuumed: set[str]) -> int:
-    """Rewrite the classic checkpoint of `version` without the `remove` records of `vacuumed` (the files VACUUM
-    listed past the retention and removed); how many it dropped.
+def checkpoint_without_tombstones(storage: SinkStorage, path: str, version: int, previous: int | None,
+                                  vacuumed: set[str]) -> int | None:
+    """Write the checkpoint of `version` without the `remove` records of `vacuumed` (the files VACUUM listed past
+    the retention and removed); how many it left out, None when it cannot (then delta-rs writes its own).
+
+    delta-rs writes it from a private copy of the log (the checkpoint of `previous` and the commits since, in a
+    local temporary folder; a checkpoint reads no data file), and binlake publishes it under the table's log
+    only if no checkpoint of `version` exists: a checkpoint is never rewritten in place, since a reader that
+    listed it (Spark keeps the listing in its snapshot) would then read a file of another size and fail.
 
     Safe for every reader: a checkpoint is the table's state at its version, and a tombstone in it only tells a
-    later VACUUM that the file may go (the Delta protocol lets a checkpoint drop expired ones). The files are
-    gone already, and change-feed consumers, conflict checks and time travel read the commit files, which stay
-    (`log_cleanup` decides those). The new checkpoint is written beside and moved over the old one (a rename on
-    a local disk, one PUT on S3), so a reader opens either whole; `_last_checkpoint`'s action count follows.
-    Multi-part and v2 checkpoints (Spark's) are left as they are: delta-rs writes neither.
+    later VACUUM that the file may go (the Delta protocol lets a checkpoint drop expired ones); these files are
+    gone. Change-feed consumers, conflict checks and time travel read the commit files, which stay
+    (`log_cleanup` decides those).
     """
     import io
+    import tempfile
+    from pathlib import Path
 
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+    from deltalake import DeltaTable
 
-    directory = f"{path.rstrip('/')}/_delta_log"
-    name = f"{version:020d}.checkpoint.parquet"
-    content = storage.read_bytes(f"{directory}/{name}") if vacuumed else None
-    if content is None:
-        return 0
-    checkpoint = pq.read_table(pa.BufferReader(content))
-    if "remove" not in checkpoint.column_names:
-        return 0
+    directory = delta_log.log_dir(path)
+    target = f"{directory}/{version:020d}.checkpoint.parquet"
+    with tempfile.TemporaryDirectory(prefix="binlake-checkpoint-") as scratch:
+        log = Path(scratch) / "_delta_log"
+        log.mkdir()
+        names = [f"{number:020d}.json" for number in range((previous if previous is not None else -1) + 1,
+                                                           version + 1)]
+        if previous is not None:
+            names += [f"{previous:020d}.checkpoint.parquet", "_last_checkpoint"]
+        for name in names:
+            content = storage.read_bytes(f"{directory}/{name}")
+            if content is None:  # a multi-part checkpoint, or a log cleaned meanwhile: delta-rs's own checkpoint
+                return None
+            (log / name).write_bytes(content)
+        private = DeltaTable(scratch)
+        if private.version() != version:
+            return None
+        private.create_checkpoint()
+        checkpoint = pq.read_table(log / f"{version:020d}.checkpoint.parquet")
+        hint = json.loads((log / "_last_checkpoint").read_text())
     # A log names a file by its relative path, URL-encoded; VACUUM's list has it decoded.
-    names = pa.array(sorted(vacuumed | {quote(name, safe="/") for name in vacuumed}), pa.string())
-    expired = pc.fill_null(pc.is_in(pc.struct_field(checkpoint.column("remove"), "path"), value_set=names), False)
-    dropped = pc.sum(expired).as_py() or 0
-    if not dropped:
-        return 0
-    kept = checkpoint.filter(pc.invert(expired))
+    listed = pa.array(sorted(vacuumed | {quote(name, safe="/") for name in vacuumed}), pa.string())
+    gone = pc.fill_null(pc.is_in(pc.struct_field(checkpoint.column("remove"), "path"), value_set=listed), False)
+    kept = checkpoint.filter(pc.invert(gone))
     buffer = io.BytesIO()
     pq.write_table(kept, buffer, compression="snappy")
-    storage.replace_bytes(f"{directory}/{name}", buffer.getvalue())
-    _recount_last_checkpoint(storage, directory, version, kept.num_rows)
-    return int(dropped)
-
-
-def _recount_last_checkpoint(storage: SinkStorage, directory: str, version: int, actions: int) -> None:
-    """`_last_checkpoint`'s `size` (the checkpoint's action count) after a rewrite, when it names `version`."""
-    content = storage.read_bytes(f"{directory}/_last_checkpoint")
-    try:
-        hint = json.loads(content) if content is not None else None
-    except ValueError:
-        return
-    if not isinstance(hint, dict) or hint.get("version") != version:
-        return
-    hint["size"] = actions
-    hint.pop("sizeInBytes", None)  # optional in the protocol; the old figure would be wrong
-    hint.pop("checksum", None)  # a checksum of the old content would fail Spark's check of it
+    if storage.read_bytes(target) is not None:
+        return 0  # another writer's checkpoint of this version: left as it is
+    storage.replace_bytes(target, buffer.getvalue())
+    hint.update(version=version, size=kept.num_rows)
+    hint.pop("sizeInBytes", None)  # optional in the protocol; the private copy's figure would be wrong
+    hint.pop("checksum", None)
     storage.replace_bytes(f"{directory}/_last_checkpoint", json.dumps(hint).encode())
+    return int(pc.sum(gone).as_py() or 0)
 
 
 def log_cleanup(
@@ -328,8 +338,7 @@ def _first_within(path: str, versions: list[int], cutoff: dt.datetime, storage: 
 
 def spark_maintenance(
     spark: SparkSession, table: DeltaTable, path: str, settings: MaintenanceConfig, retention: Retention,
-    outcome: Outcome, *, sizes: Callable[[list[str]], int], storage: SinkStorage, application: str,
-    missing: Callable[[list[str]], set[str]],
+    outcome: Outcome, *, sizes: Callable[[list[str]], int],
 ) -> None:
     """OPTIMIZE (ZORDER BY when configured) and VACUUM with Spark, for a table Spark writes.
 
@@ -350,7 +359,7 @@ def spark_maintenance(
     floor = max(hours, math.ceil(UNTRACKED_FLOOR_HOURS))
     doomed = sorted(set(table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False))
                     | set(table.vacuum(retention_hours=floor, dry_run=True, enforce_retention_duration=False,
-                                               full=True)))
+                                       full=True)))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(doomed), sizes(doomed)
     if outcome.dry_run:
         return
@@ -371,20 +380,10 @@ def spark_maintenance(
         # Spark takes a fraction of an hour (delta-rs does not): whole minutes, rounded up.
         spark.sql(f"VACUUM {quoted} LITE RETAIN {math.ceil(retention.file_hours * 60) / 60:.4f} HOURS").collect()
         spark.sql(f"VACUUM {quoted} RETAIN {floor} HOURS").collect()
-        # Spark's own checkpoints (every `delta.checkpointInterval` commits) keep tombstones for the table's
-        # `delta.deletedFileRetentionDuration` too: the newest one drops those of the files VACUUM removed. The
-        # removed files as a snapshot after the OPTIMIZE lists them past the retention, and only those now gone.
-        table.update_incremental()
-        listed = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
-        removed = missing(listed)
-        tail = delta_log.read_log_tail(path, application=application, storage=storage)
-        if removed and tail is not None and tail.checkpoint_version is not None:
-            outcome.checkpoint_version = tail.checkpoint_version
-            outcome.tombstones_dropped = drop_vacuumed_tombstones(storage, path, tail.checkpoint_version, removed)
 
 
 __all__ = [
     "MAINTENANCE_KIND", "MAX_COMPACTION_BYTES", "SMALL_SHARE", "UNTRACKED_FLOOR_HOURS", "Outcome",
-    "checkpoint_delta_rs", "compact_delta_rs", "drop_vacuumed_tombstones", "log_cleanup", "small_runs",
+    "checkpoint_delta_rs", "compact_delta_rs", "checkpoint_without_tombstones", "log_cleanup", "small_runs",
     "spark_maintenance", "vacuum_delta_rs",
 ]

@@ -146,12 +146,6 @@ def _maintain_table(
         infos = handler.get_file_info(list(paths)) if paths else []
         return sum(info.size or 0 for info in infos)
 
-    def missing(paths: list[str]) -> set[str]:
-        from pyarrow.fs import FileType
-
-        infos = handler.get_file_info(list(paths)) if paths else []
-        return {name for name, info in zip(paths, infos, strict=True) if info.type == FileType.NotFound}
-
     table_now = now()
     delta_table = DeltaTable(uri, storage_options=options)
     actions = delta_table.get_add_actions(flatten=True)
@@ -164,8 +158,7 @@ def _maintain_table(
                               storage=context.sink, now=table_now, latest_version=delta_table.version())
     outcome.retention_hours, outcome.retention_reason = retention.file_hours, retention.file_reason
     if engine == "spark":
-        operations.spark_maintenance(spark(), delta_table, path, settings, retention, outcome, sizes=sizes,
-                                     storage=context.sink, application=context.application(table), missing=missing)
+        operations.spark_maintenance(spark(), delta_table, path, settings, retention, outcome, sizes=sizes)
     else:
         _with_retries(lambda: operations.compact_delta_rs(
             DeltaTable(uri, storage_options=options), schema, settings, outcome, storage_options=options,

@@ -424,36 +424,3 @@ def test_the_checkpoint_after_maintenance_drops_the_tombstones_of_the_files_vacu
     assert later.skipped is None and tombstones(path) & removed_before == set()
     assert read_back(path) == source_rows(mariadb, table)
 
-
-def test_a_change_feed_consumer_reads_its_next_range_after_the_checkpoint_drops_vacuumed_tombstones(
-    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
-) -> None:
-    table = items(mariadb, database, rows=60)
-    config = make_config([table], sink__tables={table: {"change_data_feed": True, "maintenance": EAGER}})
-    pipeline = Pipeline(config)
-    pipeline.snapshot()
-    path = pipeline.table_path(table)
-    # A checkpoint at every commit: Spark's newest checkpoint then carries every removed file's record.
-    pipeline.spark().sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
-    output = f"{config.sink.path}/_derived/{Amounts.name}"
-    assert consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output).mode == "initial"
-    for round_number in range(2):  # MERGEs that rewrite (remove) files
-        mixed(mariadb, table, round_number)
-        pipeline.sync(until_caught_up=True)
-    assert consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output).mode == "incremental"
-    on_disk = data_files(path)
-
-    # The consumer has read them all: VACUUM removes what they removed, and the checkpoint forgets them.
-    outcome = maintain(pipeline.context, [table])[0]
-    assert outcome.engine == "spark" and outcome.vacuumed_files > 0
-    gone = on_disk - data_files(path)
-    assert gone and tombstones(path) & gone == set(), "the newest checkpoint names none of the files VACUUM removed"
-    assert outcome.tombstones_dropped > 0
-    # The consumer reads its next range from the feed, from a log whose checkpoint was rewritten.
-    mixed(mariadb, table, 2)
-    pipeline.sync(until_caught_up=True)
-    result = consume(pipeline.spark, consumer=Amounts(), source_path=path, output_path=output)
-    assert result.mode == "incremental" and result.previous_version is not None \
-        and result.previous_version < result.source_version
-    assert read_back(output) == sorted((row[0], row[1]) for row in source_rows(mariadb, table))
-    assert read_back(path) == sorted(source_rows(mariadb, table))

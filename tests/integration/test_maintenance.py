@@ -413,8 +413,8 @@ def test_the_checkpoint_after_maintenance_drops_the_tombstones_of_the_files_vacu
     assert outcome.tombstones_dropped >= len(gone)
     assert read_back(path) == source_rows(mariadb, table)
 
-    # Readers and writers go on from the checkpoint without the records: the next batch, the next maintenance, and a reader
-    # that travels back to a version after the checkpoint.
+    # Readers and writers go on from the checkpoint without those records: the next batch, the next maintenance,
+    # and a reader that travels back to the checkpoint's version.
     checkpoint_version = outcome.checkpoint_version
     mixed(mariadb, table, 5)
     assert_no_failed_batch(pipeline.sync(until_caught_up=True))

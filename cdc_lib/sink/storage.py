@@ -79,7 +79,7 @@ class SinkStorage(ABC):
 
     @abstractmethod
     def replace_bytes(self, file: str, content: bytes) -> None:
-        """Write `file` whole, in one step a reader sees either side of (maintenance's checkpoint, `_last_checkpoint`)."""
+        """Write `file` whole, in one step a reader sees either side of (maintenance's checkpoints)."""
 
     @abstractmethod
     def check_writable(self, root: str) -> None:

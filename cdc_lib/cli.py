@@ -238,7 +238,9 @@ def _maintain(pipeline: Pipeline, arguments: argparse.Namespace) -> int:
         print(f"  vacuum: {would}remove {outcome.vacuumed_files} files ({_size(outcome.vacuumed_bytes)}); retention "
               f"{outcome.retention_hours:g} h ({outcome.retention_reason})")
         if outcome.checkpoint_version is not None:
-            print(f"  checkpoint: {would}write one at version {outcome.checkpoint_version}")
+            print(f"  checkpoint: {would}write one at version {outcome.checkpoint_version}"
+                  + (f", without {outcome.tombstones_dropped} records of vacuumed files"
+                     if outcome.tombstones_dropped else ""))
         if outcome.log_files_removed:
             print(f"  log: {would}remove {outcome.log_files_removed} files before the kept checkpoint")
         for leftover in outcome.leftovers_removed:

@@ -11,8 +11,13 @@ Twice, from the same seed: with maintenance every `--maintain-every` commits (`c
 the code `binlake maintain` runs, with retention 0: a year of minute batches keeps Delta's 7 days, scaled down
 here), and without. Each records per-batch write time (percentiles), the cost of reading the log's tail (the
 listing and reads each batch's replay check does: `delta_log.read_log_tail`) and of opening the table, the file
-count, bytes on disk ÷ bytes of a freshly written copy of the same rows, and a full scan with `deltalake`; then a
-freshly written table of the same rows is scanned for the baseline.
+count, bytes on disk ÷ bytes of a freshly written copy of the same rows, the newest checkpoint's size and the
+removed-file records in it, and a full scan with `deltalake`; then the same rows freshly written in as many files
+as the soaked table has live after its last maintenance are scanned for the baseline (so the ratio compares the
+log and the layout, not a different number of Parquet files).
+
+On a shared machine `--minutes` bounds each half: it stops at the commits it reached, measures and says so;
+`--only` runs one half (the two halves as two processes).
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ class Run:
     compacted_files: int = 0
     vacuumed_files: int = 0
     log_files_removed: int = 0
+    tombstones_dropped: int = 0
+    commits: int = 0
     figures: dict[str, float] = field(default_factory=dict)
 
 
@@ -90,18 +97,23 @@ def context_for(work: Path) -> PipelineContext:
     return context
 
 
-def initial_table(path: str, rows: dict[int, Row]) -> None:
-    """The table as a delta-rs snapshot leaves it: sorted by key, files of binlake's target size."""
+def initial_table(path: str, rows: dict[int, Row], files: int = 1) -> None:
+    """The table as a delta-rs snapshot leaves it: sorted by key, files of binlake's target size (`files` > 1:
+    that many files of equal row counts, one append each, since delta-rs 1.x sizes files by bytes only)."""
     from deltalake import write_deltalake
 
     records = arrow_records(SCHEMA, [(*rows[key], "u") for key in sorted(rows)]).drop_columns([OPERATION_COLUMN])
-    write_deltalake(path, records, configuration={
+    per_file = -(-len(rows) // max(1, files))
+    write_deltalake(path, records.slice(0, per_file), configuration={
         file_layout.TARGET_FILE_SIZE_PROPERTY: str(file_layout.TARGET_FILE_BYTES),
         # The log's retention scaled down with the year (30 days of minute batches would be all of them). The
-        # file retention is left at Delta's 7 days: at 0 a checkpoint drops the removed files' tombstones, and
-        # VACUUM then sees those files only as files no version names, which it keeps for an hour.
+        # file retention is left at Delta's 7 days: maintenance's checkpoint drops the tombstones of the files
+        # its VACUUM removed (retention 0 here), not the table property.
         "delta.logRetentionDuration": "interval 0 hours",
     }, target_file_size=file_layout.TARGET_FILE_BYTES)
+    for start in range(per_file, len(rows), per_file):
+        write_deltalake(path, records.slice(start, per_file), mode="append",
+                        target_file_size=file_layout.TARGET_FILE_BYTES)
 
 
 def batch(rows: dict[int, Row], next_key: int, rng: random.Random, *, inserts: int, updates: int,
@@ -149,6 +161,14 @@ def measure(path: str, rows: dict[int, Row], run: Run, label: str, context: Pipe
     files = pa.table(table.get_add_actions(flatten=True))
     run.figures[f"{label} files"] = files.num_rows
     run.figures[f"{label} log files"] = len(list((Path(path) / "_delta_log").iterdir()))
+    # What opening the table reads first: the newest checkpoint (its size and the removed-file records in it).
+    if tail.checkpoint_version is not None:
+        checkpoint = Path(path) / "_delta_log" / f"{tail.checkpoint_version:020d}.checkpoint.parquet"
+        import pyarrow.parquet as pq
+
+        content = pq.read_table(checkpoint, columns=["remove"])
+        run.figures[f"{label} checkpoint KiB"] = checkpoint.stat().st_size / 1024
+        run.figures[f"{label} checkpoint tombstones"] = content.num_rows - content.column("remove").null_count
     scans = []
     for _ in range(5):
         started = time.perf_counter()
@@ -161,11 +181,13 @@ def measure(path: str, rows: dict[int, Row], run: Run, label: str, context: Pipe
         f"{run.name}: the table differs from the source"
 
 
-def fresh_scan_ms(path: str, rows: dict[int, Row]) -> tuple[float, int]:
-    """The scan time and bytes of the same rows freshly written (the baseline the targets compare with)."""
+def fresh_scan_ms(path: str, rows: dict[int, Row], files: int) -> tuple[float, int]:
+    """The scan time and bytes of the same rows freshly written in `files` files (the baseline the targets compare
+    with: as many files as the soaked table has live after its last maintenance, so the scans compare the log and
+    the layout, not a different number of Parquet files)."""
     from deltalake import DeltaTable
 
-    initial_table(path, rows)
+    initial_table(path, rows, files=files)
     scans = []
     for _ in range(5):
         started = time.perf_counter()
@@ -174,16 +196,23 @@ def fresh_scan_ms(path: str, rows: dict[int, Row]) -> tuple[float, int]:
     return min(scans) * 1000, disk_bytes(path)
 
 
-def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, initial_rows: int) -> tuple[Run, dict]:
+def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, initial_rows: int,
+         minutes: float | None = None) -> tuple[Run, dict]:
     rng = random.Random(seed)
     context = context_for(work)
     path = context.table_path(TABLE)
     rows = {key: make_row(key, rng) for key in range(1, initial_rows + 1)}
     initial_table(path, rows)
     next_key = initial_rows + 1
-    run = Run("with maintenance" if maintain_every else "without maintenance")
+    run = Run("with maintenance" if maintain_every else "without maintenance", commits=commits)
     application = context.application(TABLE)
+    deadline = time.monotonic() + minutes * 60 if minutes else None
     for sequence in range(1, commits + 1):
+        if deadline is not None and time.monotonic() > deadline:
+            # Out of time on a shared machine: the run ends here and says how far it got.
+            print(f"  {run.name}: stopped at {sequence - 1} of {commits} commits (--minutes {minutes})", flush=True)
+            run.commits = sequence - 1
+            break
         changes, next_key = batch(rows, next_key, rng, inserts=rng.randrange(1, 8), updates=rng.randrange(0, 8),
                                   deletes=rng.randrange(0, 3))
         started = time.perf_counter()
@@ -197,6 +226,7 @@ def soak(work: Path, *, commits: int, maintain_every: int | None, seed: int, ini
             run.compacted_files += outcome.compacted_files
             run.vacuumed_files += outcome.vacuumed_files
             run.log_files_removed += outcome.log_files_removed
+            run.tombstones_dropped += outcome.tombstones_dropped
         if sequence % 1000 == 0:
             print(f"  {run.name}: {sequence}/{commits} commits, last batch {run.batch_seconds[-1] * 1000:.1f} ms",
                   flush=True)
@@ -218,6 +248,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=20_000)
     parser.add_argument("--maintain-every", type=int, default=60, help="commits between maintenance runs (hourly)")
+    parser.add_argument("--unmaintained-commits", type=int, default=None,
+                        help="commits of the run without maintenance (default --commits); its batches slow down as "
+                             "its log grows, so a shorter one fits a time budget (the report says so)")
+    parser.add_argument("--only", choices=("maintained", "unmaintained"),
+                        help="run one half (e.g. the two halves as two processes, each reported on its own)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="each half stops after this long, at the commits it reached (the report says how many)")
     parser.add_argument("--initial-rows", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--workdir", help="default: a temporary folder, removed afterwards")
@@ -225,30 +262,39 @@ def main(argv: list[str] | None = None) -> None:
     base = Path(arguments.workdir or tempfile.mkdtemp(prefix="binlake-soak-"))
     runs = []
     try:
-        for every in (arguments.maintain_every, None):
+        unmaintained = arguments.unmaintained_commits or arguments.commits
+        for every, commits in ((arguments.maintain_every, arguments.commits), (None, unmaintained)):
+            if arguments.only and arguments.only != ("maintained" if every else "unmaintained"):
+                continue
             work = base / ("maintained" if every else "unmaintained")
             shutil.rmtree(work, ignore_errors=True)
             started = time.perf_counter()
-            run, rows = soak(work, commits=arguments.commits, maintain_every=every, seed=arguments.seed,
-                             initial_rows=arguments.initial_rows)
+            run, rows = soak(work, commits=commits, maintain_every=every, seed=arguments.seed,
+                             initial_rows=arguments.initial_rows, minutes=arguments.minutes)
             run.figures["wall seconds"] = time.perf_counter() - started
-            fresh_ms, fresh_bytes = fresh_scan_ms(str(base / f"fresh-{every or 0}"), rows)
+            fresh_ms, fresh_bytes = fresh_scan_ms(str(base / f"fresh-{every or 0}"), rows,
+                                                  int(run.figures["after maintenance files"]))
             run.figures["fresh full scan ms"] = fresh_ms
             run.figures["after maintenance disk ÷ fresh bytes"] = \
                 disk_bytes(str(work / "lake" / "soak" / "events")) / fresh_bytes
             run.figures["end scan ÷ fresh scan"] = run.figures["end full scan ms"] / fresh_ms
             after = run.figures["after maintenance full scan ms"]
             run.figures["after maintenance scan ÷ fresh scan"] = after / fresh_ms
+            # What a commit costs end to end, and how much of it is the batch's own write (the rest: maintenance,
+            # generating the changes, the measures).
+            run.figures["wall ms per commit"] = run.figures["wall seconds"] * 1000 / max(1, run.commits)
+            run.figures["batch write share of wall"] = sum(run.batch_seconds) / run.figures["wall seconds"]
             runs.append(run)
+            # After each half: a run cut short still leaves the half it finished.
+            report(runs, arguments.maintain_every)
     finally:
         if not arguments.workdir:
             shutil.rmtree(base, ignore_errors=True)
-    report(runs, arguments.commits, arguments.maintain_every)
 
 
-def report(runs: list[Run], commits: int, every: int) -> None:
-    print(f"\nSoak: {commits} mixed batches (1-7 inserts, 0-7 updates, 0-2 deletes each); maintenance every "
-          f"{every} commits in the first run")
+def report(runs: list[Run], every: int) -> None:
+    print(f"\nSoak: {' / '.join(f'{run.commits} ({run.name})' for run in runs)} mixed batches (1-7 inserts, "
+          f"0-7 updates, 0-2 deletes each); maintenance every {every} commits in the first run", flush=True)
     header = f"{'':38}" + "".join(f"{run.name:>22}" for run in runs)
     print(header)
 
@@ -263,6 +309,7 @@ def report(runs: list[Run], commits: int, every: int) -> None:
                                        f"{statistics.mean(run.maintenance_seconds or [0]):.2f}" for run in runs])
     line("files compacted / vacuumed", [f"{run.compacted_files} / {run.vacuumed_files}" for run in runs])
     line("log files removed", [str(run.log_files_removed) for run in runs])
+    line("tombstones dropped from checkpoints", [str(run.tombstones_dropped) for run in runs])
     for key in runs[0].figures:
         line(key, [f"{run.figures.get(key, float('nan')):.2f}" for run in runs])
 

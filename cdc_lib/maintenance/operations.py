@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import MaintenanceConfig
@@ -72,6 +73,7 @@ class Outcome:
     retention_reason: str = ""
     checkpoint_version: int | None = None
     log_files_removed: int = 0
+    tombstones_dropped: int = 0
     leftovers_removed: list[str] = field(default_factory=list)
     attempts: int = 1
     skipped: str | None = None
@@ -168,8 +170,9 @@ def compact_delta_rs(
 
 
 def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *, handler: Any,
-                    sizes: Callable[[list[str]], int]) -> None:
-    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor.
+                    sizes: Callable[[list[str]], int]) -> set[str]:
+    """VACUUM (module docstring): removed files past the retention, then files no version names past the floor;
+    the removed files whose tombstones a checkpoint may now drop (none in a dry run).
 
     delta-rs's own VACUUM lists the files (its dry run) and binlake removes them: its commit would add two log
     entries a running batch's commit then meets, and would clean the log by `delta.logRetentionDuration` alone
@@ -182,28 +185,104 @@ def vacuum_delta_rs(table: DeltaTable, retention: Retention, outcome: Outcome, *
     candidates = sorted(set(removed) | set(untracked))
     outcome.vacuumed_files, outcome.vacuumed_bytes = len(candidates), sizes(candidates)
     if outcome.dry_run:
-        return
+        return set()
     for name in candidates:
         try:
             handler.delete_file(name)
         except FileNotFoundError:
             pass  # another maintenance run removed it first
+    return set(removed)
 
 
 def checkpoint_delta_rs(table: DeltaTable, path: str, settings: MaintenanceConfig, outcome: Outcome, *,
-                        application: str, storage: SinkStorage) -> None:
-    """A checkpoint once `checkpoint_every_commits` commits follow the newest one."""
+                        application: str, storage: SinkStorage, vacuumed: set[str]) -> None:
+    """A checkpoint once `checkpoint_every_commits` commits follow the newest one, or once VACUUM removed files;
+    after a VACUUM, one without the tombstones of the files it removed (`checkpoint_without_tombstones`).
+
+    Why after every VACUUM that removed files: delta-rs keeps a tombstone in each checkpoint for the table's
+    `delta.deletedFileRetentionDuration` (Delta's 7 days), whatever retention VACUUM honoured. With a shorter
+    retention (`vacuum_retention_hours`, scaled down in the soak) a checkpoint carries days of records of files
+    that are gone, and every reader that opens the table reads them: on a small table that is most of a scan.
+    """
     tail = delta_log.read_log_tail(path, application=application, storage=storage)
     if tail is None:
         return
     since = tail.latest_version - (tail.checkpoint_version if tail.checkpoint_version is not None else -1)
-    if since < settings.checkpoint_every_commits:
+    # A checkpoint at the latest version is never written again (a reader may have listed it: below).
+    if since == 0 or (since < settings.checkpoint_every_commits and not vacuumed):
         return
     outcome.checkpoint_version = tail.latest_version
-    if not outcome.dry_run:
-        table.update_incremental()
-        outcome.checkpoint_version = table.version()
-        table.create_checkpoint()
+    if outcome.dry_run:
+        return
+    if vacuumed:
+        written = checkpoint_without_tombstones(storage, path, tail.latest_version, tail.checkpoint_version,
+                                                vacuumed)
+        if written is not None:
+            outcome.tombstones_dropped = written
+            return
+    table.update_incremental()
+    outcome.checkpoint_version = table.version()
+    table.create_checkpoint()
+
+
+def checkpoint_without_tombstones(storage: SinkStorage, path: str, version: int, previous: int | None,
+                                  vacuumed: set[str]) -> int | None:
+    """Write the checkpoint of `version` without the `remove` records of `vacuumed` (the files VACUUM listed past
+    the retention and removed); how many it left out, None when it cannot (then delta-rs writes its own).
+
+    delta-rs writes it from a private copy of the log (the checkpoint of `previous` and the commits since, in a
+    local temporary folder; a checkpoint reads no data file), and binlake publishes it under the table's log
+    only if no checkpoint of `version` exists: a checkpoint is never rewritten in place, since a reader that
+    listed it (Spark keeps the listing in its snapshot) would then read a file of another size and fail.
+
+    Safe for every reader: a checkpoint is the table's state at its version, and a tombstone in it only tells a
+    later VACUUM that the file may go (the Delta protocol lets a checkpoint drop expired ones); these files are
+    gone. Change-feed consumers, conflict checks and time travel read the commit files, which stay
+    (`log_cleanup` decides those).
+    """
+    import io
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    directory = delta_log.log_dir(path)
+    target = f"{directory}/{version:020d}.checkpoint.parquet"
+    with tempfile.TemporaryDirectory(prefix="binlake-checkpoint-") as scratch:
+        log = Path(scratch) / "_delta_log"
+        log.mkdir()
+        names = [f"{number:020d}.json" for number in range((previous if previous is not None else -1) + 1,
+                                                           version + 1)]
+        if previous is not None:
+            names += [f"{previous:020d}.checkpoint.parquet", "_last_checkpoint"]
+        for name in names:
+            content = storage.read_bytes(f"{directory}/{name}")
+            if content is None:  # a multi-part checkpoint, or a log cleaned meanwhile: delta-rs's own checkpoint
+                return None
+            (log / name).write_bytes(content)
+        private = DeltaTable(scratch)
+        if private.version() != version:
+            return None
+        private.create_checkpoint()
+        checkpoint = pq.read_table(log / f"{version:020d}.checkpoint.parquet")
+        hint = json.loads((log / "_last_checkpoint").read_text())
+    # A log names a file by its relative path, URL-encoded; VACUUM's list has it decoded.
+    listed = pa.array(sorted(vacuumed | {quote(name, safe="/") for name in vacuumed}), pa.string())
+    gone = pc.fill_null(pc.is_in(pc.struct_field(checkpoint.column("remove"), "path"), value_set=listed), False)
+    kept = checkpoint.filter(pc.invert(gone))
+    buffer = io.BytesIO()
+    pq.write_table(kept, buffer, compression="snappy")
+    if storage.read_bytes(target) is not None:
+        return 0  # another writer's checkpoint of this version: left as it is
+    storage.replace_bytes(target, buffer.getvalue())
+    hint.update(version=version, size=kept.num_rows)
+    hint.pop("sizeInBytes", None)  # optional in the protocol; the private copy's figure would be wrong
+    hint.pop("checksum", None)
+    storage.replace_bytes(f"{directory}/_last_checkpoint", json.dumps(hint).encode())
+    return int(pc.sum(gone).as_py() or 0)
 
 
 def log_cleanup(
@@ -308,5 +387,6 @@ def spark_maintenance(
 
 __all__ = [
     "MAINTENANCE_KIND", "MAX_COMPACTION_BYTES", "SMALL_SHARE", "UNTRACKED_FLOOR_HOURS", "Outcome",
-    "checkpoint_delta_rs", "compact_delta_rs", "log_cleanup", "small_runs", "spark_maintenance", "vacuum_delta_rs",
+    "checkpoint_delta_rs", "compact_delta_rs", "checkpoint_without_tombstones", "log_cleanup", "small_runs",
+    "spark_maintenance", "vacuum_delta_rs",
 ]

@@ -164,10 +164,10 @@ def _maintain_table(
             DeltaTable(uri, storage_options=options), schema, settings, outcome, storage_options=options,
             run_id=run_id), outcome, table=table, what="compaction")
         delta_table = DeltaTable(uri, storage_options=options)
-        operations.vacuum_delta_rs(delta_table, retention, outcome, handler=handler, sizes=sizes)
+        vacuumed = operations.vacuum_delta_rs(delta_table, retention, outcome, handler=handler, sizes=sizes)
         application = context.application(table)
         operations.checkpoint_delta_rs(delta_table, path, settings, outcome, application=application,
-                                       storage=context.sink)
+                                       storage=context.sink, vacuumed=vacuumed)
         operations.log_cleanup(path, handler, retention, outcome, application=application, storage=context.sink,
                                now=table_now)
     stale = leftovers.stale_scratch_logs(handler, now=table_now)

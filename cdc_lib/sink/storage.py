@@ -78,6 +78,10 @@ class SinkStorage(ABC):
         """The read itself (see `read_bytes`)."""
 
     @abstractmethod
+    def replace_bytes(self, file: str, content: bytes) -> None:
+        """Write `file` whole, in one step a reader sees either side of (maintenance's checkpoints)."""
+
+    @abstractmethod
     def check_writable(self, root: str) -> None:
         """Raise SinkError unless binlake (and Spark with the same settings) can write under `root`."""
 
@@ -98,6 +102,13 @@ class LocalSinkStorage(SinkStorage):
             return _local(file).read_bytes()
         except FileNotFoundError:
             return None
+
+    def replace_bytes(self, file: str, content: bytes) -> None:
+        target = _local(file)
+        # Written beside it under a name no Delta reader takes for a log file, then renamed over it (atomic).
+        staged = target.with_name(f".binlake-{uuid.uuid4().hex}.tmp")
+        staged.write_bytes(content)
+        os.replace(staged, target)
 
     def check_writable(self, root: str) -> None:
         folder = _local(root)
@@ -152,6 +163,15 @@ class S3SinkStorage(SinkStorage):
             raise self._error("read", file, exc) from None
         except BotoCoreError as exc:
             raise self._error("read", file, exc) from None
+
+    def replace_bytes(self, file: str, content: bytes) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, key = split_s3_uri(file)
+        try:
+            self.client.put_object(Bucket=bucket, Key=key, Body=content)  # one PUT: atomic on S3
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error("write", file, exc) from None
 
     def check_writable(self, root: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -370,9 +370,57 @@ def test_maintenance_on_an_s3_sink(
 
     outcome = maintain(pipeline.context)[0]
     assert outcome.compacted_files >= 2 and outcome.vacuumed_files > 0 and outcome.vacuumed_bytes > 0
+    # The checkpoint was rewritten on S3 without the removed files' records, and delta-rs reads it below.
+    assert outcome.tombstones_dropped > 0
     left = data_objects(s3_endpoint, s3_bucket)
     assert len(left) < len(objects)
     options = storage_options(path, pipeline.sink)
     scanned = DeltaTable(table_uri(path), storage_options=options).to_pyarrow_table().to_pylist()
     assert sorted(tuple(row.values()) for row in scanned) == source_rows(mariadb, table)
     assert last_maintenance(pipeline.context, table) is not None
+
+
+def tombstones(path: str) -> set[str]:
+    """The files the newest checkpoint still names as removed (its `remove` records), read with pyarrow."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    version = json.loads((Path(path) / "_delta_log" / "_last_checkpoint").read_text())["version"]
+    checkpoint = pq.read_table(Path(path) / "_delta_log" / f"{version:020d}.checkpoint.parquet", columns=["remove"])
+    return {remove["path"] for remove in checkpoint.column("remove").to_pylist() if remove is not None}
+
+
+def test_the_checkpoint_after_maintenance_drops_the_tombstones_of_the_files_vacuum_removed(
+    mariadb: LocalMariaDB, database: str, make_config: Callable[..., PipelineConfig]
+) -> None:
+    # delta-rs keeps a removed file's record in every checkpoint for the table's deletedFileRetentionDuration (7
+    # days here), whatever VACUUM removed: each reader that opens the table would read them all.
+    table = items(mariadb, database, rows=80)
+    config = make_config([table], batch__writer="delta-rs", sink__tables={table: {"maintenance": EAGER}})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    path = pipeline.table_path(table)
+    batches(mariadb, pipeline, table)
+    removed_before = data_files(path) - live_paths(path)
+    assert removed_before, "the batches removed files (a MERGE's rewrite)"
+
+    outcome = maintain(pipeline.context, [table])[0]
+    assert outcome.vacuumed_files > 0 and outcome.checkpoint_version is not None
+    gone = removed_before - data_files(path)
+    assert gone, "VACUUM removed the files the batches had removed"
+    assert tombstones(path) & gone == set(), "the newest checkpoint names none of the files VACUUM removed"
+    assert outcome.tombstones_dropped >= len(gone)
+    assert read_back(path) == source_rows(mariadb, table)
+
+    # Readers and writers go on from the checkpoint without those records: the next batch, the next maintenance,
+    # and a reader that travels back to the checkpoint's version.
+    checkpoint_version = outcome.checkpoint_version
+    mixed(mariadb, table, 5)
+    assert_no_failed_batch(pipeline.sync(until_caught_up=True))
+    assert read_back(path) == source_rows(mariadb, table)
+    assert DeltaTable(path, version=checkpoint_version).to_pyarrow_table().num_rows > 0
+    later = maintain(pipeline.context, [table])[0]
+    assert later.skipped is None and tombstones(path) & removed_before == set()
+    assert read_back(path) == source_rows(mariadb, table)
+

@@ -350,6 +350,14 @@ def _value(literal: Lit, kind: ColumnKind) -> Any:
     return literal.text
 
 
+def _leaves(node: Node, *, null_tests: bool) -> list[str]:
+    if isinstance(node, Junction):
+        return [name for operand in node.operands for name in _leaves(operand, null_tests=null_tests)]
+    if isinstance(node, Not):
+        return _leaves(node.operand, null_tests=null_tests)
+    return [node.column] if null_tests or not isinstance(node, IsNull) else []
+
+
 @dataclass(frozen=True)
 class RowFilter:
     """A parsed predicate, not yet checked against a table."""
@@ -360,19 +368,12 @@ class RowFilter:
     @property
     def columns(self) -> frozenset[str]:
         """The columns the predicate reads."""
-        found: set[str] = set()
+        return frozenset(_leaves(self.tree, null_tests=True))
 
-        def walk(node: Node) -> None:
-            if isinstance(node, Junction):
-                for operand in node.operands:
-                    walk(operand)
-            elif isinstance(node, Not):
-                walk(node.operand)
-            else:
-                found.add(node.column)
-
-        walk(self.tree)
-        return frozenset(found)
+    @property
+    def compared(self) -> frozenset[str]:
+        """The columns the predicate compares with a literal (not only tests for NULL)."""
+        return frozenset(_leaves(self.tree, null_tests=False))
 
     def bind(self, schema: TableSchema, collations: dict[str, str] | None = None) -> BoundFilter:
         """The filter checked against `schema` (its source columns, in source order).
@@ -397,7 +398,10 @@ class RowFilter:
                     f"the rows it selects changed: binlake snapshot --table {table})",
                     table=table,
                 )
-            kind = _column_kind(schema.columns[names.index(name)], (collations or {}).get(name))
+            column = schema.columns[names.index(name)]
+            kind = _column_kind(column, (collations or {}).get(name))
+            if name not in self.compared and column.data_type.lower() in _TEXT:
+                kind = "text_pad"  # only tested for NULL, which no collation changes
             if kind not in ("integer", "decimal", "date", "datetime", "text_pad", "text_nopad"):
                 raise ColumnRulesError(
                     f"the row filter compares column '{name}': {kind}",

@@ -37,7 +37,7 @@ SCHEMA = TableSchema(
 )
 
 
-def row(id: int = 1, qty: int | None = 5, total: Decimal | None = Decimal("10.00"), day: dt.date | None = None,
+def row(id: int = 1, qty: int | None = 5, total: Decimal | str | None = Decimal("10.00"), day: dt.date | None = None,
         at: dt.datetime | None = None, code: str | None = None) -> tuple[Any, ...]:
     return (id, qty, total, day, at, code, None, None)
 
@@ -79,6 +79,7 @@ def test_decimals_compare_exactly_and_integers_against_decimal_literals() -> Non
     assert truth("qty = -3", row(qty=-3)) is True
     assert truth("id = 9223372036854775807", row(id=9223372036854775807)) is True
     assert truth("id < 9223372036854775807", row(id=9223372036854775806)) is True
+    assert truth("total < 1.5", row(total="1.49999999999999999999999999999999999999999"))  # a DECIMAL(65,x) as text
 
 
 def test_dates_and_datetimes_at_their_edges() -> None:

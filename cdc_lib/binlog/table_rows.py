@@ -95,6 +95,12 @@ class TableDecoder:
                 raise ZeroDateKeyError(self.schema.table.name, name)
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
+        """A row image in the shape the sink holds (projected, masked)."""
+        row = self.source_row(values, none_sources)
+        return row if self.shape is None else self.shape.apply(row)
+
+    def source_row(self, values: dict[str, Any], none_sources: dict[str, str] | None = None) -> Row:
+        """A row image in source schema order, converted but not yet shaped (what a row filter tests)."""
         if self.set_columns and none_sources:
             # The reader reports an empty SET as None; only its none_sources tell it from NULL.
             for name in self.set_columns:
@@ -108,7 +114,7 @@ class TableDecoder:
             raise _schema_changed(self.schema, values) from missing
         zero = self._zero_dates(values, none_sources) if self.temporal else ()
         if not self.conversions and not zero:
-            return picked if self.shape is None else self.shape.apply(picked)
+            return picked  # type: ignore[no-any-return]
         row = list(picked)
         for index, convert in self.conversions:
             value = row[index]
@@ -116,7 +122,7 @@ class TableDecoder:
                 row[index] = convert(value)
         for index in zero:
             row[index] = None
-        return tuple(row) if self.shape is None else self.shape.apply(tuple(row))
+        return tuple(row)
 
     def _zero_dates(self, values: dict[str, Any], none_sources: dict[str, str] | None) -> list[int]:
         """Indexes of zero or partial dates in a row; raises instead under the `error` policy.
@@ -174,31 +180,68 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
-        if decoder.shape is not None:
-            images = [decoder.shape.apply(row) for row in images]
         if isinstance(event, UpdateRowsEvent):
             pairs = iter(images)
             for before, after in zip(pairs, pairs, strict=True):
-                changes.update(before, after)
+                fold_update(decoder, changes, before, after)
             return len(images) // 2
-        fold = changes.insert if isinstance(event, WriteRowsEvent) else changes.delete
+        fold = fold_insert if isinstance(event, WriteRowsEvent) else fold_delete
         for row in images:
-            fold(row)
+            fold(decoder, changes, row)
         return len(images)
     require_full_images(event, decoder.schema.table.name)
     if isinstance(event, WriteRowsEvent):
         for row in event.rows:
-            changes.insert(decoder.row(row["values"], row.get("none_sources")))
+            fold_insert(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
     elif isinstance(event, UpdateRowsEvent):
         for row in event.rows:
-            changes.update(
-                decoder.row(row["before_values"], row.get("before_none_sources")),
-                decoder.row(row["after_values"], row.get("after_none_sources")),
+            fold_update(
+                decoder, changes,
+                decoder.source_row(row["before_values"], row.get("before_none_sources")),
+                decoder.source_row(row["after_values"], row.get("after_none_sources")),
             )
     elif isinstance(event, DeleteRowsEvent):
         for row in event.rows:
-            changes.delete(decoder.row(row["values"], row.get("none_sources")))
+            fold_delete(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
     return len(event.rows)
+
+
+# -- one row image each, through the table's row filter and shape ---------------------------------------------
+#
+# The filter tests source rows (unmasked, every column); only a row that passes is shaped and folded. An UPDATE is
+# judged on both images: a row that leaves the filter is deleted from the table, one that enters it arrives as an
+# upsert of its (new) key — not as an INSERT, which would claim the key absent from Delta: a filter edited without
+# a re-snapshot may have left the row there, and an appended duplicate key is never an outcome.
+
+
+def _shaped(decoder: TableDecoder, row: Row) -> Row:
+    return row if decoder.shape is None else decoder.shape.apply(row)
+
+
+def _passes(decoder: TableDecoder, row: Row) -> bool:
+    test = None if decoder.shape is None else decoder.shape.row_filter
+    return test is None or test.matches(row)
+
+
+def fold_insert(decoder: TableDecoder, changes: TableChanges, row: Row) -> None:
+    if _passes(decoder, row):
+        changes.insert(_shaped(decoder, row))
+
+
+def fold_delete(decoder: TableDecoder, changes: TableChanges, row: Row) -> None:
+    if _passes(decoder, row):
+        changes.delete(_shaped(decoder, row))
+
+
+def fold_update(decoder: TableDecoder, changes: TableChanges, before: Row, after: Row) -> None:
+    was, now = _passes(decoder, before), _passes(decoder, after)
+    if was and now:
+        changes.update(_shaped(decoder, before), _shaped(decoder, after))
+    elif was:
+        changes.delete(_shaped(decoder, before))
+    elif now:
+        arrived = getattr(changes, "key_arrived", None)  # the snapshot correction's fold has only the three
+        (arrived or changes.insert)(_shaped(decoder, after))
 
 
 #: MySQL's PARTIAL_UPDATE_ROWS_EVENT: an UPDATE whose after image may hold JSON diffs (`json_diff`).
@@ -235,9 +278,10 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
             if patched is None:
                 patched = dict(after)
             patched[name] = _patched_document(table, name, before.get(name), value)
-        changes.update(
-            decoder.row(before, row.get("before_none_sources")),
-            decoder.row(patched if patched is not None else after, row.get("after_none_sources")),
+        fold_update(
+            decoder, changes,
+            decoder.source_row(before, row.get("before_none_sources")),
+            decoder.source_row(patched if patched is not None else after, row.get("after_none_sources")),
         )
     return len(event.rows)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from cdc_lib.config.model import ColumnMask, ColumnRules
 from cdc_lib.errors import ColumnRulesError
+from cdc_lib.model.row_filter import BoundFilter, bind_filter
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import ColumnInfo
 
@@ -50,6 +51,9 @@ class ColumnShape:
     kept: tuple[int, ...]
     #: Position in the shaped row → its mask.
     masks: Mapping[int, Mask]
+    #: The table's row filter (docs/row-filters.md), over source rows: the snapshot's WHERE, and the test each
+    #: binlog image passes before `apply` (so it sees clear values). None: every row.
+    row_filter: BoundFilter | None = None
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -75,8 +79,11 @@ class ColumnShape:
 
 
 def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool = True,
-                 environ: Mapping[str, str] | None = None) -> ColumnShape | None:
-    """`schema` shaped by `rules`; None when the table has none (every column, in clear).
+                 environ: Mapping[str, str] | None = None, row_filter: str | None = None) -> ColumnShape | None:
+    """`schema` shaped by `rules` and `row_filter`; None when the table has neither (every row and column, in clear).
+
+    The row filter is checked against the schema whether `strict` or not: a filter whose column a DDL dropped or
+    renamed cannot say which rows land, so the table stops (ColumnRulesError) instead of guessing.
 
     `strict`: a rule naming a column the schema lacks is refused (a snapshot, a batch); not strict (a schema change,
     a back-fill's part of the columns), such a rule does not apply: a column dropped from the source is no longer
@@ -84,10 +91,14 @@ def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool
 
     Raises:
         ColumnRulesError: a rule names a column the table lacks, leaves out or masks a key column, masks a column
-            of a type its mask does not fit, or a hash key's environment variable is unset.
+            of a type its mask does not fit, or a hash key's environment variable is unset; the row filter names a
+            column the table lacks or compares one outside its subset.
     """
+    bound = None if row_filter is None else bind_filter(row_filter, schema)
     if rules is None:
-        return None
+        if bound is None:
+            return None
+        rules = ColumnRules()
     table = schema.table.name
     names = schema.column_names
     for name in (*(rules.include or ()), *rules.exclude, *rules.mask):
@@ -129,7 +140,7 @@ def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool
         masks[position] = _mask(spec, column, table, environ if environ is not None else os.environ)
         columns.append(_masked_column(column, spec))
     shaped = TableSchema(table=schema.table, columns=tuple(columns), primary_key=schema.primary_key)
-    return ColumnShape(source=schema, schema=shaped, kept=kept, masks=masks)
+    return ColumnShape(source=schema, schema=shaped, kept=kept, masks=masks, row_filter=bound)
 
 
 def sink_schema(schema: TableSchema, rules: ColumnRules | None, *, strict: bool = True) -> TableSchema:

@@ -134,6 +134,8 @@ class TableSettings:
     schema_policy: SchemaPolicy | None = None
     #: Column projection and masking; None: every column, in clear.
     columns: ColumnRules | None = None
+    #: Row filter: a SQL predicate (docs/row-filters.md), checked for syntax at load; None: every row.
+    filter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,10 @@ class SinkConfig:
     def column_rules_for(self, table: str) -> ColumnRules | None:
         """`table`'s column projection and masking (per table only); None: every column in clear."""
         return self.tables.get(table, TableSettings()).columns
+
+    def row_filter_for(self, table: str) -> str | None:
+        """`table`'s row filter predicate (per table only); None: every row lands."""
+        return self.tables.get(table, TableSettings()).filter
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

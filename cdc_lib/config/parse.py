@@ -37,6 +37,7 @@ from cdc_lib.config.model import (
     ZeroDatePolicy,
 )
 from cdc_lib.errors import ConfigError
+from cdc_lib.model.row_filter import FilterSyntaxError, parse_filter
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+$")
 _PATTERN_PATTERN = re.compile(r"^[A-Za-z0-9_$-]+\.(\*|[A-Za-z0-9_$*-]+)$")
@@ -371,7 +372,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         _reject_unknown(
             entry_doc, prefix,
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
-             "columns", "mask", "maintenance", "iceberg"},
+             "columns", "mask", "maintenance", "iceberg", "filter"},
         )
         _refuse_iceberg(entry_doc, prefix)
         overrides[name] = TableSettings(
@@ -384,6 +385,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             freshness=_freshness(entry_doc, prefix),
             schema_policy=_schema_policy(entry_doc, prefix),
             columns=_column_rules(entry_doc, prefix),
+            filter=_row_filter(entry_doc, prefix),
         )
         if overrides[name].metadata_columns:
             _check_metadata_columns(overrides[name].mode, True, prefix)
@@ -446,6 +448,22 @@ def _freshness(document: Mapping[str, Any], prefix: str) -> Freshness | None:
 
 
 _MINUTES_A_YEAR = 525_600
+
+
+def _row_filter(document: Mapping[str, Any], prefix: str) -> str | None:
+    """`filter: "<predicate>"`: read here, so a predicate outside the subset fails at load; its columns and their
+    types are checked against the table's schema when it is read (cdc_lib.changes.row_filter)."""
+    value = document.get("filter")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{prefix}filter", "must be a SQL predicate, as a string")
+    try:
+        parse_filter(value)
+    except FilterSyntaxError as exc:
+        raise ConfigError(f"{prefix}filter", str(exc),
+                          remedy="write the predicate in the subset docs/row-filters.md lists") from None
+    return value
 
 
 def _column_rules(document: Mapping[str, Any], prefix: str) -> ColumnRules | None:

@@ -104,10 +104,11 @@ class Pipeline:
             for ref in tables:
                 schema = mysql.describe_table(connection, ref)
                 # Column rules against the table as it is now: names, key columns, mask types, hash keys set.
-                shaped += column_shape(schema, self.config.sink.column_rules_for(ref.name)) is not None
+                shaped += column_shape(schema, self.config.sink.column_rules_for(ref.name),
+                                       row_filter=self.config.sink.row_filter_for(ref.name)) is not None
             checked.append(f"tables: {len(tables)} found, each with a primary key and mappable types")
             if shaped:
-                checked.append(f"column rules: {shaped} tables' columns and masks fit their schemas")
+                checked.append(f"column rules: {shaped} tables' columns, masks and row filters fit their schemas")
             state = self.read_state()
             logs = binlog_status.binary_logs(connection)
             server_end = binlog_status.current_position(connection)

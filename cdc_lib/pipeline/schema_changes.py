@@ -84,6 +84,11 @@ def apply_schema_change(
             name_by_position(list(names_after.columns), current, against="the server's table now")
         elif isinstance(names_after, list):
             current = schema_with_columns(current, names_after, table=name)
+        row_filter = context.config.sink.row_filter_for(name)
+        if row_filter is not None:
+            # A DDL that drops, renames or retypes a column the row filter reads leaves no exact answer to which
+            # rows land: the table stops here, at the DDL, until the filter is fixed (ColumnRulesError's remedy).
+            column_shape(current, None, strict=False, row_filter=row_filter)
         # Compared as the sink holds them: a change to a column the table leaves out (or that an include list
         # does not name) changes no Delta column, and a hashed column stays CHAR(64) whatever its source type.
         rules = context.config.sink.column_rules_for(name)

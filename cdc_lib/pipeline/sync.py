@@ -221,7 +221,8 @@ def run_batch(
         schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
         try:
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
-            shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False)
+            shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False,
+                                 row_filter=context.config.sink.row_filter_for(name))
         except ColumnRulesError as exc:
             # A rule that no longer fits (a hash key unset in this environment): the table stops at its offset, on
             # record, so that status and the Dagster checks show it (not only this run's log); the others go on.

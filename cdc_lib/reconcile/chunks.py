@@ -129,9 +129,13 @@ def source_tallies(
     columns: list[ColumnInfo],
     *,
     only: set[int] | None = None,
+    row_filter: str | None = None,
 ) -> dict[int, ChunkTally]:
-    """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets."""
-    table, aggregates = table_sql(ref), _mysql_aggregates(columns)
+    """Per-chunk tallies computed by the server: one range query per chunk, or one GROUP BY for buckets.
+
+    `row_filter`: the table's row filter as SQL (`BoundFilter.sql`): only the rows it lands are tallied.
+    """
+    table, aggregates = filtered_table_sql(ref, row_filter), _mysql_aggregates(columns)
     tallies: dict[int, ChunkTally] = {}
     if plan.mode == "key_hash":
         bucket = _mysql_key_bucket(plan)
@@ -145,6 +149,13 @@ def source_tallies(
         where = chunk_where(connection, plan, chunk)
         tallies[chunk] = _tally(mysql.query(connection, f"SELECT {aggregates} FROM {table}{where}")[0])
     return tallies
+
+
+def filtered_table_sql(ref: TableRef, row_filter: str | None) -> str:
+    """The table to select from: itself, or the rows of its row filter (docs/row-filters.md) as a derived table."""
+    if row_filter is None:
+        return table_sql(ref)
+    return f"(SELECT * FROM {table_sql(ref)} WHERE {row_filter}) AS binlake_filtered"
 
 
 def chunk_where(connection: pymysql.connections.Connection, plan: ChunkPlan, chunk: int) -> str:
@@ -191,6 +202,7 @@ __all__ = [
     "bucket_expression",
     "chunk_where",
     "delta_tallies",
+    "filtered_table_sql",
     "plan_chunks",
     "source_tallies",
     "spark_chunk",

@@ -36,6 +36,7 @@ from cdc_lib.changes.columns import sink_schema
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.row_filter import bind_filter
 from cdc_lib.model.tables import TableRef
 from cdc_lib.reconcile.chunks import EMPTY_TALLY, ChunkMode, ChunkTally, delta_tallies, plan_chunks, source_tallies
 from cdc_lib.reconcile.rows import RowDrift, compare_rows, delta_rows, source_rows
@@ -161,12 +162,16 @@ def reconcile_table(
                    and column.name not in masked]
         key = tuple(column for column in schema.columns if column.name in schema.primary_key)
         key = tuple(sorted(key, key=lambda column: schema.primary_key.index(column.name)))
+        # A filtered table is compared with the rows its filter lands, as the server selects them (the same SQL as
+        # the snapshot's WHERE).
+        filter_text = pipeline.config.sink.row_filter_for(table)
+        row_filter = None if filter_text is None else bind_filter(filter_text, schema).sql
 
         end_before = binlog_status.current_position(connection)
         quiet_table = _at_end(pipeline.read_state(), table, binlog_status.binary_logs(connection), end_before)
         rows = row_count(connection, ref)
         plan = plan_chunks(connection, ref, key, rows=rows, chunk_rows=chunk_rows, max_chunks=max_chunks)
-        source = source_tallies(connection, ref, plan, columns)
+        source = source_tallies(connection, ref, plan, columns, row_filter=row_filter)
         delta = delta_tallies(frame, plan, columns)
         end_after = binlog_status.current_position(connection)
         mismatched = _mismatched(source, delta)
@@ -180,7 +185,7 @@ def reconcile_table(
                 only = set(mismatched)
                 for tallies in (source, delta):
                     tallies.update({chunk: EMPTY_TALLY for chunk in only})
-                source.update(source_tallies(connection, ref, plan, columns, only=only))
+                source.update(source_tallies(connection, ref, plan, columns, only=only, row_filter=row_filter))
                 frame = live_rows(spark.read.format("delta").load(path))
                 delta.update(delta_tallies(frame, plan, columns, only=only))
                 mismatched = _mismatched({c: source[c] for c in only}, {c: delta[c] for c in only})
@@ -194,7 +199,8 @@ def reconcile_table(
         if mismatched and detail_chunks > 0:
             chosen = mismatched[:detail_chunks]
             drift = compare_rows(
-                chosen, source_rows(connection, ref, plan, columns, chosen), delta_rows(frame, plan, columns, chosen)
+                chosen, source_rows(connection, ref, plan, columns, chosen, row_filter=row_filter),
+                delta_rows(frame, plan, columns, chosen),
             )
             if drift.duplicated and not confirmed:
                 # No change in flight makes a primary key hold two rows: that much is drift already.

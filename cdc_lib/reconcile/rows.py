@@ -14,10 +14,9 @@ import pymysql
 
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.types import ColumnInfo
-from cdc_lib.reconcile.chunks import ChunkPlan, chunk_where, spark_chunk
+from cdc_lib.reconcile.chunks import ChunkPlan, chunk_where, filtered_table_sql, spark_chunk
 from cdc_lib.reconcile.digests import mysql_digest, mysql_text, spark_digest, spark_text
 from cdc_lib.source import server as mysql
-from cdc_lib.source.key_ranges import table_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -81,14 +80,17 @@ def source_rows(
     plan: ChunkPlan,
     columns: list[ColumnInfo],
     chunks: Iterable[int],
+    *,
+    row_filter: str | None = None,
 ) -> dict[tuple[str, ...], int]:
-    """Key text → row digest of every source row in `chunks`, computed by the server."""
+    """Key text → row digest of every source row in `chunks` (that `row_filter`'s SQL lands), computed by the
+    server."""
     selected = ", ".join([*(mysql_text(column) for column in plan.key), mysql_digest(columns)])
     width = len(plan.key)
     rows: dict[tuple[str, ...], int] = {}
     for chunk in chunks:
         where = chunk_where(connection, plan, chunk)
-        for row in mysql.query(connection, f"SELECT {selected} FROM {table_sql(ref)}{where}"):
+        for row in mysql.query(connection, f"SELECT {selected} FROM {filtered_table_sql(ref, row_filter)}{where}"):
             rows[tuple(_text(value) for value in row[:width])] = int(row[width] or 0)
     return rows
 

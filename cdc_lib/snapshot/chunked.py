@@ -249,7 +249,8 @@ def _new_document(
     low = before_prepared_xa(context.config.source, connection, low, schema.table)
     # The column rules are checked against the schema the table is read with: an unknown or excluded key column,
     # or an unset hash key, refuses the snapshot before it reads a row.
-    column_shape(schema, context.config.sink.column_rules_for(ref.name))
+    column_shape(schema, context.config.sink.column_rules_for(ref.name),
+                 row_filter=context.config.sink.row_filter_for(ref.name))
     mode = context.config.sink.mode_for(ref.name)
     # A soft-delete or history table, or a mirror with metadata columns, stamps its snapshot with the server's
     # clock (the binlog's) at the low mark.
@@ -287,7 +288,8 @@ def _run_wave(
     heartbeat.mark_renewed()
     low = binlog_status.current_position(connection)
     schema = TableSchema.from_json(TableRef.parse(name), document.schema)
-    shape = column_shape(schema, context.config.sink.column_rules_for(name))
+    shape = column_shape(schema, context.config.sink.column_rules_for(name),
+                         row_filter=context.config.sink.row_filter_for(name))
     frame = read_table(spark, context.config.source, schema, document.plan[first:end], shape=shape)
     moded = document.mode != "mirror"
     if moded:

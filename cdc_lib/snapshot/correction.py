@@ -43,6 +43,7 @@ from cdc_lib.binlog.payload import PayloadError, PayloadTooLargeError
 from cdc_lib.binlog.replication_library import rebuilt_rows_event, stream_setting
 from cdc_lib.binlog.stream import PayloadsOpened, open_stream
 from cdc_lib.binlog.table_rows import TableDecoder, fold_rows
+from cdc_lib.changes.columns import column_shape
 from cdc_lib.changes.events import Row, TableChanges
 from cdc_lib.changes.modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, sequence_of, timestamp_micros
 from cdc_lib.common.faults import failpoint
@@ -129,15 +130,20 @@ class WindowScan:
 
 def scan_window(
     source: SourceConfig, schema: TableSchema, low: BinlogPosition, high: BinlogPosition, *,
-    max_payload_event_bytes: int, staged: StagedChanges | None = None,
+    max_payload_event_bytes: int, staged: StagedChanges | None = None, row_filter: str | None = None,
 ) -> WindowScan:
     """Read the binlog from `low` to `high` for one table; stage its row images (`BeforeImages`) into `staged`.
+
+    `row_filter` (docs/row-filters.md): images are judged as the sync judges them, so a key's first image is its
+    row at the low watermark within the filter: a row that entered the filter after it is `a` (none there), one
+    that left it is its before image.
 
     Raises:
         SnapshotWindowError: a TRUNCATE, a DDL or an event binlake cannot apply touched the table in the stretch.
     """
     name = schema.table.name
-    decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates)
+    shape = None if row_filter is None else column_shape(schema, None, row_filter=row_filter)
+    decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates, shape=shape)
     images = BeforeImages(decoder.key_positions, staged=staged)
     started = time.monotonic()
     events = 0
@@ -291,7 +297,8 @@ def _scan(
     """The scan of [first low, last high]; a refusal is put on record (the sync reports it) before it is raised."""
     try:
         scan = scan_window(context.config.source, schema, document.low, document.high, staged=staged,
-                           max_payload_event_bytes=context.config.batch.max_payload_event_bytes)
+                           max_payload_event_bytes=context.config.batch.max_payload_event_bytes,
+                           row_filter=context.config.sink.row_filter_for(schema.table.name))
     except SnapshotWindowError as exc:
         document.refused = exc.cause
         handle.save()

@@ -229,8 +229,9 @@ def read_table(
 ) -> DataFrame:
     """The table as Spark reads it over JDBC, cast to the one type mapping.
 
-    With a `shape` (cdc_lib.changes.columns), only its columns are selected and its masks run on the values
-    right after the read, in the same Spark stage, before anything writes or caches them.
+    With a `shape` (cdc_lib.changes.columns), only its columns are selected, only the rows its row filter matches,
+    and its masks run on the values right after the read, in the same Spark stage, before anything writes or caches
+    them.
     """
     from pyspark.sql import functions as F
 
@@ -254,7 +255,10 @@ def read_table(
     for index, test in surrogate_tests.items():
         expressions += f", ({test}) AS {quote_identifier(_surrogate_flag(index, schema))}"
     table = table_sql(schema.table)
-    subquery = f"(SELECT {expressions} FROM {table}) AS binlake_snapshot"
+    # The row filter is rendered from the same parsed predicate the binlog road evaluates (cdc_lib.model.row_filter);
+    # its literals are binlake's rendering, never the config's text, so nothing of the text reaches the server raw.
+    where = "" if shape is None or shape.row_filter is None else f" WHERE {shape.row_filter.sql}"
+    subquery = f"(SELECT {expressions} FROM {table}{where}) AS binlake_snapshot"
     properties: dict[str, Any] = jdbc_properties(source)
     frame = spark.read.jdbc(jdbc_url(source), subquery, predicates=predicates, properties=properties)
     columns = []

@@ -22,6 +22,7 @@ import time
 import pymysql
 
 from cdc_lib.binlog.probes import before_prepared_xa
+from cdc_lib.changes.columns import column_shape
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
@@ -189,7 +190,10 @@ def snapshot_table(
     seq = handle.state.batch_seq
     # The sequence is on record before a Delta commit carries it, so no later batch reuses it.
     handle.save()
-    frame = read_table(spark, context.config.source, schema, predicates)
+    # The row filter only (this path takes no column rules): its WHERE, checked against the schema read here.
+    row_filter = context.config.sink.row_filter_for(name)
+    frame = read_table(spark, context.config.source, schema, predicates,
+                       shape=None if row_filter is None else column_shape(schema, None, row_filter=row_filter))
     handle.check_lease()  # a runner that lost the lease writes no snapshot commit
     metadata = {
         "pipeline": context.config.pipeline,

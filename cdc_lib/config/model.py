@@ -213,6 +213,22 @@ class SinkConfig:
         """`table`'s row filter predicate (per table only); None: every row lands."""
         return self.tables.get(table, TableSettings()).filter
 
+    def landing_rules_for(self, table: str) -> dict[str, Any]:
+        """What decides which rows and values of `table` land (its columns, masks and row filter), as recorded
+        with a snapshot: a sync under other rules would mix two shapes in one table (a value landed in clear
+        before a mask was added), so it stops the table until it is re-snapshotted (`pipeline/sync.py`).
+
+        A hash mask is recorded by the name of its key's variable, never the key."""
+        rules = self.column_rules_for(table)
+        row_filter = self.row_filter_for(table)
+        return {
+            "include": None if rules is None or rules.include is None else list(rules.include),
+            "exclude": [] if rules is None else sorted(rules.exclude),
+            "mask": {} if rules is None else {column: {key: value for key, value in vars(mask).items()}
+                                              for column, mask in sorted(rules.mask.items())},
+            "filter": None if row_filter is None else " ".join(row_filter.split()),
+        }
+
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"
 

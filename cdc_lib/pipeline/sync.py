@@ -218,6 +218,23 @@ def run_batch(
         if table_state.error:
             skipped[name] = table_state.error
             continue
+        landing = context.config.sink.landing_rules_for(name)
+        if table_state.landing is None:
+            table_state = state.tables[name] = replace(table_state, landing=landing)  # a state of before the record
+        elif table_state.landing != landing:
+            changed = sorted(key for key in landing if landing[key] != table_state.landing.get(key))
+            stop = ColumnRulesError(
+                f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
+                "under other rules would leave rows and values landed under the old ones beside the new (a column "
+                "in clear before its mask, rows a new filter leaves out)",
+                remedy=f"re-snapshot the table under the new rules: binlake snapshot --table {name} (or put the "
+                f"rules back as they were: {table_state.landing}, then binlake resume --table {name})",
+                table=name,
+            )
+            log.error("%s", stop, extra=about_table(name))
+            state.tables[name] = replace(table_state, error=str(stop))
+            skipped[name] = str(stop)
+            continue
         schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
         try:
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.

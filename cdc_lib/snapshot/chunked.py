@@ -261,6 +261,7 @@ def _new_document(
         table=ref.name, snapshot_id=uuid.uuid4().hex[:12], status="running", low=low, schema=schema.to_json(),
         plan=plan.predicates, plan_method=plan.method, rows_estimated=plan.rows_estimated, mode=mode,
         started_at=utc_now().isoformat(), snapshot_time=snapshot_time, metadata_columns=metadata_columns,
+        landing=context.config.sink.landing_rules_for(ref.name),
     )
     log.info("snapshot %s of %s: %d chunks (%s), about %d rows, from %s", document.snapshot_id, ref.name,
              len(plan.predicates), plan.method, plan.rows_estimated, low, extra=about_table(ref.name))

@@ -240,6 +240,7 @@ def snapshot_table(
         consistent=high <= low,
         rows_snapshotted=rows,
         ddl_log=previous.ddl_log if previous else [],
+        landing=context.config.sink.landing_rules_for(name),
     )
     handle.save()
     seconds = time.monotonic() - started

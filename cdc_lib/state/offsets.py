@@ -47,6 +47,9 @@ class TableState:
     #: position before it, when it was met, and whether a person approved it. Durable, so an approval given
     #: after any number of restarts applies to exactly that change.
     schema_change: dict[str, Any] | None = None
+    #: The landing rules (`SinkConfig.landing_rules_for`) the table's snapshot was taken under; None: not recorded
+    #: (a state of before they were), and the first sync records the rules it runs with.
+    landing: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class TableState:
             "retrying": self.retrying.to_json() if self.retrying is not None else None,
             "rows_applied": dict(self.rows_applied),
             "schema_change": self.schema_change,
+            "landing": self.landing,
         }
 
     @classmethod
@@ -85,6 +89,7 @@ class TableState:
             retrying=Retrying.from_json(data.get("retrying")),
             rows_applied={str(name): int(count) for name, count in (data.get("rows_applied") or {}).items()},
             schema_change=data.get("schema_change"),
+            landing=data.get("landing"),
         )
 
 

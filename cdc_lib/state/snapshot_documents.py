@@ -161,6 +161,8 @@ class SnapshotDocument:
     #: Whether its rows carry binlake's metadata columns (`sink.metadata_columns`, fixed when it began: every
     #: wave writes the same columns; source ts `snapshot_time`, applied ts `started_at`).
     metadata_columns: bool = False
+    #: The landing rules it was read under (`SinkConfig.landing_rules_for`); the installed table keeps them.
+    landing: dict[str, Any] | None = None
 
     @property
     def needs_correction(self) -> bool:
@@ -202,7 +204,7 @@ class SnapshotDocument:
             "waves": [wave.to_json() for wave in self.waves], "finished_at": self.finished_at,
             "chunks_read": self.chunks_read, "snapshot_time": self.snapshot_time,
             "correction": None if self.correction is None else self.correction.to_json(), "refused": self.refused,
-            "metadata_columns": self.metadata_columns,
+            "metadata_columns": self.metadata_columns, "landing": self.landing,
         }
 
     @classmethod
@@ -220,6 +222,7 @@ class SnapshotDocument:
             snapshot_time=data.get("snapshot_time"),
             correction=Correction.from_json(data["correction"]) if data.get("correction") else None,
             refused=data.get("refused"), metadata_columns=bool(data.get("metadata_columns", False)),
+            landing=data.get("landing"),
         )
 
 
@@ -357,6 +360,7 @@ def install(state: PipelineState, document: SnapshotDocument) -> bool:
         consistent=document.high <= document.low,
         rows_snapshotted=document.rows_in_table,
         ddl_log=current.ddl_log if current else [],
+        landing=document.landing,
     )
     log.info("snapshot of %s installed: offset %s, consistent past %s", document.table, document.low, document.high)
     return True

@@ -133,19 +133,19 @@ def test_a_crash_between_one_shards_commit_and_the_offsets_replays_exactly(
     document = yaml.safe_load(config_path.read_text())
     document["sink"]["routes"] = [{"source": route.source, "target": route.target} for route in config.sink.routes]
     config_path.write_text(yaml.safe_dump(document))
-    assert run_cli(config_path, "snapshot").returncode == 0
+    assert run_cli(config_path, "snapshot", timeout=900).returncode == 0
 
     sql(mariadb, "UPDATE orders_0 SET qty = qty + 1 WHERE id <= 10", "UPDATE orders_1 SET qty = qty + 2",
         "DELETE FROM orders_2 WHERE id = 3", "INSERT INTO orders_2 VALUES (3000, 'x', 1)", database=database)
     # Killed right after the first shard's MERGE committed, before any offset moved.
-    crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_delta_commit"})
+    crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_delta_commit"}, timeout=900)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     _, partial = delta(config, database)
     assert partial != expected(mariadb, database), "one shard's commit landed, not all"
 
     sql(mariadb, "UPDATE orders_0 SET item = 'later' WHERE id = 1", "UPDATE orders_1 SET item = 'later'",
         database=database)
-    resumed = run_cli(config_path, "sync", "--until-caught-up")
+    resumed = run_cli(config_path, "sync", "--until-caught-up", timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert delta(config, database)[1] == expected(mariadb, database), "nothing lost, nothing doubled"
     state = Pipeline(config).read_state()

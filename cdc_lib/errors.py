@@ -81,6 +81,11 @@ class ColumnRulesError(TableError):
     """A table's column projection or masking (`sink.tables.<t>.columns`, `.mask`) does not fit its schema."""
 
 
+class RoutingError(TableError):
+    """A source routed into a shared Delta table (`sink.routes`) cannot land there exactly: its schema differs
+    from its siblings', or the write asks for what routing does not support yet (docs/routing.md)."""
+
+
 class SchemaChangeError(BinlakeError):
     """The source table's schema changed in a way binlake will not guess at."""
 

@@ -61,7 +61,8 @@ def check_disjoint(configs: list[PipelineConfig], tables: dict[str, list[str]]) 
         for table in tables[config.pipeline]:
             ref = TableRef.parse(table)
             path = config.sink.table_path(ref.database, ref.table)
-            if path in by_table_path:
+            # Several tables of one pipeline may share a Delta table: its routes (sink.routes).
+            if path in by_table_path and by_table_path[path][0] != config.pipeline:
                 other, other_table = by_table_path[path]
                 raise ConfigError(
                     "sink.path", f"pipelines '{other}' ({other_table}) and '{config.pipeline}' ({table}) both "

@@ -138,6 +138,19 @@ class TableSettings:
     filter: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Route:
+    """Many source tables into one Delta table (`sink.routes`; docs/routing.md): each followed table whose
+    'database.table' name `source` matches whole lands in `target`, its rows marked by `_binlake_source_db` and
+    `_binlake_source_table` (part of the target's key). Each source keeps its own offsets, snapshot and commits."""
+
+    source: str
+    target: str
+
+    def matches(self, table: str) -> bool:
+        return re.fullmatch(self.source, table) is not None
+
+
 @dataclass(frozen=True)
 class SinkConfig:
     """Where the Delta tables live: a local folder, or `s3a://bucket/prefix` with its S3 settings."""
@@ -159,6 +172,8 @@ class SinkConfig:
     metadata_columns: bool = False
     #: Each table's freshness expectation unless overridden per table; None: no freshness policy.
     freshness: Freshness | None = None
+    #: Many sources into one Delta table, first matching route wins; empty: each table lands under its own name.
+    routes: tuple[Route, ...] = ()
 
     @property
     def on_s3(self) -> bool:
@@ -201,7 +216,10 @@ class SinkConfig:
 
     def schema_policy_for(self, table: str) -> SchemaPolicy:
         """What a sync does at `table`'s schema changes: its own policy, else `evolve` (binlake's behaviour
-        before policies existed)."""
+        before policies existed). A routed table always stops: one shard's ALTER cannot evolve a table its
+        siblings share (docs/routing.md)."""
+        if self.route_for(table) is not None:
+            return "stop"
         override = self.tables.get(table, TableSettings()).schema_policy
         return "evolve" if override is None else override
 
@@ -229,7 +247,18 @@ class SinkConfig:
             "filter": None if row_filter is None else " ".join(row_filter.split()),
         }
 
+    def route_for(self, table: str) -> str | None:
+        """The target 'database.table' that `table` ('database.table') is routed into; None: its own table."""
+        for route in self.routes:
+            if route.matches(table):
+                return route.target
+        return None
+
     def table_path(self, database: str, table: str) -> str:
+        """The Delta table a source table lands in: its route's target, else its own name."""
+        target = self.route_for(f"{database}.{table}")
+        if target is not None:
+            database, _, table = target.partition(".")
         return f"{self.path.rstrip('/')}/{database}/{table}"
 
 

@@ -26,6 +26,7 @@ from cdc_lib.config.model import (
     MetricsConfig,
     OffsetsConfig,
     PipelineConfig,
+    Route,
     SchemaPolicy,
     SinkConfig,
     SnapshotConfig,
@@ -184,6 +185,7 @@ def parse_config(document: Any, *, base_dir: Path | None = None) -> PipelineConf
         ),
         writer=_writer(snapshot_doc.get("writer"), "snapshot.writer"),
     )
+    sink = _routed(sink, root["sink"].get("routes"), source.tables, batch=batch, snapshot=snapshot)
     return PipelineConfig(
         pipeline=pipeline, source=source, sink=sink, offsets=offsets, spark=spark, batch=batch, snapshot=snapshot,
         catalog=catalog, metrics=_metrics(root.get("metrics")),
@@ -216,7 +218,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
     _reject_unknown(
         document, "sink.",
         {"path", "deletion_vectors", "change_data_feed", "tables", "mode", "metadata_columns", "freshness",
-         *_SINK_S3_KEYS},
+         "routes", *_SINK_S3_KEYS},
     )
     path = _local_or_uri(_string(document, "path", "sink."), base_dir)
     chosen = _boolean(document, "deletion_vectors", "sink.")
@@ -276,6 +278,61 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
         metadata_columns=metadata_columns,
         freshness=freshness,
     )
+
+
+def _routed(
+    sink: SinkConfig, value: Any, patterns: tuple[str, ...], *, batch: BatchConfig, snapshot: SnapshotConfig
+) -> SinkConfig:
+    """`sink.routes`: many source tables into one Delta table (docs/routing.md), refused where routing is not
+    exact yet: only mirror tables written by Spark, with the settings of the shared table pipeline-wide."""
+    if value is None:
+        return sink
+    if not isinstance(value, list) or not value:
+        raise ConfigError("sink.routes", "must be a non-empty list of {source: <regex>, target: <database.table>}")
+    routes: list[Route] = []
+    for index, entry in enumerate(value):
+        where = f"sink.routes[{index}]"
+        document = _mapping(entry, where)
+        _reject_unknown(document, f"{where}.", {"source", "target"})
+        source = _string(document, "source", f"{where}.")
+        try:
+            re.compile(source)
+        except re.error as exc:
+            raise ConfigError(f"{where}.source", f"'{source}' is not a regular expression: {exc}") from None
+        target = _string(document, "target", f"{where}.")
+        database, dot, table = target.partition(".")
+        if not dot or not CATALOG_NAME_PART.fullmatch(database) or not CATALOG_NAME_PART.fullmatch(table):
+            raise ConfigError(f"{where}.target", f"'{target}' is not a 'database.table' name of letters, digits, '_'")
+        routes.append(Route(source=source, target=target))
+    routed = replace(sink, routes=tuple(routes))
+    refusals = [
+        (key, problem) for key, problem in (
+            ("sink.mode", sink.mode != "mirror"), ("sink.metadata_columns", sink.metadata_columns),
+            ("batch.writer", batch.writer == "delta-rs"), ("snapshot.writer", snapshot.writer == "delta-rs"),
+        ) if problem
+    ]
+    named = [pattern for pattern in patterns if "*" not in pattern]
+    for name, settings in sink.tables.items():
+        if routed.route_for(name) is None:
+            continue
+        # The shared Delta table has one set of properties and one mode: a shard's own would flip them.
+        for key in ("mode", "metadata_columns", "deletion_vectors", "change_data_feed", "schema_policy"):
+            if getattr(settings, key) is not None:
+                refusals.append((f"sink.tables.{name}.{key}", True))
+    if refusals:
+        key = refusals[0][0]
+        raise ConfigError(
+            key, "is not supported on routed tables yet (sink.routes): they are mirrors written by Spark, with the "
+            "shared table's settings pipeline-wide (docs/routing.md)",
+            remedy=f"remove '{key}' (or its value) for the routed tables, or land them without sink.routes",
+        )
+    for name in named:
+        if routed.route_for(name) is None and any(route.target == name for route in routes):
+            raise ConfigError(
+                "sink.routes", f"'{name}' lands in its own Delta table, which is also a route's target",
+                remedy=f"route {name} too (its source regex), or give the route another target",
+            )
+    return routed
 
 
 def _catalog(value: Any, base_dir: Path | None, user_conf: Mapping[str, str]) -> CatalogConfig:

@@ -25,14 +25,14 @@ import pymysql
 
 from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.stream import read_batch
-from cdc_lib.changes import metadata_columns
+from cdc_lib.changes import metadata_columns, routing
 from cdc_lib.changes.columns import column_shape
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError
+from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError, RoutingError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.read_ahead import ReadAhead
@@ -428,8 +428,10 @@ def _write_tables(
     (`parallel_apply`); delta-rs tables run on plain threads (delta-rs releases the GIL while it merges).
     """
     changed = [cursor for cursor in cursors if seq is not None and relevant.get(cursor.name) is not None]
+    routes = context.config.sink.route_for
     engines = {
-        cursor.name: choice.writer_for(
+        # A routed table is written by Spark only (docs/routing.md); the config refuses `delta-rs` for it.
+        cursor.name: "spark" if routes(cursor.name) is not None else choice.writer_for(
             context.config.batch.writer, mode=cursor.mode, changes=relevant[cursor.name],
             path=context.table_path(cursor.name), storage=context.sink, table=cursor.name,
             spark_conf=context.config.spark.conf,
@@ -450,6 +452,9 @@ def _write_tables(
     if on_spark:
         spark = context.spark()  # started here, not by the first of several threads
         threads = context.config.batch.threads_for(len(on_spark))
+        if len({context.table_path(cursor.name) for cursor in on_spark}) < len(on_spark):
+            # Two sources of one routed table: one writer at a time, so neither commit conflicts with the other.
+            threads = 1
         for cursor, outcome in zip(on_spark, apply_all(spark, on_spark, write, threads=threads), strict=True):
             outcomes[cursor.name] = outcome
     if on_delta_rs:
@@ -566,15 +571,30 @@ def _merge(
         schema = metadata_columns.extended_schema(schema)
         changes = metadata_columns.with_applied(changes, moment)
         metadata = {**metadata, metadata_columns.APPLIED_AT: moment.isoformat()}
+    routed = context.config.sink.route_for(name) is not None
+    scope = None
+    if routed:
+        # Many sources share the target (docs/routing.md): this source's rows carry its names, which close the key.
+        if isinstance(changes, SpilledChanges):
+            raise RoutingError(
+                f"a batch of {name} spilled (more than batch.max_buffered_changes changes); a routed table's spilled "
+                "batch is not written yet", remedy=f"raise batch.max_buffered_changes, then binlake resume --table "
+                f"{name}", table=name,
+            )
+        schema = routing.routed_schema(schema)
+        changes = routing.with_source(changes, TableRef.parse(name))
+        scope = routing.scope(TableRef.parse(name), alias="t")
     if cursor.mode == "mirror":
         # Past the snapshot's high watermark the table is the source at its offset (given the Delta log shows
         # nothing applied past it, which merge_changes checks): inserted keys can be appended.
         consistent = table_state.consistent or reached(table_state.position, table_state.snapshot_high)
-        append_from = table_state.position if consistent and context.config.batch.append_inserts else None
+        # Not on a routed table: its key statistics mix the shards, so they prove no key absent.
+        append = consistent and context.config.batch.append_inserts and not routed
+        append_from = table_state.position if append else None
         return merge.merge_changes(
             spark, context.table_path(name), schema, changes,
             application=context.application(name), txn_version=seq, metadata=metadata, storage=context.sink,
-            applied_through=read.end, append_from=append_from, writer=engine,
+            applied_through=read.end, append_from=append_from, writer=engine, scope=scope,
         )
     assert spark is not None, "soft-delete and history tables are written by Spark"
     return spark_modes.merge_mode_changes(

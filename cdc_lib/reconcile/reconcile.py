@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cdc_lib.changes import routing
 from cdc_lib.changes.columns import sink_schema
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.errors import NotSnapshottedError
@@ -147,6 +148,9 @@ def reconcile_table(
     spark = pipeline.spark()
     path = pipeline.table_path(table)
     frame = live_rows(spark.read.format("delta").load(path))
+    if pipeline.config.sink.route_for(table) is not None:
+        # A routed table holds several sources: this one's rows, without the columns that name it.
+        frame = frame.where(routing.scope(ref)).drop(*routing.NAMES)
     with mysql.source_connection(pipeline.config.source) as connection:
         schema = mysql.describe_table(connection, ref)
         delta_names = set(frame.columns)

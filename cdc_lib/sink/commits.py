@@ -44,6 +44,8 @@ class BatchCommit:
     txn_version: int
     metadata: dict[str, Any]
     storage: SinkStorage
+    #: The predicate (target alias `t`) of the rows the commit may touch; None: the whole table.
+    scope: str | None = None
 
 
 def app_id(pipeline: str, table: str) -> str:

@@ -40,6 +40,7 @@ def merge_changes(
     applied_through: BinlogPosition | None = None,
     append_from: BinlogPosition | None = None,
     writer: Engine = "spark",
+    scope: str | None = None,
 ) -> int:
     """MERGE a batch's net changes into the Delta table in one idempotent commit; return its version.
 
@@ -52,6 +53,8 @@ def merge_changes(
             without a join, and in a mixed batch they do not widen the MERGE's file pruning.
         writer: the engine that commits: `spark` (needs `spark`) or `delta-rs` (cdc_lib.sink.delta_rs.writer, no JVM;
             `cdc_lib.sink.choice.writer_for` says which tables it takes).
+        scope: the predicate (over the target's alias `t`) of the rows these changes may touch: one source's rows
+            in a routed table (cdc_lib.changes.routing). A TRUNCATE then deletes only them. Spark only.
     """
     storage = storage or storage_for(path)
     if schema.column_names[-len(metadata_columns.NAMES):] == metadata_columns.NAMES:
@@ -86,8 +89,9 @@ def merge_changes(
                                     latest_version=tail.latest_version, checkpoint_version=tail.checkpoint_version),
                                 ) if exact else None
     commit = commits.BatchCommit(path=path, application=application, txn_version=txn_version, metadata=metadata,
-                                 storage=storage)
+                                 storage=storage, scope=scope)
     if writer == "delta-rs":
+        assert scope is None, "a routed table is written by Spark (the config refuses delta-rs for it)"
         return delta_rs_writer.write_changes(schema, changes, live, commit, tail)
     assert spark is not None, "the Spark writer needs a SparkSession"
     return spark_writer.write_changes(spark, schema, changes, live, commit)

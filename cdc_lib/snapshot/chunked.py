@@ -36,6 +36,7 @@ from cdc_lib.sink.delta_rs import snapshot_wave
 from cdc_lib.sink.spark import modes as spark_modes
 from cdc_lib.sink.spark import writer as spark_writer
 from cdc_lib.sink.spark.session import is_local_master
+from cdc_lib.snapshot import routed
 from cdc_lib.snapshot.correction import finish_mode_snapshot
 from cdc_lib.snapshot.jdbc_read import plan_snapshot_chunks, read_refusal_in, read_table, wave_bytes_estimate
 from cdc_lib.snapshot.progress import ProgressListener, SnapshotProgress
@@ -83,6 +84,9 @@ def run_chunked_snapshot(
         SnapshotWindowError: a TRUNCATE or DDL of a soft-delete or history table between the watermarks.
     """
     name = ref.name
+    target = context.config.sink.route_for(name)
+    if target is not None:
+        routed.check_mode(ref, context.config.sink.mode_for(name), target)
     started = time.monotonic()
     store, pipeline = context.store, context.config.pipeline
     handle = DocumentHandle(store, pipeline, lease_seconds=context.config.offsets.lease_seconds)
@@ -304,6 +308,12 @@ def _run_wave(
             frame, source_ts=dt.datetime.fromisoformat(document.snapshot_time),
             applied_ts=dt.datetime.fromisoformat(document.started_at),
         )
+    target = context.config.sink.route_for(name)
+    if target is not None:
+        # One of several sources of the target (docs/routing.md): its rows carry its names.
+        frame = routed.routed_frame(frame, schema.table)
+        routed.check_target_schema(spark, context.table_path(name), frame, table=schema.table, target=target,
+                                   storage=context.sink)
     application = snapshot_application(context, name, document.snapshot_id)
     metadata = {
         "pipeline": context.config.pipeline, "table": name, "snapshot_id": document.snapshot_id, "wave": number,
@@ -322,7 +332,7 @@ def _run_wave(
     # A soft-delete or history table's feed is not set by its snapshot (as the one-shot MERGE path).
     change_data_feed = context.config.sink.change_data_feed_for(name) and not moded
     settings = context.config.snapshot
-    writer = snapshot_wave.choose_writer(
+    writer = "spark" if target is not None else snapshot_wave.choose_writer(
         settings.writer, path, table=name, mode=document.mode, deletion_vectors=deletion_vectors,
         change_data_feed=change_data_feed, local_master=is_local_master(context.config.spark.master),
         wave_bytes=wave_bytes_estimate(
@@ -343,6 +353,7 @@ def _run_wave(
             version = spark_writer.write_snapshot(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
                 storage=context.sink, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed,
+                replace_where=routed.replace_where(schema.table) if target is not None else None,
             )
         else:
             claim.before_commit()

@@ -36,6 +36,7 @@ def write_snapshot(
     storage: SinkStorage | None = None,
     deletion_vectors: bool = False,
     change_data_feed: bool = False,
+    replace_where: str | None = None,
 ) -> int:
     """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version.
 
@@ -46,6 +47,8 @@ def write_snapshot(
         change_data_feed: the table's `delta.enableChangeDataFeed`, set the same way. A snapshot is where the
             setting takes effect (docs/change-feed.md): the feed then starts at a full overwrite, which its
             consumers recompute from anyway (`cdc_lib.sink.change_feed`).
+        replace_where: replace only the rows this predicate holds for (one source of a routed table,
+            docs/routing.md), in the same one commit; the table's schema is then kept as it is.
     """
     storage = storage or storage_for(path)
     check_uniform_writable(spark, path, storage=storage, table=metadata.get("table"))
@@ -58,9 +61,11 @@ def write_snapshot(
             # An overwrite keeps the table's properties and ignores the writer options: set them first (metadata only).
             assignments = ", ".join(f"'{key}' = '{value}'" for key, value in differing.items())
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
+    # Delta refuses to overwrite the schema of a partial overwrite: the routed sources share theirs (checked before).
+    replacing = {"replaceWhere": replace_where} if replace_where is not None else {"overwriteSchema": "true"}
     with IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
         (
-            frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            frame.write.format("delta").mode("overwrite").options(**replacing)
             .options(**_writer_options(wanted)).save(path)
         )
     version = delta_log.version_of(path, application, txn_version, storage)
@@ -155,7 +160,7 @@ def write_changes(
                 return _append(spark, path, schema, source, application, txn_version, metadata, storage)
             key_filter = None if truncated else bounds.filter()
             return _merge(spark, path, schema, source, staged.rows, key_filter, truncated, application,
-                          txn_version, metadata, storage)
+                          txn_version, metadata, storage, commit.scope)
     finally:
         if isinstance(changes, SpilledChanges):
             changes.remove()
@@ -194,12 +199,15 @@ def _merge(
     txn_version: int,
     metadata: dict[str, Any],
     storage: SinkStorage,
+    scope: str | None = None,
 ) -> int:
     from delta.tables import DeltaTable
 
     condition = matched_on(schema.primary_key)
     if key_filter and not truncated:
         condition = f"{condition} AND {key_filter}"
+    if scope is not None:
+        condition = f"{condition} AND {scope}"  # implied by the key; spelt out so file statistics prune by source
     columns: dict[str, str | Column] = {**copied_from("s", schema.column_names)}
     builder = (
         DeltaTable.forPath(spark, path)
@@ -210,7 +218,8 @@ def _merge(
         .whenNotMatchedInsert(condition=f"s.{OPERATION_COLUMN} = 'u'", values=columns)
     )
     if truncated:
-        builder = builder.whenNotMatchedBySourceDelete()
+        # A routed table's TRUNCATE empties one source's rows, never its siblings' (`scope`).
+        builder = builder.whenNotMatchedBySourceDelete(condition=scope)
     with IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "merge"}), \
             _SessionSettings(spark, merge_settings(source_rows)):
         builder.execute()

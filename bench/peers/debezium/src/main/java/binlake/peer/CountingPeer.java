@@ -14,15 +14,15 @@ import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.source.SourceRecord;
 
 /**
- * Debezium's embedded engine with a consumer that only counts change records of one table: the bench's Debezium
+ * Debezium's embedded engine (MariaDB connector) with a consumer that only counts change records of one table: the bench's Debezium
  * peer. Capture only, nothing is written anywhere, so its rate bounds what a JVM binlog reader does here.
  *
  * <p>Two phases, each its own process, sharing the offset and schema history files of one work directory:
  * {@code snapshot} reads the table (snapshot.mode=initial) until {@code expected} snapshot records arrived, then
  * waits for an insert into the marker table (written by the bench once the snapshot is counted) so the offsets
  * it stores are past the snapshot; {@code stream} resumes from those offsets and counts inserts, updates and
- * deletes until {@code expected}. Each prints one line {@code RESULT <phase> <records> <seconds>}, the seconds
- * from the engine's start (the JVM's start excluded) to the last expected record.
+ * deletes until {@code expected}. Each prints one line {@code RESULT <phase> <records> <seconds> <fromFirst>}: the
+ * seconds from the engine's start (the JVM's start excluded) and from the first counted record to the last one.
  *
  * <p>Usage: CountingPeer phase expected port user password workDir database table markerTable serverId
  */
@@ -37,7 +37,7 @@ public final class CountingPeer {
     String markerTopic = "peer." + database + "." + args[8];
     Properties props = new Properties();
     props.setProperty("name", "binlake-bench-peer");
-    props.setProperty("connector.class", "io.debezium.connector.mysql.MySqlConnector");
+    props.setProperty("connector.class", "io.debezium.connector.mariadb.MariaDbConnector");
     props.setProperty("offset.storage", "org.apache.kafka.connect.storage.FileOffsetBackingStore");
     props.setProperty("offset.storage.file.filename", args[5] + "/offsets.dat");
     props.setProperty("offset.flush.interval.ms", "1000");
@@ -61,6 +61,7 @@ public final class CountingPeer {
     AtomicLong counted = new AtomicLong();
     AtomicLong snapshotRecords = new AtomicLong();
     AtomicLong doneNanos = new AtomicLong();
+    AtomicLong firstNanos = new AtomicLong();
     CountDownLatch reached = new CountDownLatch(1);
     CountDownLatch markerSeen = new CountDownLatch(1);
     boolean snapshotPhase = phase.equals("snapshot");
@@ -88,6 +89,9 @@ public final class CountingPeer {
                 snapshotRecords.incrementAndGet();
               }
               boolean wanted = snapshotPhase ? "r".equals(op) : !"r".equals(op);
+              if (wanted) {
+                firstNanos.compareAndSet(0, System.nanoTime());
+              }
               if (wanted && counted.incrementAndGet() == expected) {
                 doneNanos.set(System.nanoTime());
                 reached.countDown();
@@ -110,7 +114,8 @@ public final class CountingPeer {
       status = 2;
     } else {
       double seconds = (doneNanos.get() - started) / 1e9;
-      System.out.println("RESULT " + phase + " " + counted.get() + " " + seconds);
+      double fromFirst = (doneNanos.get() - firstNanos.get()) / 1e9;
+      System.out.println("RESULT " + phase + " " + counted.get() + " " + seconds + " " + fromFirst);
       System.out.flush();
       if (snapshotPhase && !markerSeen.await(300, TimeUnit.SECONDS)) {
         System.err.println("the marker insert never arrived");
@@ -122,9 +127,13 @@ public final class CountingPeer {
       System.err.println("the stream phase re-read " + snapshotRecords.get() + " snapshot records");
       status = 4;
     }
-    engine.close();
-    executor.shutdown();
-    executor.awaitTermination(60, TimeUnit.SECONDS);
+    try {
+      engine.close();
+      executor.shutdown();
+      executor.awaitTermination(60, TimeUnit.SECONDS);
+    } catch (IllegalStateException alreadyStopped) {
+      // The engine stopped itself after an error (reported above); nothing is left to close.
+    }
     System.out.println("COUNTED " + counted.get());
     System.exit(status);
   }

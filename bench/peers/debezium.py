@@ -108,12 +108,14 @@ def prepare(execute: Callable[..., None], source: Source) -> None:
     execute(f"CREATE TABLE IF NOT EXISTS {source.database}.{MARKER} (id INT AUTO_INCREMENT PRIMARY KEY)")
 
 
-def snapshot(execute: Callable[..., None], source: Source, work: Path, expected: int) -> PhaseResult:
+def snapshot(execute: Callable[..., None], source: Source, work: Path, expected: int, *,
+             timeout: float = 1800.0) -> PhaseResult:
     """Snapshot `expected` rows into fresh offsets in `work`, leaving them past the snapshot for `stream`."""
     return run_phase("snapshot", expected, source, work,
-                     after_result=lambda: execute(f"INSERT INTO {source.database}.{MARKER} VALUES ()"))
+                     after_result=lambda: execute(f"INSERT INTO {source.database}.{MARKER} VALUES ()"),
+                     timeout=timeout)
 
 
-def stream(source: Source, work: Path, expected: int) -> PhaseResult:
+def stream(source: Source, work: Path, expected: int, *, timeout: float = 1800.0) -> PhaseResult:
     """Resume from the offsets in `work` and count `expected` inserts, updates and deletes from the binlog."""
-    return run_phase("stream", expected, source, work)
+    return run_phase("stream", expected, source, work, timeout=timeout)

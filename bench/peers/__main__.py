@@ -144,7 +144,8 @@ def run(rows: int, changes: int, repeat: int, *, flink_check: bool = True) -> di
         # Insert-only: from the lake caught up with the mixed changes.
         after_mixed = work / "lake-after-mixed"
         shutil.copytree(work / "lake", after_mixed)
-        inserted, mariadb_insert_cpu = mariadb_cpu(server, lambda: insert_changes(server, changes, 10 * (rows + changes)))
+        first_new = 10 * (rows + changes)  # past every key the mixed changes used
+        inserted, mariadb_insert_cpu = mariadb_cpu(server, lambda: insert_changes(server, changes, first_new))
         results["inserted"] = inserted
         results["mariadb_cpu_per_row_insert"] = mariadb_insert_cpu / inserted
         insert_cpu: list[float] = []

@@ -81,7 +81,8 @@ def run_phase(phase: str, expected: int, source: Source, work: Path, *,
     """Run one phase (`snapshot` or `stream`) in its own JVM on the offsets and schema history in `work`."""
     work.mkdir(parents=True, exist_ok=True)
     command = [
-        shutil.which("java") or "java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", f"-Dpeer.timeout.s={int(timeout)}", "-cp", build(), MAIN_CLASS,
+        shutil.which("java") or "java", "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        f"-Dpeer.timeout.s={int(timeout)}", "-cp", build(), MAIN_CLASS,
         phase, str(expected), str(source.port), source.user, source.password, str(work), source.database,
         source.table, MARKER, str(source.server_id),
     ]

@@ -23,7 +23,7 @@ def resolve() -> str:
             capture_output=True, text=True, timeout=300,
         )
         if result.returncode != 0:
-            reason = next((line for line in result.stdout.splitlines() if "Could not" in line or "find" in line),
-                          "see mvn dependency:get")
-            return f"refused {artifact}: {reason.split(': ', 1)[-1][:160]}"
+            errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
+            reason = errors[0].rsplit(": ", 1)[-1].split(" during ")[0] if errors else "see mvn dependency:get"
+            return f"refused {artifact} ({reason[:200]})"
     return f"resolved {', '.join(ARTIFACTS)} (the Flink job itself is not built yet)"

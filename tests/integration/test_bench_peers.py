@@ -43,3 +43,5 @@ def test_cpu_seconds_from_proc_cover_the_process_tree_and_the_server(own_mariadb
     server_spent = proc.process_cpu_seconds(pid) - server_before
     assert server_spent > 0
     assert proc.tree_cpu_seconds(os.getpid()) - tree_before >= server_spent
+    # Excluding the server (as binlake's figure does) leaves this process's time only.
+    assert proc.tree_cpu_seconds(os.getpid(), exclude=(pid,)) < proc.tree_cpu_seconds(os.getpid())

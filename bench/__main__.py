@@ -9,6 +9,8 @@ Starts its own MariaDB, generates the workload server-side, then measures:
   keep-up      issue 12's table (bench/keepup/): sustainable rate vs MariaDB's apply rate (mixed,
                insert-only), 100 tables vs 1, snapshot of 200k rows, a new Dagster/CLI process's cost to its
                commit, a table with 10,000 commits; printed after the main table
+  peers        Debezium's embedded engine (and Flink CDC if its artifact is served) beside binlake, and CPU seconds
+               per row change for binlake and MariaDB (bench/peers/, runnable alone: python -m bench.peers)
 Sizes are flags; `--quick` fits in a few minutes.
 """
 
@@ -34,6 +36,7 @@ from bench import peer, scenarios  # noqa: E402
 from bench.common import PASSWORD, USER, load_rows  # noqa: E402
 from bench.keepup import keepup_report  # noqa: E402
 from bench.paths import huge_transaction  # noqa: E402
+from bench.peers import __main__ as peers_main  # noqa: E402
 from bench.snapshot import snapshot_freshness, snapshot_resume  # noqa: E402
 from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
@@ -382,7 +385,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     parser.add_argument("--no-results-file", action="store_true", help="do not rewrite bench/RESULTS.md")
     extras = ",".join(
-        ("snapshot-stages", "peer", "merge", "freshness", "snapshot-freshness", "memory", "snapshot-resume",
+        ("snapshot-stages", "peer", "peers", "merge", "freshness", "snapshot-freshness", "memory", "snapshot-resume",
          *keepup_report.PARTS, "huge-transaction")
     )
     parser.add_argument("--only", default=extras, help=f"extra measurements, comma separated: {extras} (or 'none')")
@@ -408,6 +411,15 @@ def main() -> None:
     arguments.merge_sizes = [int(size) for size in arguments.merge_sizes.split(",")]
     results = run(arguments)
     text = report(results)
+    if "peers" in arguments.only:
+        # Its own MariaDB and load, after the main run's server has stopped, so the two do not share the cores.
+        print("peers: Debezium embedded engine, CPU per row …", flush=True)
+        try:
+            results["peers"] = peers_main.run(arguments.rows, arguments.changes, arguments.repeat)
+            text += ("\n\nPeers and CPU per row change (issue 30, bench/peers/):\n\n"
+                     + peers_main.report(results["peers"]))
+        except Exception as error:  # noqa: BLE001 - a benchmark reports what broke and goes on
+            text += f"\n\npeers: FAILED: {type(error).__name__}: {str(error).splitlines()[0][:300]}"
     if set(keepup_report.PARTS) & arguments.only:
         text += "\n\nKeeping up with a busy primary (issue 12):\n\n" + keepup_report.report(results)
     if results.get("huge_transaction"):

@@ -81,6 +81,10 @@ class ColumnRulesError(TableError):
     """A table's column projection or masking (`sink.tables.<t>.columns`, `.mask`) does not fit its schema."""
 
 
+class LayoutError(TableError):
+    """A table's partition or clustering columns (`sink.tables.<t>.partition_by`, `.cluster_by`) do not fit it."""
+
+
 class SchemaChangeError(BinlakeError):
     """The source table's schema changed in a way binlake will not guess at."""
 

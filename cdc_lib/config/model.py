@@ -121,6 +121,15 @@ class ColumnRules:
     mask: Mapping[str, ColumnMask] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TableLayout:
+    """How a table's files are laid out (`sink.tables.<t>.partition_by` or `.cluster_by`; docs/layout.md): Hive-style
+    partitions, or Delta liquid clustering. At most one of the two; both empty: neither."""
+
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
@@ -134,6 +143,8 @@ class TableSettings:
     schema_policy: SchemaPolicy | None = None
     #: Column projection and masking; None: every column, in clear.
     columns: ColumnRules | None = None
+    #: Partition or clustering columns; None: neither.
+    layout: TableLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +217,10 @@ class SinkConfig:
     def column_rules_for(self, table: str) -> ColumnRules | None:
         """`table`'s column projection and masking (per table only); None: every column in clear."""
         return self.tables.get(table, TableSettings()).columns
+
+    def layout_for(self, table: str) -> TableLayout:
+        """`table`'s partition or clustering columns (per table only; empty: neither)."""
+        return self.tables.get(table, TableSettings()).layout or TableLayout()
 
     def table_path(self, database: str, table: str) -> str:
         return f"{self.path.rstrip('/')}/{database}/{table}"

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from cdc_lib.config.parse import parse_config
-from cdc_lib.errors import ConfigError, LayoutError
+from cdc_lib.errors import LayoutError
 from cdc_lib.pipeline.pipeline import Pipeline
 from tests.conftest import sql
 
@@ -135,32 +134,3 @@ def test_a_layout_column_the_table_lacks_stops_its_snapshot(mariadb: Any, databa
     with pytest.raises(LayoutError, match="regoin"):
         Pipeline(config).snapshot()
     assert not Path(Pipeline(config).table_path(table), "_delta_log").exists()
-
-
-def _document(**table: Any) -> dict[str, Any]:
-    return {
-        "pipeline": "p", "source": {"host": "h", "port": 1, "user": "u", "password": "x", "server_id": 1,
-                                    "tables": ["d.t"]},
-        "sink": {"path": "/tmp/lake", "tables": {"d.t": table}}, "offsets": {"uri": "/tmp/lake/_offsets"},
-    }
-
-
-@pytest.mark.parametrize(("table", "problem"), [
-    ({"partition_by": ["a"], "cluster_by": ["b"]}, "not both"),
-    ({"cluster_by": ["a"], "maintenance": {"zorder_by": ["a"]}}, "clustered table"),
-    ({"partition_by": ["note"], "columns": {"exclude": ["note"]}}, "leave out"),
-    ({"partition_by": ["a"], "columns": {"include": ["id", "b"]}}, "leave out"),
-    ({"cluster_by": ["email"], "mask": {"email": {"redact": None}}}, "masked"),
-    ({"partition_by": ["a"], "mode": "history"}, "mirror tables only"),
-    ({"partition_by": []}, "non-empty list"),
-    ({"cluster_by": ["a", "b", "c", "d", "e"]}, "at most 4"),
-])
-def test_a_layout_that_cannot_hold_is_refused_at_config_time(table: dict[str, Any], problem: str) -> None:
-    with pytest.raises(ConfigError, match=problem):
-        parse_config(_document(**table))
-
-
-def test_a_layout_is_parsed() -> None:
-    config = parse_config(_document(partition_by="region"))
-    assert config.sink.layout_for("d.t").partition_by == ("region",)
-    assert config.sink.layout_for("d.other").partition_by == ()

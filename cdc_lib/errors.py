@@ -86,6 +86,10 @@ class RoutingError(TableError):
     from its siblings', or the write asks for what routing does not support yet (docs/routing.md)."""
 
 
+class LayoutError(TableError):
+    """A table's partition or clustering columns (`sink.tables.<t>.partition_by`, `.cluster_by`) do not fit it."""
+
+
 class SchemaChangeError(BinlakeError):
     """The source table's schema changed in a way binlake will not guess at."""
 

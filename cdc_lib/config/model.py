@@ -121,6 +121,15 @@ class ColumnRules:
     mask: Mapping[str, ColumnMask] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True)
+class TableLayout:
+    """How a table's files are laid out (`sink.tables.<t>.partition_by` or `.cluster_by`; docs/layout.md): Hive-style
+    partitions, or Delta liquid clustering. At most one of the two; both empty: neither."""
+
+    partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class TableSettings:
     """Delta table settings one table sets apart from its pipeline's (`sink.tables`); None: the pipeline's."""
@@ -136,6 +145,9 @@ class TableSettings:
     columns: ColumnRules | None = None
     #: Row filter: a SQL predicate (docs/row-filters.md), checked for syntax at load; None: every row.
     filter: str | None = None
+    #: Partition or clustering columns; None: neither.
+    layout: TableLayout | None = None
+
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,6 +265,10 @@ class SinkConfig:
             if route.matches(table):
                 return route.target
         return None
+
+    def layout_for(self, table: str) -> TableLayout:
+        """`table`'s partition or clustering columns (per table only; empty: neither)."""
+        return self.tables.get(table, TableSettings()).layout or TableLayout()
 
     def table_path(self, database: str, table: str) -> str:
         """The Delta table a source table lands in: its route's target, else its own name."""

@@ -32,6 +32,7 @@ from cdc_lib.config.model import (
     SnapshotConfig,
     SourceConfig,
     SparkConfig,
+    TableLayout,
     TableMode,
     TableSettings,
     Writer,
@@ -236,6 +237,10 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             # A soft-delete or history snapshot's binlog correction is not shaped yet (docs/columns-and-masking.md).
             raise ConfigError(f"sink.tables.{name}.columns", f"applies to mirror tables only, not mode "
                               f"{settings.mode or mode}", remedy="land the table as a mirror, or drop its column rules")
+        if settings.layout is not None and (settings.mode or mode) != "mirror":
+            raise ConfigError(f"sink.tables.{name}.{'partition_by' if settings.layout.partition_by else 'cluster_by'}",
+                              f"applies to mirror tables only, not mode {settings.mode or mode}",
+                              remedy="land the table as a mirror, or drop its layout")
     freshness = _freshness(document, "sink.")
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
@@ -429,7 +434,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         _reject_unknown(
             entry_doc, prefix,
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
-             "columns", "mask", "maintenance", "iceberg", "filter"},
+             "columns", "mask", "maintenance", "iceberg", "filter", "partition_by", "cluster_by"},
         )
         _refuse_iceberg(entry_doc, prefix)
         overrides[name] = TableSettings(
@@ -444,6 +449,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             columns=_column_rules(entry_doc, prefix),
             filter=_row_filter(entry_doc, prefix),
         )
+        overrides[name] = replace(overrides[name], layout=_layout(entry_doc, prefix, overrides[name]))
         if overrides[name].metadata_columns:
             _check_metadata_columns(overrides[name].mode, True, prefix)
     return overrides
@@ -551,6 +557,45 @@ def _column_rules(document: Mapping[str, Any], prefix: str) -> ColumnRules | Non
     for column, spec in _mapping(document.get("mask") or {}, f"{prefix}mask").items():
         masks[str(column)] = _column_mask(spec, f"{prefix}mask.{column}")
     return ColumnRules(include=include, exclude=exclude, mask=masks)
+
+
+def _layout(document: Mapping[str, Any], prefix: str, settings: TableSettings) -> TableLayout | None:
+    """`partition_by: [...]` or `cluster_by: [...]` (docs/layout.md), checked against the table's other settings.
+
+    Mirror tables only (checked by the caller, which knows the pipeline's mode): a soft-delete or history
+    re-snapshot MERGEs into its table, which is not proven to keep a layout. A layout column must land in clear:
+    a left-out column is not in the table, and a masked one would lay the files out by the mask's output (a hash
+    per row, a constant). Whether the column exists is checked against the source schema at the snapshot
+    (`cdc_lib.sink.spark.layout`).
+    """
+    chosen = {key: document[key] for key in ("partition_by", "cluster_by") if document.get(key) is not None}
+    if not chosen:
+        return None
+    if len(chosen) > 1:
+        raise ConfigError(f"{prefix}cluster_by", "cannot be set with partition_by: Delta clusters a table or "
+                          "partitions it, not both", remedy="keep one of partition_by, cluster_by")
+    ((key, names),) = chosen.items()
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{prefix}{key}", "must be a non-empty list of column names")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{prefix}{key}", "names a column twice")
+    if key == "cluster_by" and len(names) > 4:
+        raise ConfigError(f"{prefix}cluster_by", "takes at most 4 columns (Delta's limit for liquid clustering)")
+    rules = settings.columns
+    for name in names:
+        if rules is not None and (name in rules.exclude or (rules.include is not None and name not in rules.include)):
+            raise ConfigError(f"{prefix}{key}", f"names column '{name}', which the table's column rules leave out",
+                              remedy=f"land '{name}' (sink.tables.<t>.columns) or lay the table out by another column")
+        if rules is not None and name in rules.mask:
+            raise ConfigError(f"{prefix}{key}", f"names column '{name}', which is masked: the files would be laid "
+                              "out by the mask's output", remedy="lay the table out by a column landed in clear")
+    if key == "cluster_by" and settings.maintenance is not None and settings.maintenance.zorder_by:
+        raise ConfigError(f"{prefix}maintenance.zorder_by", "cannot be set on a clustered table: OPTIMIZE "
+                          "clusters it by cluster_by (Delta refuses ZORDER BY on a clustered table)",
+                          remedy="drop maintenance.zorder_by, or cluster_by instead of it")
+    return TableLayout(partition_by=tuple(names)) if key == "partition_by" else TableLayout(cluster_by=tuple(names))
 
 
 def _column_mask(value: Any, key: str) -> ColumnMask:

@@ -159,6 +159,10 @@ def spark_only_reasons(settings: TableDetail) -> list[str]:
         # so a delta-rs commit would leave the Iceberg (or Hudi) readers of the table behind (docs/iceberg.md).
         reasons.append(f"Delta UniForm ({UNIFORM_FORMATS} = {', '.join(formats)}), whose metadata delta-rs does "
                        "not write")
+    if settings.partition_columns:
+        # delta-rs would write the partitions, but binlake has not proven its MERGE and appends lay them out as
+        # Spark does (docs/layout.md); a clustered table is kept on Spark by its `clustering` feature above.
+        reasons.append(f"partition columns ({', '.join(settings.partition_columns)})")
     # What delta-rs itself writes inexactly (e.g. wide DECIMAL statistics) where binlake's policy above allows it.
     blocker = delta_rs_write_blocker(settings)
     if blocker is not None and not reasons:

@@ -334,6 +334,8 @@ class TableDetail:
     column_types: tuple[tuple[str, str], ...] = ()
     #: The metadata keys its columns carry (`delta.generationExpression`, `delta.identity.start` …).
     column_metadata_keys: frozenset[str] = frozenset()
+    #: The table's partition columns (`metaData.partitionColumns`; empty: none).
+    partition_columns: tuple[str, ...] = ()
 
 
 def table_detail(path: str, *, storage: SinkStorage | None = None) -> TableDetail | None:
@@ -376,7 +378,8 @@ def table_detail(path: str, *, storage: SinkStorage | None = None) -> TableDetai
                          features=frozenset(features), reader_version=int(protocol.get("minReaderVersion", 1)),
                          writer_version=int(protocol.get("minWriterVersion", 2)),
                          column_types=_column_types(fields),
-                         column_metadata_keys=frozenset(key for field in fields for key in field.get("metadata") or {}))
+                         column_metadata_keys=frozenset(key for field in fields for key in field.get("metadata") or {}),
+                         partition_columns=tuple(str(name) for name in found["metaData"].get("partitionColumns") or ()))
 
 
 def _schema_fields(metadata: dict[str, Any]) -> list[dict[str, Any]]:

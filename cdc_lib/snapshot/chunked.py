@@ -339,7 +339,7 @@ def _run_wave(
             connection, schema.table, min(document.rows_estimated, (end - first) * settings.chunk_rows()),
         ) if settings.writer != "spark" else 0,
         storage=context.sink, column_types=snapshot_wave.frame_column_types(frame),
-        spark_conf=context.config.spark.conf,
+        spark_conf=context.config.spark.conf, layout=context.config.sink.layout_for(name),
     )
     try:
         if writer == "delta-rs":
@@ -354,6 +354,7 @@ def _run_wave(
                 spark, frame, path, application=application, txn_version=number, metadata=metadata,
                 storage=context.sink, deletion_vectors=deletion_vectors, change_data_feed=change_data_feed,
                 replace_where=routed.replace_where(schema.table) if target is not None else None,
+                layout=context.config.sink.layout_for(name),
             )
         else:
             claim.before_commit()

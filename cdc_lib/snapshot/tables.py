@@ -210,6 +210,7 @@ def snapshot_table(
                 metadata=metadata, storage=context.sink,
                 deletion_vectors=context.config.sink.deletion_vectors_for(name),
                 change_data_feed=context.config.sink.change_data_feed_for(name),
+                layout=context.config.sink.layout_for(name),
             )
         else:
             version = spark_modes.write_mode_snapshot(

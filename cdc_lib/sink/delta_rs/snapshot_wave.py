@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.config.model import SnapshotWriter
+from cdc_lib.config.model import SnapshotWriter, TableLayout
 from cdc_lib.errors import TableError
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.choice import inexact_statistics, spark_log_store, spark_only_reasons
@@ -58,7 +58,7 @@ ARROW_WAVE_BYTES = 512 * 1024 * 1024
 def choose_writer(
     setting: SnapshotWriter, path: str, *, table: str, mode: str, deletion_vectors: bool, change_data_feed: bool,
     local_master: bool, wave_bytes: int, storage: SinkStorage, column_types: Sequence[tuple[str, str]] = (),
-    spark_conf: Mapping[str, str] | None = None,
+    spark_conf: Mapping[str, str] | None = None, layout: TableLayout | None = None,
 ) -> Literal["spark", "delta-rs"]:
     """The engine that writes this table's snapshot wave under `snapshot.writer: setting`.
 
@@ -69,6 +69,7 @@ def choose_writer(
         column_types: the wave's columns and their Delta types (`frame_column_types`).
         spark_conf: the pipeline's `spark.conf`: a Delta log store set there (the DynamoDB one for S3) is how
             Spark's commits coordinate, and delta-rs would commit around it.
+        layout: the table's partition or clustering columns: Spark writes a table that has either.
 
     Raises:
         SnapshotWriterError: `delta-rs` was asked for a table it cannot write exactly (the reason is named).
@@ -77,6 +78,10 @@ def choose_writer(
         return "spark"
     refusal = delta_rs_refusal(path, mode=mode, deletion_vectors=deletion_vectors,
                                change_data_feed=change_data_feed, storage=storage, column_types=column_types)
+    if refusal is None and layout is not None and (layout.partition_by or layout.cluster_by):
+        refusal = ("the table is " + (f"partitioned by {', '.join(layout.partition_by)}" if layout.partition_by
+                                      else f"clustered by {', '.join(layout.cluster_by)}")
+                   + " (sink.tables.<t>; docs/layout.md), which Spark's writer sets")
     if refusal is None:
         refusal = spark_log_store(spark_conf)
     if refusal is None and not local_master:

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.changes.spill import SpilledChanges, folds_of
+from cdc_lib.config.model import TableLayout
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
 from cdc_lib.sink import delta_log, key_absence
 from cdc_lib.sink.commits import CHANGE_DATA_FEED, DELETION_VECTORS, OPERATION_COLUMN, BatchCommit
 from cdc_lib.sink.key_bounds import KeyBounds
 from cdc_lib.sink.spark.commit import IdempotentCommit
+from cdc_lib.sink.spark.layout import check_layout, clustering_columns, partition_columns, set_clustering
 from cdc_lib.sink.spark.staging import StagedChanges, mirror_records
 from cdc_lib.sink.spark.uniform import check_uniform_writable
 from cdc_lib.sink.storage import SinkStorage, storage_for
@@ -37,6 +39,7 @@ def write_snapshot(
     deletion_vectors: bool = False,
     change_data_feed: bool = False,
     replace_where: str | None = None,
+    layout: TableLayout | None = None,
 ) -> int:
     """Replace the Delta table at `path` with `frame` in one idempotent commit; return its version.
 
@@ -49,7 +52,15 @@ def write_snapshot(
             consumers recompute from anyway (`cdc_lib.sink.change_feed`).
         replace_where: replace only the rows this predicate holds for (one source of a routed table,
             docs/routing.md), in the same one commit; the table's schema is then kept as it is.
+        layout: the table's partition or clustering columns (docs/layout.md), set by every snapshot: the
+            overwrite partitions by them (a table partitioned otherwise is re-partitioned), and clustering is
+            set right after the overwrite, which resets it (`cdc_lib.sink.spark.layout`).
+
+    Raises:
+        LayoutError: `layout` names a column `frame` lacks.
     """
+    layout = layout or TableLayout()
+    check_layout(layout, frame.columns, table=str(metadata.get("table", path)))
     storage = storage or storage_for(path)
     check_uniform_writable(spark, path, storage=storage, table=metadata.get("table"))
     wanted = {DELETION_VECTORS: str(deletion_vectors).lower(), CHANGE_DATA_FEED: str(change_data_feed).lower()}
@@ -66,9 +77,11 @@ def write_snapshot(
     with IdempotentCommit(spark, application, txn_version, {**metadata, "kind": "snapshot"}):
         (
             frame.write.format("delta").mode("overwrite").options(**replacing)
-            .options(**_writer_options(wanted)).save(path)
+            .options(**_writer_options(wanted)).partitionBy(*layout.partition_by).save(path)
         )
     version = delta_log.version_of(path, application, txn_version, storage)
+    # Also on a replay whose overwrite was committed before a crash: the table is clustered once this returns.
+    set_clustering(spark, path, layout.cluster_by, storage=storage)
     if existing and not deletion_vectors:
         _drop_deletion_vectors(spark, path, storage)
     return version
@@ -280,15 +293,24 @@ def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) 
     """
     from pyspark.sql import functions as F
 
+    storage = storage_for(path)
     frame = spark.read.format("delta").load(path)
     current = dict(frame.dtypes)
+    # The overwrite would drop partitioning and reset clustering (`cdc_lib.sink.spark.layout`): both are kept.
+    partitions = partition_columns(path, storage=storage)
+    clustering = clustering_columns(spark, path, storage=storage)
     if all(current.get(name) == target.replace(" ", "") for name, target in types.items()):
         return
     columns = [
         F.col(quote_identifier(name)).cast(types[name]).alias(name) if name in types else F.col(quote_identifier(name))
         for name in frame.columns
     ]
-    frame.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    (
+        frame.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+        .partitionBy(*partitions).save(path)
+    )
+    if clustering:
+        set_clustering(spark, path, clustering, storage=storage)
 
 
 def backfill_columns(spark: SparkSession, path: str, source: DataFrame, *, key: tuple[str, ...],

@@ -18,9 +18,9 @@ from cdc_lib.sink.storage import LocalSinkStorage, S3SinkStorage
 
 
 def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
-             properties: dict[str, str] | None = None) -> TableDetail:
+             properties: dict[str, str] | None = None, partitions: tuple[str, ...] = ()) -> TableDetail:
     return TableDetail(properties=dict(properties or {}), features=frozenset(features), reader_version=reader,
-                       writer_version=writer)
+                       writer_version=writer, partition_columns=partitions)
 
 
 @pytest.mark.parametrize("table, reason", [
@@ -35,6 +35,8 @@ def settings(reader: int = 1, writer: int = 2, features: tuple[str, ...] = (),
     (settings(1, 3, properties={"delta.constraints.positive": "qty > 0"}), "CHECK constraints"),
     (settings(4, 8), "newer than delta-rs's"),
     (settings(properties={"delta.checkpointPolicy": "v2"}), "v2 checkpoints"),
+    (settings(partitions=("region",)), "partition columns (region)"),
+    (settings(1, 7, ("domainMetadata", "clustering", "appendOnly", "invariants")), "clustering"),
 ])
 def test_spark_only_reasons_name_what_delta_rs_does_not_write(table: TableDetail, reason: str | None) -> None:
     reasons = spark_only_reasons(table)
@@ -242,3 +244,19 @@ def test_a_kept_table_sees_what_another_writer_committed_between_two_batches(tmp
     assert _write(path, schema, [(3, 5.0, "u")], 3, known=False) == 4
     assert LOADED_TABLES.held(table_uri(path)) is not kept
     assert DeltaTable(path).transaction_version("binlake:p:shop.orders") == 3
+
+
+def test_a_partitioned_or_clustered_snapshot_is_written_by_spark_and_refused_to_delta_rs(tmp_path: Path) -> None:
+    from cdc_lib.config.model import TableLayout
+    from cdc_lib.sink.delta_rs.snapshot_wave import SnapshotWriterError, choose_writer
+
+    def choice(setting: Any, layout: TableLayout) -> str:
+        return choose_writer(setting, str(tmp_path / "new"), table="shop.orders", mode="mirror",
+                             deletion_vectors=False, change_data_feed=False, local_master=True, wave_bytes=1,
+                             storage=LocalSinkStorage(), column_types=[("id", "integer")], layout=layout)
+
+    assert choice("auto", TableLayout()) == "delta-rs"
+    assert choice("auto", TableLayout(partition_by=("region",))) == "spark"
+    assert choice("auto", TableLayout(cluster_by=("region",))) == "spark"
+    with pytest.raises(SnapshotWriterError, match="partitioned by region"):
+        choice("delta-rs", TableLayout(partition_by=("region",)))

@@ -2,9 +2,10 @@
 MariaDB, on the snapshot's road and the binlog's, through a crash with a spill left on disk.
 
 Every clear value of a masked or excluded column carries the marker `CLEARTXT`; once binlake has run, no file it
-wrote (Delta data and log, checkpoints, offsets, snapshot documents, spill files, its own log output, Spark's logs)
-holds the marker or the hash key, neither as raw bytes nor inside a Parquet file's decoded values. The expected
-rows are computed here with the standard library's HMAC, not with binlake's masks, and Delta is read with delta-rs.
+wrote (Delta data and log, checkpoints, offsets, snapshot documents, spill files, its own log output, Spark's logs,
+Spark's scratch space) holds the marker or the hash key, neither as raw bytes nor inside a Parquet file's decoded
+values. The expected rows are computed here with the standard library's HMAC, not with binlake's masks, and Delta
+is read with delta-rs.
 """
 
 from __future__ import annotations
@@ -127,12 +128,17 @@ def test_masked_and_excluded_values_never_land_in_clear_across_a_spill_and_a_cra
     _create(mariadb, table, 200)
     spill, outputs = tmp_path / "spill", tmp_path / "outputs"
     outputs.mkdir()
+    # Spark's own scratch space (block manager, shuffle and PySpark's files), here instead of the system's temp
+    # folder so the scan reaches it; the killed sync's JVM leaves its scratch behind as a crash would.
+    scratch = tmp_path / "spark-scratch"
+    scratch.mkdir()
     config = make_config([table], batch__max_buffered_changes=BOUND, batch__spill_path=str(spill),
                          sink__tables={table: RULES})
     config_path = _config_file(config, tmp_path / "binlake.yaml", table, spill=spill)
 
     def cli(name: str, *arguments: str, **env: str) -> Any:
-        done = run_cli(config_path, "--verbose", *arguments, env=env)  # binlake's DEBUG lines too
+        # binlake's DEBUG lines too
+        done = run_cli(config_path, "--verbose", *arguments, env={"SPARK_LOCAL_DIRS": str(scratch), **env})
         (outputs / f"{name}.out").write_text(done.stdout)
         (outputs / f"{name}.err").write_text(done.stderr)
         return done
@@ -177,6 +183,7 @@ def test_masked_and_excluded_values_never_land_in_clear_across_a_spill_and_a_cra
 
     assert any(_files(spark_log_dir)), "Spark wrote logs to scan"
     assert (outputs / "snapshot.err").stat().st_size > 0, "binlake logged to scan"
+    assert any(_files(scratch)), "the killed sync left Spark's scratch files to scan"
     assert leaks(tmp_path, spark_log_dir) == []
 
 

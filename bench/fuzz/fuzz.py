@@ -4,6 +4,7 @@
     python -m bench.fuzz.fuzz --seed 1 --round 7             # replay one round
     python -m bench.fuzz.fuzz --seed 1 --families -xa,-crash # narrow the families
     python -m bench.fuzz.fuzz --minutes 60 --long            # + concurrent actors (`race`: re-snapshot, outside writer)
+    python -m bench.fuzz.fuzz --minutes 10 --columns-share 1 # column rules and masks in every round
 
 Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
 drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
@@ -1549,9 +1550,13 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"also the long mode's families ({', '.join(LONG_FAMILIES)}): concurrent actors")
     parser.add_argument("--stop-on-failure", action="store_true")
     parser.add_argument("--json", type=Path, help="write totals and failures here")
+    parser.add_argument("--columns-share", type=float, default=None,
+                        help=f"share of rounds that draw column rules (default {fuzz_columns.ROUND_SHARE})")
     parser.add_argument("--print-plan", action="store_true", help="print each round's script before running it")
     arguments = parser.parse_args(argv)
     seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
+    if arguments.columns_share is not None:
+        fuzz_columns.ROUND_SHARE = arguments.columns_share
     families = parse_families(arguments.families) | (frozenset(LONG_FAMILIES) if arguments.long else frozenset())
     print(f"bench.fuzz.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))

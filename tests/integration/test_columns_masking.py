@@ -239,6 +239,33 @@ def test_an_excluded_column_dropped_by_a_ddl_and_one_added_under_an_exclude_list
     assert rows == [{"id": i, "email": _hash(e), "qty": q, "extra": x} for i, e, q, x in source]
 
 
+def test_an_excluded_column_renamed_to_a_landed_name_stops_the_table_instead_of_landing_nulls(
+    mariadb: Any, database: str, make_config: Any, mask_key: None
+) -> None:
+    """Found by the fuzzer (seed 291, round 0): under an exclude list, `RENAME COLUMN note TO memo` made `memo` an
+    added column of NULLs in Delta while the source's rows kept their values. It stops the table with a remedy."""
+    table = f"{database}.people"
+    _create(mariadb, table, 20)
+    rules = {"columns": {"exclude": ["note", "phone", "ssn", "city", "badge", "email"]}}
+    config = make_config([table], sink__tables={table: rules})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"ALTER TABLE {table} RENAME COLUMN note TO memo",
+        f"INSERT INTO {table} (id, memo, qty) VALUES (600, 'kept', 6)")
+    pipeline.sync(until_caught_up=True)
+    error = pipeline.read_state().tables[table].error
+    assert error is not None and "became landed columns ['memo'] by a rename" in error, error
+    assert f"binlake snapshot --table {table}" in error
+    columns, rows = delta(config, table)
+    assert columns == ["id", "qty"] and len(rows) == 20, "Delta stays as it was before the rename"
+    # The remedy lands the renamed column with its values.
+    pipeline.snapshot([table])
+    columns, rows = delta(config, table)
+    assert columns == ["id", "qty", "memo"]
+    source = sql(mariadb, f"SELECT id, qty, memo FROM {table} ORDER BY id")
+    assert rows == [{"id": i, "qty": q, "memo": m} for i, q, m in source]
+
+
 @pytest.mark.parametrize(("rules", "named"), [
     ({"columns": {"exclude": ["nope"]}}, "'nope'"),
     ({"columns": {"include": ["email"]}}, "primary key column 'id' is left out"),

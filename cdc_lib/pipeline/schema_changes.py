@@ -102,8 +102,8 @@ def apply_schema_change(
                 f"columns {gone}, which the column rules leave out, became landed columns "
                 f"{[column.name for column in diff.added]} by a rename: the renamed column's values are in no "
                 "binlog event to land",
-                remedy=f"re-snapshot the table: binlake snapshot --table {name} (or name the new column under "
-                       f"sink.tables.{name}.columns to keep it out)",
+                remedy=f"take the old names {gone} out of sink.tables.{name} (a snapshot checks them; list the "
+                       f"new name to keep it out), then re-snapshot the table: binlake snapshot --table {name}",
                 table=name,
             )
         if diff.compatible and diff.tightened:

@@ -267,9 +267,9 @@ def test_an_excluded_column_renamed_to_a_landed_name_stops_the_table_instead_of_
     pipeline = Pipeline(config)
     pipeline.snapshot([table])
     columns, rows = delta(config, table)
-    assert columns == ["id", "qty", "memo"]
-    source = sql(mariadb, f"SELECT id, qty, memo FROM {table} ORDER BY id")
-    assert rows == [{"id": i, "qty": q, "memo": m} for i, q, m in source]
+    assert columns == ["id", "memo", "qty"]
+    source = sql(mariadb, f"SELECT id, memo, qty FROM {table} ORDER BY id")
+    assert rows == [{"id": i, "memo": m, "qty": q} for i, m, q in source]
 
 
 @pytest.mark.parametrize(("rules", "named"), [

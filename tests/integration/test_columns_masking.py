@@ -129,7 +129,8 @@ def test_masked_and_excluded_values_never_land_in_clear_across_a_spill_and_a_cra
     spill, outputs = tmp_path / "spill", tmp_path / "outputs"
     outputs.mkdir()
     # Spark's own scratch space (block manager, shuffle and PySpark's files), here instead of the system's temp
-    # folder so the scan reaches it; the killed sync's JVM leaves its scratch behind as a crash would.
+    # folder so the scan reaches whatever a run leaves there (a JVM whose Python parent is killed still exits
+    # through its shutdown hooks, which remove it: usually nothing is left).
     scratch = tmp_path / "spark-scratch"
     scratch.mkdir()
     config = make_config([table], batch__max_buffered_changes=BOUND, batch__spill_path=str(spill),
@@ -183,7 +184,6 @@ def test_masked_and_excluded_values_never_land_in_clear_across_a_spill_and_a_cra
 
     assert any(_files(spark_log_dir)), "Spark wrote logs to scan"
     assert (outputs / "snapshot.err").stat().st_size > 0, "binlake logged to scan"
-    assert any(_files(scratch)), "the killed sync left Spark's scratch files to scan"
     assert leaks(tmp_path, spark_log_dir) == []
 
 

@@ -41,7 +41,8 @@ from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from assets.schema_approval import approval_check_specs, approval_tables
 from cdc_lib.changes import metadata_columns
-from cdc_lib.config.model import Freshness, PipelineConfig
+from cdc_lib.changes.columns import sink_schema
+from cdc_lib.config.model import ColumnMask, ColumnRules, Freshness, PipelineConfig
 from cdc_lib.display.progress import ProgressLines
 from cdc_lib.model.tables import TableRef
 from cdc_lib.model.tables import TableSchema as SourceSchema
@@ -83,10 +84,19 @@ class TableAssets:
 # -- metadata -------------------------------------------------------------------------------------
 
 
-def column_schema(table: str, schema_json: dict[str, Any], *, with_metadata_columns: bool = False) -> dg.TableSchema:
+def column_schema(table: str, schema_json: dict[str, Any], *, with_metadata_columns: bool = False,
+                  rules: ColumnRules | None = None) -> dg.TableSchema:
     """The Delta table's columns (Spark types), each described by its MySQL type; key columns marked; then
-    binlake's metadata columns when the table has them (`sink.metadata_columns`)."""
-    schema = SourceSchema.from_json(TableRef.parse(table), schema_json)
+    binlake's metadata columns when the table has them (`sink.metadata_columns`).
+
+    `rules` (`sink.tables.<t>.columns`/`.mask`): only the landed columns are listed, a masked one with its mask
+    and its Delta type (a hash is a string whatever the source type); `excluded_columns` names the others.
+    """
+    source = SourceSchema.from_json(TableRef.parse(table), schema_json)
+    # Not strict: the state's schema may have lost a column a rule names (a DDL dropped it), which is not an error.
+    schema = sink_schema(source, rules, strict=False)
+    masks = rules.mask if rules is not None else {}
+    sources = {column.name: column for column in source.columns}
     extra = [
         dg.TableColumn(name=name, type="timestamp", description=description)
         for name, description in (
@@ -99,8 +109,9 @@ def column_schema(table: str, schema_json: dict[str, Any], *, with_metadata_colu
             dg.TableColumn(
                 name=column.name,
                 type=spark_type_ddl(column),
-                description=f"MySQL {column.column_type}"
-                + (" — primary key" if column.name in schema.primary_key else ""),
+                description=f"MySQL {sources[column.name].column_type}"
+                + (" — primary key" if column.name in schema.primary_key else "")
+                + (f" — masked: {describe_mask(masks[column.name])}" if column.name in masks else ""),
                 constraints=dg.TableColumnConstraints(
                     nullable=column.nullable,
                     unique=schema.primary_key == (column.name,),
@@ -110,6 +121,39 @@ def column_schema(table: str, schema_json: dict[str, Any], *, with_metadata_colu
             for column in schema.columns
         ] + extra
     )
+
+
+def describe_mask(mask: ColumnMask) -> str:
+    """A mask as the column's metadata shows it: the rule, never a key (a hash names only its variable)."""
+    if mask.kind == "hash":
+        return f"hash (HMAC-SHA256, key in ${mask.key_env})"
+    if mask.kind == "redact":
+        return "redact (NULL)" if mask.value is None else f"redact ('{mask.value}')"
+    if mask.kind == "truncate":
+        return f"truncate (first {mask.length} characters)"
+    return f"partial (first {mask.keep_first} and last {mask.keep_last} characters kept, the rest '{mask.fill}')"
+
+
+def excluded_columns(table: str, schema_json: dict[str, Any], rules: ColumnRules | None) -> list[str]:
+    """The source columns the table's rules leave out of Delta, in source order."""
+    if rules is None:
+        return []
+    names = SourceSchema.from_json(TableRef.parse(table), schema_json).column_names
+    if rules.include is not None:
+        return [name for name in names if name not in rules.include]
+    return [name for name in names if name in rules.exclude]
+
+
+def columns_metadata(table: str, schema_json: dict[str, Any], pipeline: Pipeline) -> dict[str, Any]:
+    """`dagster/column_schema` (the landed columns) and, where rules leave columns out, `excluded_columns`."""
+    rules = pipeline.config.sink.column_rules_for(table)
+    metadata: dict[str, Any] = {"dagster/column_schema": column_schema(
+        table, schema_json, with_metadata_columns=pipeline.config.sink.metadata_columns_for(table), rules=rules,
+    )}
+    excluded = excluded_columns(table, schema_json, rules)
+    if excluded:
+        metadata["excluded_columns"] = dg.MetadataValue.text(", ".join(excluded))
+    return metadata
 
 
 def _position_metadata(position: str | None) -> dict[str, Any]:
@@ -217,9 +261,7 @@ def change_metadata(
         metadata["delta_version"] = dg.MetadataValue.int(changes.delta_version)
     table_state = state.tables.get(table)
     if table_state is not None:
-        metadata["dagster/column_schema"] = column_schema(
-            table, table_state.schema, with_metadata_columns=pipeline.config.sink.metadata_columns_for(table)
-        )
+        metadata.update(columns_metadata(table, table_state.schema, pipeline))
     return metadata
 
 
@@ -293,10 +335,7 @@ def discovered_metadata(
     table_state = state.tables.get(found.table)
     if table_state is not None:
         metadata["rows_at_snapshot"] = dg.MetadataValue.int(table_state.rows_snapshotted)
-        metadata["dagster/column_schema"] = column_schema(
-            found.table, table_state.schema,
-            with_metadata_columns=pipeline.config.sink.metadata_columns_for(found.table),
-        )
+        metadata.update(columns_metadata(found.table, table_state.schema, pipeline))
     return metadata
 
 
@@ -318,10 +357,7 @@ def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pi
         metadata["catalog_error"] = dg.MetadataValue.text(result.catalog_error)
     table_state = state.tables.get(result.table)
     if table_state is not None:
-        metadata["dagster/column_schema"] = column_schema(
-            result.table, table_state.schema,
-            with_metadata_columns=pipeline.config.sink.metadata_columns_for(result.table),
-        )
+        metadata.update(columns_metadata(result.table, table_state.schema, pipeline))
     return metadata
 
 

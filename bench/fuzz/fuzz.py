@@ -4,6 +4,7 @@
     python -m bench.fuzz.fuzz --seed 1 --round 7             # replay one round
     python -m bench.fuzz.fuzz --seed 1 --families -xa,-crash # narrow the families
     python -m bench.fuzz.fuzz --minutes 60 --long            # + concurrent actors (`race`: re-snapshot, outside writer)
+    python -m bench.fuzz.fuzz --minutes 10 --columns-share 1 # column rules and masks in every round
 
 Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
 drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
@@ -29,6 +30,10 @@ With `paths` on, each round also draws `batch.writer` (spark, delta-rs or auto; 
 switches to another one once or twice between its batches, so one table's log holds commits of both engines
 (Spark snapshot, then batches by either). The engine that wrote each batch is counted from its commit's
 `engineInfo` (`spark_batches`, `delta_rs_batches`), not from the config.
+
+The `columns` family gives some rounds column rules (`sink.tables.<db.t>.columns` / `.mask`, drawn by
+`bench/fuzz/fuzz_columns.py` from a generator of their own): include or exclude lists and masks. The oracle then
+projects and masks the source itself, by its own reading of docs/columns-and-masking.md, before comparing.
 
 Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
 `difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed
@@ -64,6 +69,7 @@ time.tzset()
 
 import pymysql  # noqa: E402
 
+from bench.fuzz import fuzz_columns  # noqa: E402
 from bench.fuzz.fuzz_values import (  # noqa: E402
     ColumnKind,
     SourceColumn,
@@ -76,7 +82,7 @@ from bench.fuzz.fuzz_values import (  # noqa: E402
 )
 
 FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl", "ddl_stop", "partition",
-            "sync_cli", "crash", "paths")
+            "sync_cli", "crash", "paths", "columns")
 #: Families only the long mode (`--long`) turns on: `race`, a second actor on a table while a CLI sync is paused
 #: before its Delta commit (a re-snapshot of the table, or an outside writer compacting it), then the sync resumes.
 LONG_FAMILIES = ("race",)
@@ -90,7 +96,7 @@ WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
 PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
          "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked", "spark_batches", "delta_rs_batches",
-         "delta_rs_refused")
+         "delta_rs_refused", "columns")
 #: `batch.writer` values a round draws (with `paths` on), and may switch between in its workload.
 WRITERS = ("spark", "delta-rs", "auto")
 #: Statement forms after which binlake may stop the table (instead of applying them exactly).
@@ -195,6 +201,12 @@ class RoundPlan:
     snapshot_crash: str
     steps: tuple[Step, ...]
     settings: RoundSettings = RoundSettings()
+    #: Column rules per table (`sink.tables.<db.t>` documents: `columns`, `mask`; bench/fuzz/fuzz_columns.py), by
+    #: table name; () in most rounds (every column in clear).
+    rules: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    def rules_of(self, table: str) -> dict[str, Any] | None:
+        return dict(self.rules).get(table)
 
     def statements(self) -> int:
         return sum(1 for step in (*self.preload, *self.steps) for action in step.actions if action.kind == "sql")
@@ -209,6 +221,7 @@ class RoundPlan:
         """The round as a replayable script (SQL plus binlake steps as comments)."""
         lines = [f"-- bench.fuzz.fuzz seed {self.seed} round {self.round}", f"-- config: {self.settings.describe()}"]
         lines += [table.create + ";" for table in self.tables]
+        lines += [f"-- sink.tables.<db>.{name}: {fuzz_columns.describe(rules)}" for name, rules in self.rules]
         for step in self.preload:
             lines += [f"-- preload: {step.label}", *(action.render() for action in step.actions)]
         crash = f" (CLI killed at {self.snapshot_crash} first)" if self.snapshot_crash else ""
@@ -643,8 +656,25 @@ class Generator:
             return Step("ddl_noop", (Action("sql", f"ALTER TABLE {table} COMMENT 'nothing'", model.name),))
         return Step("ddl_stop", (Action("sql", self._comment() + text, model.name),))
 
+    def draw_rules(self) -> tuple[tuple[str, dict[str, Any]], ...]:
+        """Column rules for some tables of some rounds (`columns` on), over the columns the tables are created with.
+
+        Drawn from a generator of their own, like the writers: the rest of a round is what it was before rules
+        were drawn, so the seeds chosen for the paths they cover keep covering them.
+        """
+        rng = random.Random(f"{self.seed}:{self.round}:columns")
+        if not self.on("columns") or rng.random() >= fuzz_columns.ROUND_SHARE:
+            return ()
+        drawn = []
+        for model in self.models:
+            rules = fuzz_columns.draw_rules(rng, [column for column, _ in model.key], dict(model.columns))
+            if rules is not None:
+                drawn.append((model.name, rules))
+        return tuple(drawn)
+
     def plan(self) -> RoundPlan:
         tables = self.make_tables()
+        rules = self.draw_rules()
         self.settings = self.draw_settings()
         chunked = self.settings.rows_per_chunk is not None
         preload = []
@@ -666,7 +696,7 @@ class Generator:
         if self.on("paths"):
             self.draw_writers(steps)
         return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps),
-                         self.settings)
+                         self.settings, rules)
 
 
 # -- running a round ----------------------------------------------------------------------------
@@ -858,6 +888,11 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             failed += _run_sql(connection, step)
         document = _config_document(server, work, database, [table.name for table in plan.tables])
         plan.settings.apply(document)
+        if plan.rules:
+            document["sink"]["tables"] = {f"{database}.{name}": rules for name, rules in plan.rules}
+            # The hash key, in the process and the CLI syncs it starts (they inherit the environment).
+            os.environ[fuzz_columns.KEY_ENV] = fuzz_columns.KEY
+            outcome.took("columns")
         config = parse_config(document)
         config_file = work / "binlake.yaml"
         import yaml
@@ -997,7 +1032,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             name = f"{database}.{table.name}"
             if name in stopped:
                 continue
-            compared, found = compare_table(connection, database, table.name, pipeline.table_path(name))
+            compared, found = compare_table(connection, database, table.name, pipeline.table_path(name),
+                                            rules=plan.rules_of(table.name))
             rows += compared
             differences += found
         outcome.rows_compared = rows
@@ -1236,11 +1272,20 @@ def _instant(value: int | None, scale: float, aware: bool) -> Any:
 
 
 def compare_table(connection: pymysql.connections.Connection, database: str, table: str,
-                  path: str) -> tuple[int, list[str]]:
-    """Rows compared, and each difference between the source table and its Delta table."""
-    columns = source_columns(connection, database, table)
+                  path: str, *, rules: dict[str, Any] | None = None) -> tuple[int, list[str]]:
+    """Rows compared, and each difference between the source table and its Delta table.
+
+    `rules` (the table's `columns`/`mask` document): the source is projected and masked by the fuzzer's own
+    reading of docs/columns-and-masking.md (bench/fuzz/fuzz_columns.py) before the comparison; a masked column's
+    Delta value is compared as Delta holds it (a hash is its hex text whatever the source type).
+    """
+    columns = fuzz_columns.landed_columns(source_columns(connection, database, table), rules)
     key = primary_key(connection, database, table)
     source = read_source(connection, database, table, columns)
+    masked_names = {column.name for column in columns if column.name in (rules or {}).get("mask", {})}
+    for row in source:
+        for index, column in enumerate(columns):
+            row[index] = fuzz_columns.masked(column, row[index], rules)
     try:
         delta_names, delta_rows = read_delta(path)
     except Exception as error:  # noqa: BLE001
@@ -1259,8 +1304,8 @@ def compare_table(connection: pymysql.connections.Connection, database: str, tab
     source_by_key = {key_of(row): row for row in source}
     delta_by_key: dict[tuple[Any, ...], list[Any]] = {}
     for record in delta_rows:
-        values = [canonical_delta(by_name[name], record.get(name)) if name in delta_names else None
-                  for name in names]
+        values = [(record.get(name) if name in masked_names else canonical_delta(by_name[name], record.get(name)))
+                  if name in delta_names else None for name in names]
         row_key = key_of(values)
         if row_key in delta_by_key:
             problems.append(f"{table}: key {row_key} twice in Delta")
@@ -1336,7 +1381,8 @@ def shrink(plan: RoundPlan, signature: str, rerun: Callable[[RoundPlan], Outcome
 
 def _replace(plan: RoundPlan, **changes: Any) -> RoundPlan:
     fields = {"seed": plan.seed, "round": plan.round, "tables": plan.tables, "preload": plan.preload,
-              "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, "settings": plan.settings, **changes}
+              "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, "settings": plan.settings,
+              "rules": plan.rules, **changes}
     fields["steps"], fields["preload"] = tuple(fields["steps"]), tuple(fields["preload"])
     return RoundPlan(**fields)
 
@@ -1504,9 +1550,13 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"also the long mode's families ({', '.join(LONG_FAMILIES)}): concurrent actors")
     parser.add_argument("--stop-on-failure", action="store_true")
     parser.add_argument("--json", type=Path, help="write totals and failures here")
+    parser.add_argument("--columns-share", type=float, default=None,
+                        help=f"share of rounds that draw column rules (default {fuzz_columns.ROUND_SHARE})")
     parser.add_argument("--print-plan", action="store_true", help="print each round's script before running it")
     arguments = parser.parse_args(argv)
     seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
+    if arguments.columns_share is not None:
+        fuzz_columns.ROUND_SHARE = arguments.columns_share
     families = parse_families(arguments.families) | (frozenset(LONG_FAMILIES) if arguments.long else frozenset())
     print(f"bench.fuzz.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))

@@ -8,6 +8,7 @@ the table (invariant 9). Either way the DDL goes into the table's `ddl_log`.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +39,8 @@ log = logging.getLogger("binlake")
 
 #: A table's DDL log keeps this many of its latest entries.
 DDL_LOG_ENTRIES = 100
+#: The DDL log's action of a DDL whose shape a later one decides (no row between them).
+SUPERSEDED_ACTION = "superseded by a later DDL"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +75,7 @@ def apply_schema_change(
                 state=replace(
                     table_state,
                     position=change.after,
-                    ddl_log=_logged(table_state, entry, "superseded by a later DDL"),
+                    ddl_log=_logged(table_state, entry, SUPERSEDED_ACTION),
                 ),
                 failure=None,
                 spark_used=False,
@@ -92,7 +95,22 @@ def apply_schema_change(
         # Compared as the sink holds them: a change to a column the table leaves out (or that an include list
         # does not name) changes no Delta column, and a hashed column stays CHAR(64) whatever its source type.
         rules = context.config.sink.column_rules_for(name)
-        diff = compare_schemas(sink_schema(cursor.schema, rules), sink_schema(current, rules, strict=False))
+        landed_before = sink_schema(cursor.schema, rules)
+        diff = compare_schemas(landed_before, sink_schema(current, rules, strict=False))
+        gone = [column for column in cursor.schema.column_names
+                if column not in current.column_names and column not in landed_before.column_names]
+        if gone and diff.added and _renames(change.statement, table_state):
+            # A left-out column renamed to a name the rules land (an exclude list that does not name it): the
+            # sink sees a column added, but the rows keep their values, which an added column's NULL or default
+            # (and no binlog event) would silently lose. A drop and a separate add land exactly, as added columns.
+            raise SchemaChangeError(
+                f"columns {gone}, which the column rules leave out, became landed columns "
+                f"{[column.name for column in diff.added]} by a rename: the renamed column's values are in no "
+                "binlog event to land",
+                remedy=f"take the old names {gone} out of sink.tables.{name} (a snapshot checks them; list the "
+                       f"new name to keep it out), then re-snapshot the table: binlake snapshot --table {name}",
+                table=name,
+            )
         if diff.compatible and diff.tightened:
             _check_no_nulls(context, table_state, name, diff.tightened)
         if not diff.compatible:
@@ -152,6 +170,22 @@ def apply_schema_change(
     return SchemaChangeOutcome(
         state=evolved, failure=None, spark_used=bool(diff.added or diff.retyped or diff.tightened)
     )
+
+
+_RENAME = re.compile(r"\bRENAME\s+COLUMN\b|\bCHANGE\s+(COLUMN\s+)?[`\w]", re.IGNORECASE)
+
+
+def _renames(statement: str, table_state: TableState) -> bool:
+    """Whether the DDL, or one it superseded (no row between them), may rename a column (RENAME/CHANGE COLUMN).
+
+    Read from the statements' text, so a word in a comment may count too: a stop with a remedy, never a loss.
+    """
+    statements = [statement]
+    for logged in reversed(table_state.ddl_log):
+        if logged.get("action") != SUPERSEDED_ACTION:
+            break
+        statements.append(str(logged.get("statement", "")))
+    return any(_RENAME.search(text) for text in statements)
 
 
 def _logged(table_state: TableState, entry: dict[str, Any], action: str) -> list[dict[str, Any]]:

@@ -63,3 +63,53 @@ def test_column_schema_shows_delta_types_and_the_mysql_source() -> None:
     assert schema.columns[0].constraints.unique and not schema.columns[0].constraints.nullable
     description = schema.columns[0].description
     assert description is not None and "bigint(20) unsigned" in description
+
+
+def test_column_schema_lists_only_landed_columns_and_names_masks_and_exclusions() -> None:
+    """With column rules the asset shows what Delta holds: excluded columns out (named apart), masks described."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from assets.tables import columns_metadata
+    from cdc_lib.config.parse import parse_config
+    from cdc_lib.pipeline.pipeline import Pipeline
+
+    document = _document()
+    document["sink"]["tables"] = {"db.t": {
+        "columns": {"exclude": ["notes", "gone"]},
+        "mask": {"email": {"hash": {"key_env": "MASK_KEY_NEVER_READ"}}, "phone": {"redact": None},
+                 "city": {"truncate": 3}},
+    }}
+    config = parse_config(document)
+    schema_json = {
+        "columns": [
+            {"name": "id", "data_type": "int", "column_type": "int(11)", "nullable": False},
+            {"name": "email", "data_type": "varchar", "column_type": "varchar(80)", "nullable": True},
+            {"name": "age", "data_type": "int", "column_type": "int(11)", "nullable": True},
+            {"name": "notes", "data_type": "text", "column_type": "text", "nullable": True},
+            {"name": "phone", "data_type": "varchar", "column_type": "varchar(20)", "nullable": False},
+            {"name": "city", "data_type": "varchar", "column_type": "varchar(40)", "nullable": True},
+        ],
+        "primary_key": ["id"],
+    }
+    # A stand-in with the one attribute the metadata reads: no Spark, no offsets store.
+    pipeline = cast(Pipeline, SimpleNamespace(config=config))
+    metadata = columns_metadata("db.t", schema_json, pipeline)
+    columns = {column.name: column for column in metadata["dagster/column_schema"].columns}
+    assert list(columns) == ["id", "email", "age", "phone", "city"]
+    assert metadata["excluded_columns"].value == "notes"  # 'gone' is not a column of the table: nothing to show
+    descriptions = {name: column.description or "" for name, column in columns.items()}
+    assert "masked: hash" in descriptions["email"] and "MASK_KEY_NEVER_READ" in descriptions["email"]
+    assert "masked: redact (NULL)" in descriptions["phone"] and columns["phone"].constraints.nullable
+    assert "masked: truncate" in descriptions["city"]
+    assert "masked" not in descriptions["age"] and "masked" not in descriptions["id"]
+    assert columns["email"].type == "string"
+    # Without rules: every column, and no exclusion entry.
+    plain = cast(Pipeline, SimpleNamespace(config=parse_config(_document())))
+    assert "excluded_columns" not in columns_metadata("db.t", schema_json, plain)
+
+
+def _document() -> dict[str, Any]:
+    return {"pipeline": "p", "source": {"host": "127.0.0.1", "user": "u", "password": "x", "server_id": 9,
+                                        "tables": ["db.t"]},
+            "sink": {"path": "/tmp/lake"}, "offsets": {"uri": "/tmp/offsets"}}

@@ -109,3 +109,20 @@ def test_parse() -> None:
 def test_parse_refusals(entry: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
         parsed(entry)
+
+
+@pytest.mark.parametrize("mode_at", ["table", "pipeline"])
+@pytest.mark.parametrize("mode", ["soft_delete", "history"])
+def test_masks_alone_on_a_soft_delete_or_history_table_are_refused_with_the_remedy(mode: str, mode_at: str) -> None:
+    """Those modes' snapshot correction decodes binlog rows without the rules: a mask alone (no column list) is
+    refused as loudly as a list, where the mode is the table's own and where it is the pipeline's."""
+    document = copy.deepcopy(VALID)
+    entry: dict[str, Any] = {"mask": {"email": {"redact": None}}}
+    if mode_at == "table":
+        entry["mode"] = mode
+    else:
+        document["sink"]["mode"] = mode
+    document["sink"]["tables"] = {"shop.orders": entry}
+    with pytest.raises(ConfigError, match=f"mirror tables only, not mode {mode}") as raised:
+        parse_config(document)
+    assert "land the table as a mirror" in (raised.value.remedy or "")

@@ -264,6 +264,8 @@ class SinkConfig:
             "mask": {} if rules is None else {column: {key: value for key, value in vars(mask).items()}
                                               for column, mask in sorted(rules.mask.items())},
             "filter": None if row_filter is None else " ".join(row_filter.split()),
+            # Only when set: a snapshot recorded before type overrides existed stays equal to its rules.
+            **({"types": dict(sorted(rules.types.items()))} if rules is not None and rules.types else {}),
         }
 
     def route_for(self, table: str) -> str | None:

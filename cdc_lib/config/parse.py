@@ -563,6 +563,11 @@ def _column_rules(document: Mapping[str, Any], prefix: str) -> ColumnRules | Non
         if kind not in TYPE_OVERRIDES:
             raise ConfigError(f"{prefix}types.{column}", f"must be one of: {', '.join(TYPE_OVERRIDES)}",
                               remedy="only a TINYINT(1) column can be overridden, to boolean")
+        left_out = column in exclude or (include is not None and column not in include)
+        if left_out or column in masks:
+            raise ConfigError(f"{prefix}types.{column}",
+                              f"names a column that is {'left out' if left_out else 'masked'}",
+                              remedy="a type override applies to a column landed as is: drop one of the two")
         types[str(column)] = cast(TypeOverride, kind)
     return ColumnRules(include=include, exclude=exclude, mask=masks, types=types)
 

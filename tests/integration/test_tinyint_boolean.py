@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 
 from cdc_lib.errors import BooleanValueError, ColumnRulesError
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import sql
 
 FLAGS = {"types": {"active": "boolean"}}
@@ -51,6 +52,8 @@ def test_zero_one_null_land_as_booleans_on_both_roads_and_a_two_stops_only_its_t
     assert schema.field("active").type == pa.bool_()
     assert [(row["id"], row["active"]) for row in rows] == [
         (1, True), (2, False), (3, False), (4, True), (5, False), (6, None)]
+    (report,) = reconcile(Pipeline(config), [table])
+    assert report.matches and not report.schema_differences, report
 
     # A 2 is no boolean: the table stops with the remedy, nothing of the batch lands, the other table flows.
     sql(mariadb, f"UPDATE {table} SET active = 2 WHERE id = 4", f"INSERT INTO {table} VALUES (7, 1, 1)",

@@ -81,6 +81,22 @@ class ColumnRulesError(TableError):
     """A table's column projection or masking (`sink.tables.<t>.columns`, `.mask`) does not fit its schema."""
 
 
+class BooleanValueError(ColumnRulesError):
+    """A column landed as boolean (`sink.tables.<t>.types.<column>: boolean`) holds a value other than 0, 1, NULL."""
+
+    def __init__(self, table: str, column: str, value: str | None = None) -> None:
+        self.column = column
+        shown = f" {value}" if value else " a value other than 0 and 1"
+        super().__init__(
+            f"column '{column}' is landed as boolean (sink.tables.{table}.types.{column}), but holds{shown}: "
+            "only 0 (false), 1 (true) and NULL have a boolean meaning, so binlake stops rather than guess",
+            remedy=f"correct the rows at the source (e.g. UPDATE {table} SET {column} = 1 WHERE {column} NOT IN "
+            f"(0, 1)), or remove sink.tables.{table}.types.{column} to land the column as a number; then "
+            f"re-snapshot: binlake snapshot --table {table}",
+            table=table,
+        )
+
+
 class RoutingError(TableError):
     """A source routed into a shared Delta table (`sink.routes`) cannot land there exactly: its schema differs
     from its siblings', or the write asks for what routing does not support yet (docs/routing.md)."""

@@ -35,6 +35,7 @@ from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, defau
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig, TableMode
 from cdc_lib.errors import (
+    BooleanValueError,
     KeyMappingError,
     RowDecodeError,
     SchemaChangeError,
@@ -373,7 +374,7 @@ class BinlogRead:
             self.result.table_errors[name] = TableFailure(exc, self.by_name[name].position)
             self.result.changes.pop(name, None)
             transaction.discard_table(name)
-        except (SchemaChangeError, ServerSettingsError, UnreadableEventError) as exc:
+        except (SchemaChangeError, ServerSettingsError, UnreadableEventError, BooleanValueError) as exc:
             self.stop(name, exc)
             transaction.discard_table(name)
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone

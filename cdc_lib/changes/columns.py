@@ -3,6 +3,7 @@
     sink.tables.<db.t>.columns: {include: [...]} | {exclude: [...]}
     sink.tables.<db.t>.mask.<column>: {hash: {key_env: VAR}} | {redact: null | constant} | {truncate: N}
                                     | {partial: {keep_first: N, keep_last: M, fill: '*'}}
+    sink.tables.<db.t>.types.<column>: boolean       (a TINYINT(1) column of 0/1 as a Delta boolean; docs/types.md)
 
 `ColumnShape` is built from a table's source schema and its rules, and is the one place both roads shape a row:
 the snapshot selects only `source_names` over JDBC and runs `mask_of` on each masked column in Spark right after
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc_lib.config.model import ColumnMask, ColumnRules
-from cdc_lib.errors import ColumnRulesError
+from cdc_lib.errors import BooleanValueError, ColumnRulesError
 from cdc_lib.model.row_filter import BoundFilter, bind_filter
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import ColumnInfo
@@ -101,7 +102,7 @@ def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool
         rules = ColumnRules()
     table = schema.table.name
     names = schema.column_names
-    for name in (*(rules.include or ()), *rules.exclude, *rules.mask):
+    for name in (*(rules.include or ()), *rules.exclude, *rules.mask, *rules.types):
         if strict and name not in names:
             raise ColumnRulesError(
                 f"the column rules name column '{name}', which the table does not have (columns: {', '.join(names)})",
@@ -128,11 +129,24 @@ def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool
         if name in dropped:
             raise ColumnRulesError(f"column '{name}' is both left out and masked",
                                    remedy=f"drop sink.tables.{table}.mask.{name}", table=table)
+    for name in rules.types:
+        if name in dropped or name in rules.mask:
+            raise ColumnRulesError(
+                f"column '{name}' has a type override and is {'left out' if name in dropped else 'masked'}",
+                remedy=f"drop sink.tables.{table}.types.{name}", table=table)
+        if name in schema.primary_key:
+            raise ColumnRulesError(
+                f"primary key column '{name}' has a type override: keys are merged and split on as the source's "
+                "numbers", remedy=f"drop sink.tables.{table}.types.{name}", table=table)
     kept = tuple(index for index, name in enumerate(names) if name not in dropped)
     columns = []
     masks: dict[int, Mask] = {}
     for position, index in enumerate(kept):
         column = schema.columns[index]
+        if column.name in rules.types:
+            masks[position] = _boolean(column, table)
+            columns.append(replace(column, data_type="boolean", column_type="boolean"))
+            continue
         spec = rules.mask.get(column.name)
         if spec is None:
             columns.append(column)
@@ -196,6 +210,29 @@ def _mask(spec: ColumnMask, column: ColumnInfo, table: str, environ: Mapping[str
         length = spec.length
         return lambda value: value[:length]
     return _partial(spec.keep_first, spec.keep_last, spec.fill)
+
+
+def _boolean(column: ColumnInfo, table: str) -> Mask:
+    """0 → False, 1 → True; any other value stops the table (BooleanValueError) instead of becoming True.
+
+    Only TINYINT(1) (what MySQL writes for BOOLEAN) is taken: the width is the schema's promise that the column is
+    a flag; the values are checked one by one all the same, since TINYINT(1) holds -128 … 127.
+    """
+    if column.data_type.lower() != "tinyint" or not column.column_type.lower().startswith("tinyint(1)"):
+        raise ColumnRulesError(
+            f"column '{column.name}' ({column.column_type}) cannot land as boolean: only TINYINT(1) columns can",
+            remedy=f"drop sink.tables.{table}.types.{column.name}", table=table)
+    name = column.name
+
+    def flag(value: Any) -> bool:
+        if value == 0:
+            return False
+        if value == 1:
+            return True
+        raise BooleanValueError(table, name, str(value))
+
+    flag.boolean = True  # type: ignore[attr-defined]
+    return flag
 
 
 def _hasher(secret: bytes) -> Mask:

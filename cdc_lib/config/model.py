@@ -111,6 +111,10 @@ class ColumnMask:
     fill: str = "*"
 
 
+TypeOverride = Literal["boolean"]
+TYPE_OVERRIDES: tuple[TypeOverride, ...] = ("boolean",)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ColumnRules:
     """Which source columns a table lands, and which it masks (`sink.tables.<t>.columns`, `.mask`)."""
@@ -119,6 +123,9 @@ class ColumnRules:
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
     mask: Mapping[str, ColumnMask] = field(default_factory=dict)
+    #: Type overrides (`sink.tables.<t>.types.<column>`; docs/types.md "TINYINT(1) as boolean"): column → the Delta
+    #: type it lands as. Only `boolean`, for a TINYINT(1) column holding 0 and 1 alone.
+    types: Mapping[str, TypeOverride] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,6 +264,8 @@ class SinkConfig:
             "mask": {} if rules is None else {column: {key: value for key, value in vars(mask).items()}
                                               for column, mask in sorted(rules.mask.items())},
             "filter": None if row_filter is None else " ".join(row_filter.split()),
+            # Only when set: a snapshot recorded before type overrides existed stays equal to its rules.
+            **({"types": dict(sorted(rules.types.items()))} if rules is not None and rules.types else {}),
         }
 
     def route_for(self, table: str) -> str | None:

@@ -8,13 +8,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cdc_lib.common.s3 import S3Credentials, S3Settings, is_s3_uri, split_s3_uri
 from cdc_lib.config.model import (
     CATALOG_NAME_PART,
     SCHEMA_POLICIES,
     TABLE_MODES,
+    TYPE_OVERRIDES,
     WRITERS,
     BatchConfig,
     CatalogConfig,
@@ -35,6 +36,7 @@ from cdc_lib.config.model import (
     TableLayout,
     TableMode,
     TableSettings,
+    TypeOverride,
     Writer,
     ZeroDatePolicy,
 )
@@ -434,7 +436,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
         _reject_unknown(
             entry_doc, prefix,
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
-             "columns", "mask", "maintenance", "iceberg", "filter", "partition_by", "cluster_by"},
+             "columns", "mask", "maintenance", "iceberg", "filter", "partition_by", "cluster_by", "types"},
         )
         _refuse_iceberg(entry_doc, prefix)
         overrides[name] = TableSettings(
@@ -535,7 +537,7 @@ def _column_rules(document: Mapping[str, Any], prefix: str) -> ColumnRules | Non
     Only the shape is checked here; the names are checked against the table's schema when it is read
     (cdc_lib.changes.columns), where an unknown column or an excluded key column is refused.
     """
-    if document.get("columns") is None and document.get("mask") is None:
+    if document.get("columns") is None and document.get("mask") is None and document.get("types") is None:
         return None
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -556,7 +558,18 @@ def _column_rules(document: Mapping[str, Any], prefix: str) -> ColumnRules | Non
     masks: dict[str, ColumnMask] = {}
     for column, spec in _mapping(document.get("mask") or {}, f"{prefix}mask").items():
         masks[str(column)] = _column_mask(spec, f"{prefix}mask.{column}")
-    return ColumnRules(include=include, exclude=exclude, mask=masks)
+    types: dict[str, TypeOverride] = {}
+    for column, kind in _mapping(document.get("types") or {}, f"{prefix}types").items():
+        if kind not in TYPE_OVERRIDES:
+            raise ConfigError(f"{prefix}types.{column}", f"must be one of: {', '.join(TYPE_OVERRIDES)}",
+                              remedy="only a TINYINT(1) column can be overridden, to boolean")
+        left_out = column in exclude or (include is not None and column not in include)
+        if left_out or column in masks:
+            raise ConfigError(f"{prefix}types.{column}",
+                              f"names a column that is {'left out' if left_out else 'masked'}",
+                              remedy="a type override applies to a column landed as is: drop one of the two")
+        types[str(column)] = cast(TypeOverride, kind)
+    return ColumnRules(include=include, exclude=exclude, mask=masks, types=types)
 
 
 def _layout(document: Mapping[str, Any], prefix: str, settings: TableSettings) -> TableLayout | None:

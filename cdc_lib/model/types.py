@@ -74,6 +74,8 @@ def spark_type_ddl(column: ColumnInfo, *, table: str | None = None) -> str:
     unsigned = column.unsigned
     if kind == "tinyint":
         return "smallint" if unsigned else "tinyint"
+    if kind == "boolean":  # only a TINYINT(1) with a type override (cdc_lib.changes.columns) is typed so
+        return "boolean"
     if kind == "smallint":
         return "int" if unsigned else "smallint"
     if kind == "mediumint":

@@ -222,7 +222,8 @@ def run_batch(
         if table_state.landing is None:
             table_state = state.tables[name] = replace(table_state, landing=landing)  # a state of before the record
         elif table_state.landing != landing:
-            changed = sorted(key for key in landing if landing[key] != table_state.landing.get(key))
+            recorded = table_state.landing
+            changed = sorted(key for key in {**landing, **recorded} if landing.get(key) != recorded.get(key))
             stop = ColumnRulesError(
                 f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
                 "under other rules would leave rows and values landed under the old ones beside the new (a column "

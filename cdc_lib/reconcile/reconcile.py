@@ -159,6 +159,9 @@ def reconcile_table(
         rules = pipeline.config.sink.column_rules_for(table)
         landed = sink_schema(schema, rules, strict=False).column_names
         masked = sorted(name for name in landed if rules is not None and name in rules.mask)
+        # A TINYINT(1) landed as boolean held only 0 and 1 (anything else stops the table): compared as the number.
+        for name in [] if rules is None else [name for name in rules.types if name in frame.columns]:
+            frame = frame.withColumn(name, frame[name].cast("tinyint"))
         differences = [f"column {c} is not in the Delta table" for c in landed if c not in delta_names]
         extra = sorted(delta_names - set(landed))
         differences += [f"column {c} is only in the Delta table" for c in extra]

@@ -11,7 +11,7 @@ import pymysql
 from cdc_lib.changes.columns import ColumnShape
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import SnapshotConfig, SourceConfig
-from cdc_lib.errors import SurrogateTextError, TableError, ZeroDateError, ZeroDateKeyError
+from cdc_lib.errors import BooleanValueError, SurrogateTextError, TableError, ZeroDateError, ZeroDateKeyError
 from cdc_lib.model.charsets import surrogate_test
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import TEXT_TRANSFERRED_TEMPORALS, jdbc_select_expression, quote_identifier, spark_type_ddl
@@ -203,11 +203,15 @@ def _walked_predicates(schema: TableSchema, bounds: list[list[str]]) -> list[str
 ZERO_DATE_MARK = "binlake-zero-date:"
 ZERO_DATE_KEY_MARK = "binlake-zero-date-key:"  # in a primary-key column, under any `zero_dates`
 SURROGATE_MARK = "binlake-surrogate:"
+BOOLEAN_MARK = "binlake-boolean:"  # a value other than 0, 1 in a column landed as boolean
 
 
 def read_refusal_in(exc: BaseException, table: str) -> TableError | None:
     """The TableError a failed snapshot read carries in its (JVM) exception text, if any."""
     text = str(exc)
+    if BOOLEAN_MARK in text:
+        parts = text.split(BOOLEAN_MARK)
+        return BooleanValueError(table, parts[1], parts[2][:40] if len(parts) > 3 else None)
     if SURROGATE_MARK in text:
         return SurrogateTextError(table, text.split(SURROGATE_MARK)[1])
     if ZERO_DATE_KEY_MARK in text:
@@ -297,6 +301,13 @@ def _masked(column: Column, name: str, shape: ColumnShape) -> Column:
     if mask is None:
         return column.alias(name)
     kind = shape.schema.columns[shape.schema.column_names.index(name)]
+    if getattr(mask, "boolean", False):
+        # In Spark, not a UDF: the same rule as the binlog road's mask (0, 1, NULL), and any other value fails
+        # the read with its column and value marked, which `read_refusal_in` turns into BooleanValueError.
+        refusal = F.raise_error(F.concat(F.lit(f"{BOOLEAN_MARK}{name}{BOOLEAN_MARK}"), column.cast("string"),
+                                         F.lit(BOOLEAN_MARK)))
+        return (F.when(column.isNull(), F.lit(None).cast("boolean")).when(column == 0, F.lit(False))
+                .when(column == 1, F.lit(True)).otherwise(refusal)).alias(name)
     if getattr(mask, "redact", False):
         constant = mask(None)
         return (F.lit(None) if constant is None else F.lit(constant)).cast(spark_type_ddl(kind)).alias(name)

@@ -31,8 +31,8 @@ TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
 #: What a sync does at an ALTER that changes a table's shape (docs/ddl.md#schema-policies): `evolve` (added and
 #: widened columns evolve the Delta table, the rest stops it), `stop` (any change of shape stops it), `approve`
 #: (what `evolve` would apply waits, durably, until `binlake schema approve` or `binlake schema reject`).
-SchemaPolicy = Literal["evolve", "stop", "approve"]
-SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("evolve", "stop", "approve")
+SchemaPolicy = Literal["evolve", "stop", "approve", "ignore_new_columns"]
+SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("evolve", "stop", "approve", "ignore_new_columns")
 
 
 @dataclass(frozen=True)

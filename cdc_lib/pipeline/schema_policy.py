@@ -52,7 +52,7 @@ def policy_hold(
     any. An approved change is consumed: the state that goes on no longer carries it.
     """
     policy = context.config.sink.schema_policy_for(name)
-    if policy == "evolve" or not changes_shape(diff):
+    if policy in ("evolve", "ignore_new_columns") or not changes_shape(diff):
         # A record left from an earlier policy (approve changed to evolve, then resume) is done with as well.
         return replace(table_state, schema_change=None), None
     if policy == "stop":

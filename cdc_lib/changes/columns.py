@@ -79,6 +79,17 @@ class ColumnShape:
         return getattr(mask, "redact", False) is True
 
 
+def with_ignored(rules: ColumnRules | None, ignored: tuple[str, ...]) -> ColumnRules | None:
+    """`rules` with the columns `schema_policy: ignore_new_columns` ignores (`TableState.ignored_columns`) left out
+    as an exclude list leaves them out; an include list already leaves out any column added after it was written."""
+    if not ignored:
+        return rules
+    rules = rules or ColumnRules()
+    if rules.include is not None:
+        return rules
+    return replace(rules, exclude=(*rules.exclude, *(name for name in ignored if name not in rules.exclude)))
+
+
 def column_shape(schema: TableSchema, rules: ColumnRules | None, *, strict: bool = True,
                  environ: Mapping[str, str] | None = None, row_filter: str | None = None) -> ColumnShape | None:
     """`schema` shaped by `rules` and `row_filter`; None when the table has neither (every row and column, in clear).

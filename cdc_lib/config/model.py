@@ -30,9 +30,10 @@ BatchWriter = Writer
 TABLE_MODES: tuple[TableMode, ...] = ("mirror", "soft_delete", "history")
 #: What a sync does at an ALTER that changes a table's shape (docs/ddl.md#schema-policies): `evolve` (added and
 #: widened columns evolve the Delta table, the rest stops it), `stop` (any change of shape stops it), `approve`
-#: (what `evolve` would apply waits, durably, until `binlake schema approve` or `binlake schema reject`).
-SchemaPolicy = Literal["evolve", "stop", "approve"]
-SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("evolve", "stop", "approve")
+#: (what `evolve` would apply waits, durably, until `binlake schema approve` or `binlake schema reject`),
+#: `ignore_new_columns` (added columns are never landed, `TableState.ignored_columns`; the rest as `evolve`).
+SchemaPolicy = Literal["evolve", "stop", "approve", "ignore_new_columns"]
+SCHEMA_POLICIES: tuple[SchemaPolicy, ...] = ("evolve", "stop", "approve", "ignore_new_columns")
 
 
 @dataclass(frozen=True)

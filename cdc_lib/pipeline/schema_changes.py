@@ -17,9 +17,10 @@ import pymysql
 from cdc_lib.binlog.batch import SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.column_positions import name_by_position
 from cdc_lib.binlog.probes import SUPERSEDED, UnnamedColumns, columns_after_ddl
-from cdc_lib.changes.columns import column_shape, sink_schema
+from cdc_lib.changes.columns import column_shape, sink_schema, with_ignored
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
+from cdc_lib.config.model import ColumnRules
 from cdc_lib.errors import BinlakeError, SchemaChangeAwaitingApproval, SchemaChangeError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
@@ -94,9 +95,16 @@ def apply_schema_change(
             column_shape(current, None, strict=False, row_filter=row_filter)
         # Compared as the sink holds them: a change to a column the table leaves out (or that an include list
         # does not name) changes no Delta column, and a hashed column stays CHAR(64) whatever its source type.
-        rules = context.config.sink.column_rules_for(name)
-        landed_before = sink_schema(cursor.schema, rules)
+        ignored = table_state.ignored_columns
+        rules = with_ignored(context.config.sink.column_rules_for(name), ignored)
+        # Not strict with ignored columns: one of them may since have been dropped (it stays ignored by name).
+        landed_before = sink_schema(cursor.schema, rules, strict=not ignored)
         diff = compare_schemas(landed_before, sink_schema(current, rules, strict=False))
+        if diff.added and context.config.sink.schema_policy_for(name) == "ignore_new_columns":
+            # The added columns are left out from here on, as excluded ones: the Delta table keeps its columns.
+            ignored = (*ignored, *(column.name for column in diff.added if column.name not in ignored))
+            rules = with_ignored(context.config.sink.column_rules_for(name), ignored)
+            diff = compare_schemas(landed_before, sink_schema(current, rules, strict=False))
         gone = [column for column in cursor.schema.column_names
                 if column not in current.column_names and column not in landed_before.column_names]
         if gone and diff.added and _renames(change.statement, table_state):
@@ -130,7 +138,7 @@ def apply_schema_change(
             evolve_delta_table(context.spark(), context.table_path(name), diff, table=name, generated=generated)
             check_after_schema_change(context, name)
         if backfill:
-            high = _backfill(context, connection, current, backfill)
+            high = _backfill(context, connection, current, backfill, rules)
     except Exception as exc:  # noqa: BLE001 - sorted by `table_write_failure`; the rest re-raised
         error = exc if isinstance(exc, BinlakeError) else table_write_failure(
             exc, name, doing="evolving the Delta table past the schema change"
@@ -160,6 +168,7 @@ def apply_schema_change(
         schema=current.to_json(),
         position=change.after,
         ddl_log=_logged(table_state, entry, "; ".join(actions) or "no column change"),
+        ignored_columns=ignored,
     )
     if high is not None:
         # The back-filled values are the source's as of the read; rows changed since arrive as full row
@@ -216,6 +225,7 @@ def _backfill(
     connection: pymysql.connections.Connection,
     current: TableSchema,
     columns: list[ColumnInfo],
+    rules: ColumnRules | None,
 ) -> BinlogPosition:
     """Read (key, columns) from the source and set them on the rows Delta has; return the read's high watermark."""
     name = current.table.name
@@ -230,7 +240,7 @@ def _backfill(
         connection, schema, context.config.snapshot,
         default_parallelism=context.spark().sparkContext.defaultParallelism,
     )
-    shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False)
+    shape = column_shape(schema, rules, strict=False)
     frame = read_table(context.spark(), context.config.source, schema, predicates, shape=shape)
     try:
         spark_writer.backfill_columns(

@@ -1,12 +1,13 @@
 """A table's schema policy (`sink.tables.<t>.schema_policy`): whether an ALTER that changes its shape evolves it,
 stops it, or waits for a person (docs/ddl.md#schema-policies).
 
-`evolve` is binlake's behaviour without a policy. `stop` stops the table at any change of shape. `approve` holds
-the table at the position before the ALTER and records the change in the table's state (durable across restarts);
-`binlake schema approve` marks exactly that change approved and clears the hold, so the next sync reads the ALTER
-again from the same position and evolves the table as `evolve` would; `binlake schema reject` stops the table with
-a re-snapshot as the remedy. Holding is a stop under another name: the other tables flow, nothing of this table
-past the ALTER reaches Delta, and a replay from the recorded position is exact (invariant 12).
+`evolve` is binlake's behaviour without a policy; `ignore_new_columns` is `evolve` once schema_changes.py has left
+the added columns out (they never reach the diff this module sees). `stop` stops the table at any change of shape.
+`approve` holds the table at the position before the ALTER and records the change in the table's state (durable
+across restarts); `binlake schema approve` marks exactly that change approved and clears the hold, so the next sync
+reads the ALTER again from the same position and evolves the table as `evolve` would; `binlake schema reject` stops
+the table with a re-snapshot as the remedy. Holding is a stop under another name: the other tables flow, nothing of
+this table past the ALTER reaches Delta, and a replay from the recorded position is exact (invariant 12).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def policy_hold(
     any. An approved change is consumed: the state that goes on no longer carries it.
     """
     policy = context.config.sink.schema_policy_for(name)
-    if policy == "evolve" or not changes_shape(diff):
+    if policy in ("evolve", "ignore_new_columns") or not changes_shape(diff):
         # A record left from an earlier policy (approve changed to evolve, then resume) is done with as well.
         return replace(table_state, schema_change=None), None
     if policy == "stop":

@@ -26,7 +26,7 @@ import pymysql
 from cdc_lib.binlog.batch import BatchRead, SchemaChange, TableCursor, TableFailure
 from cdc_lib.binlog.stream import read_batch
 from cdc_lib.changes import metadata_columns, routing
-from cdc_lib.changes.columns import column_shape
+from cdc_lib.changes.columns import column_shape, with_ignored
 from cdc_lib.changes.events import HistoryChanges, TableChanges
 from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
@@ -239,7 +239,9 @@ def run_batch(
         schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
         try:
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
-            shape = column_shape(schema, context.config.sink.column_rules_for(name), strict=False,
+            # Columns ignore_new_columns ignored are left out as excluded ones are (they live in the state).
+            rules = with_ignored(context.config.sink.column_rules_for(name), table_state.ignored_columns)
+            shape = column_shape(schema, rules, strict=False,
                                  row_filter=context.config.sink.row_filter_for(name))
         except ColumnRulesError as exc:
             # A rule that no longer fits (a hash key unset in this environment): the table stops at its offset, on

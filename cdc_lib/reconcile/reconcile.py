@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cdc_lib.changes import routing
-from cdc_lib.changes.columns import sink_schema
+from cdc_lib.changes.columns import sink_schema, with_ignored
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.errors import NotSnapshottedError
 from cdc_lib.model.positions import BinlogPosition
@@ -156,7 +156,9 @@ def reconcile_table(
         delta_names = set(frame.columns)
         # The source as the column rules land it: columns left out are not expected in Delta; masked ones are not
         # compared (their digest in MySQL would need the hash key in a query), and so never printed either.
-        rules = pipeline.config.sink.column_rules_for(table)
+        # Columns schema_policy ignore_new_columns ignored are left out as excluded ones (docs/ddl.md).
+        ignored = pipeline.read_state().tables[table].ignored_columns
+        rules = with_ignored(pipeline.config.sink.column_rules_for(table), ignored)
         landed = sink_schema(schema, rules, strict=False).column_names
         masked = sorted(name for name in landed if rules is not None and name in rules.mask)
         # A TINYINT(1) landed as boolean held only 0 and 1 (anything else stops the table): compared as the number.

@@ -50,6 +50,9 @@ class TableState:
     #: The landing rules (`SinkConfig.landing_rules_for`) the table's snapshot was taken under; None: not recorded
     #: (a state of before they were), and the first sync records the rules it runs with.
     landing: dict[str, Any] | None = None
+    #: Columns added on the source under `schema_policy: ignore_new_columns`: left out like an excluded column
+    #: (in state, not config, so they are not part of `landing`); a new snapshot lands all columns and clears it.
+    ignored_columns: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,7 @@ class TableState:
             "rows_applied": dict(self.rows_applied),
             "schema_change": self.schema_change,
             "landing": self.landing,
+            "ignored_columns": list(self.ignored_columns),
         }
 
     @classmethod
@@ -90,6 +94,7 @@ class TableState:
             rows_applied={str(name): int(count) for name, count in (data.get("rows_applied") or {}).items()},
             schema_change=data.get("schema_change"),
             landing=data.get("landing"),
+            ignored_columns=tuple(str(name) for name in data.get("ignored_columns") or ()),
         )
 
 

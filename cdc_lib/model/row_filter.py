@@ -462,26 +462,18 @@ def _comparator(op: str, kind: ColumnKind) -> Callable[[Any, Any], bool]:
 def _compile(node: Node, kinds: dict[str, ColumnKind], names: Sequence[str]) -> Test:
     if isinstance(node, Junction):
         operands = tuple(_compile(operand, kinds, names) for operand in node.operands)
-        if node.op == "AND":
-            def conjunction(row: Row) -> Truth:
-                unknown = False
-                for operand in operands:
-                    truth = operand(row)
-                    if truth is False:
-                        return False
-                    unknown = unknown or truth is None
-                return None if unknown else True
-            return conjunction
+        # SQL's three-valued AND ends at the first FALSE, OR at the first TRUE; else UNKNOWN wins over the rest.
+        decisive = node.op != "AND"
 
-        def disjunction(row: Row) -> Truth:
+        def junction(row: Row) -> Truth:
             unknown = False
             for operand in operands:
                 truth = operand(row)
-                if truth is True:
-                    return True
+                if truth is decisive:
+                    return decisive
                 unknown = unknown or truth is None
-            return None if unknown else False
-        return disjunction
+            return None if unknown else not decisive
+        return junction
     if isinstance(node, Not):
         inner = _compile(node.operand, kinds, names)
 

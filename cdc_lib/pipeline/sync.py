@@ -218,24 +218,6 @@ def run_batch(
         if table_state.error:
             skipped[name] = table_state.error
             continue
-        landing = context.config.sink.landing_rules_for(name)
-        if table_state.landing is None:
-            table_state = state.tables[name] = replace(table_state, landing=landing)  # a state of before the record
-        elif table_state.landing != landing:
-            recorded = table_state.landing
-            changed = sorted(key for key in {**landing, **recorded} if landing.get(key) != recorded.get(key))
-            stop = ColumnRulesError(
-                f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
-                "under other rules would leave rows and values landed under the old ones beside the new (a column "
-                "in clear before its mask, rows a new filter leaves out)",
-                remedy=f"re-snapshot the table under the new rules: binlake snapshot --table {name} (or put the "
-                f"rules back as they were: {table_state.landing}, then binlake resume --table {name})",
-                table=name,
-            )
-            log.error("%s", stop, extra=about_table(name))
-            state.tables[name] = replace(table_state, error=str(stop))
-            skipped[name] = str(stop)
-            continue
         schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
         try:
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
@@ -247,6 +229,33 @@ def run_batch(
             # A rule that no longer fits (a hash key unset in this environment): the table stops at its offset, on
             # record, so that status and the Dagster checks show it (not only this run's log); the others go on.
             stop = ColumnRulesError(exc.cause, remedy=f"{exc.remedy}; then binlake resume --table {name}", table=name)
+            log.error("%s", stop, extra=about_table(name))
+            state.tables[name] = replace(table_state, error=str(stop))
+            skipped[name] = str(stop)
+            continue
+        landing = context.config.sink.landing_rules_for(name)
+        if table_state.landing is None or _recorded_before_key_checks(table_state.landing, landing):
+            # A state of before the record (or of before hash key checks were recorded): it adopts today's.
+            table_state = state.tables[name] = replace(table_state, landing=landing)
+        elif table_state.landing != landing:
+            recorded = table_state.landing
+            changed = sorted(key for key in {**landing, **recorded} if landing.get(key) != recorded.get(key))
+            rekeyed = _rekeyed_columns(recorded, landing)
+            stop = ColumnRulesError(
+                f"sink.tables.{name}: the hash key of column(s) {', '.join(rekeyed)} is not the key the table's "
+                "snapshot hashed with (same variable, another value); hashes of the new key beside the old ones "
+                "would silently break joins and counts on the column",
+                remedy=f"restore the key the snapshot used, then binlake resume --table {name}; or re-snapshot the "
+                f"table under the new key: binlake snapshot --table {name}",
+                table=name,
+            ) if rekeyed else ColumnRulesError(
+                f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
+                "under other rules would leave rows and values landed under the old ones beside the new (a column "
+                "in clear before its mask, rows a new filter leaves out)",
+                remedy=f"re-snapshot the table under the new rules: binlake snapshot --table {name} (or put the "
+                f"rules back as they were: {table_state.landing}, then binlake resume --table {name})",
+                table=name,
+            )
             log.error("%s", stop, extra=about_table(name))
             state.tables[name] = replace(table_state, error=str(stop))
             skipped[name] = str(stop)
@@ -653,3 +662,26 @@ def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
 
 
 __all__ = ["SyncResult", "TableBatchResult", "run_batch", "run_until_caught_up", "sync"]
+
+
+
+def _without_key_checks(record: dict[str, Any]) -> dict[str, Any]:
+    masks = record.get("mask") or {}
+    return {**record, "mask": {column: {key: value for key, value in mask.items() if key != "key_check"}
+                               for column, mask in masks.items()}}
+
+
+def _recorded_before_key_checks(recorded: dict[str, Any], landing: dict[str, Any]) -> bool:
+    """`recorded` was written before hash masks recorded their key's check value, and is `landing` but for it."""
+    if any("key_check" in mask for mask in (recorded.get("mask") or {}).values()):
+        return False
+    return _without_key_checks(landing) == recorded != landing
+
+
+def _rekeyed_columns(recorded: dict[str, Any], landing: dict[str, Any]) -> list[str]:
+    """The hash-masked columns whose key changed, when that is the only difference between the two records."""
+    if _without_key_checks(recorded) != _without_key_checks(landing):
+        return []
+    before, after = recorded.get("mask") or {}, landing.get("mask") or {}
+    return sorted(column for column, mask in after.items()
+                  if before.get(column, {}).get("key_check") != mask.get("key_check"))

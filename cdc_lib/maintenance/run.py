@@ -85,15 +85,23 @@ def maintain(
     run_id = uuid.uuid4().hex[:12]
     log.info("maintenance run %s%s: %s", run_id, " (dry run)" if dry_run else "", ", ".join(chosen))
     outcomes = []
+    maintained: dict[str, Outcome] = {}  # by path: routed sources (sink.routes) share one Delta table
     for table in chosen:
         settings = context.config.sink.maintenance_for(table)
         if not settings.enabled:
             outcomes.append(Outcome(table=table, engine="-", dry_run=dry_run, skipped="maintenance.enabled: false"))
             continue
+        path = context.table_path(table)
+        if path in maintained:
+            shared = maintained[path]
+            outcomes.append(Outcome(table=table, engine=shared.engine, dry_run=dry_run, skipped=(
+                f"its Delta table is {shared.table}'s too (sink.routes), maintained once in this run")))
+            continue
         schema = TableSchema.from_json(TableRef.parse(table), state.tables[table].schema)
         outcome = _maintain_table(context, table, schema, dry_run=dry_run, run_id=run_id,
                                   spark=spark or context.spark, now=now)
         outcomes.append(outcome)
+        maintained[path] = outcome
         if not dry_run and outcome.skipped is None:
             _record(context, outcome)
     abandoned = leftovers.abandoned_snapshot_documents(context.store, context.config.pipeline)

@@ -135,7 +135,7 @@ class UniformWriteError(DeltaWriteError):
 
 
 class IcebergMetadataError(TableError):
-    """A table's Iceberg metadata (`sink.tables.<t>.iceberg`, docs/iceberg.md) cannot describe its Delta version exactly."""
+    """A table's Iceberg metadata (`sink.tables.<t>.iceberg`, docs/iceberg.md) cannot describe its Delta version."""
 
 
 class ConcurrentRunError(BinlakeError):

@@ -70,8 +70,8 @@ def refresh(path: str, *, table: str | None = None) -> Converted:
     mapping or deletion vectors turned on by another writer, partitions); I/O errors pass through (the next run
     converts again).
     """
-    from pyiceberg.serializers import FromInputFile
     from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.serializers import FromInputFile
 
     delta = DeltaTable(path)
     version = delta.version()
@@ -142,9 +142,7 @@ def _columns(delta: DeltaTable, base: TableMetadataV2 | None, table: str | None)
 
 def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
     from pyiceberg.schema import Schema
-    from pyiceberg.types import NestedField, PrimitiveType
-
-    from pyiceberg.types import IcebergType
+    from pyiceberg.types import IcebergType, NestedField, PrimitiveType
 
     def parsed(kind: str) -> PrimitiveType:
         result = IcebergType.handle_primitive_type(kind, None)
@@ -165,8 +163,15 @@ def _write(
     """Write the manifest, manifest list and v<number>.metadata.json, then the hint; the snapshot ids kept."""
     import pyarrow as pa
     from pyiceberg.io.pyarrow import PyArrowFileIO
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus, \
-        write_manifest, write_manifest_list
+    from pyiceberg.manifest import (
+        DataFile,
+        DataFileContent,
+        FileFormat,
+        ManifestEntry,
+        ManifestEntryStatus,
+        write_manifest,
+        write_manifest_list,
+    )
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table.metadata import TableMetadataV2
     from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
@@ -221,7 +226,7 @@ def _write(
         DELTA_VERSION: str(version), "total-data-files": str(len(files)), "total-records": str(records),
         "total-delete-files": "0", "total-position-deletes": "0", "total-equality-deletes": "0",
     })
-    snapshot = Snapshot(**{
+    snapshot = Snapshot.model_validate({
         "snapshot-id": snapshot_id, "parent-snapshot-id": previous.snapshot_id if previous is not None else None,
         "sequence-number": sequence, "timestamp-ms": now_ms, "manifest-list": list_path, "summary": summary,
         "schema-id": schema.schema_id,
@@ -231,9 +236,9 @@ def _write(
     snapshot_log = [entry for entry in (base.snapshot_log if base is not None else []) if entry.snapshot_id in kept]
     metadata_log = list(base.metadata_log) if base is not None else []
     if previous_file is not None and base is not None:
-        metadata_log.append(MetadataLogEntry(**{"metadata-file": str(previous_file),
+        metadata_log.append(MetadataLogEntry.model_validate({"metadata-file": str(previous_file),
                                                 "timestamp-ms": base.last_updated_ms}))
-    metadata = TableMetadataV2(**{
+    metadata = TableMetadataV2.model_validate({
         "location": location,
         "table-uuid": base.table_uuid if base is not None else uuid.uuid4(),
         "last-updated-ms": now_ms, "last-column-id": last_id, "schemas": schemas,
@@ -245,10 +250,11 @@ def _write(
             "true", "binlake.writer": "binlake (Iceberg metadata of a Delta table; docs/iceberg.md)",
         },
         "current-snapshot-id": snapshot_id, "snapshots": snapshots,
-        "snapshot-log": [*snapshot_log, SnapshotLogEntry(**{"snapshot-id": snapshot_id, "timestamp-ms": now_ms})],
+        "snapshot-log": [*snapshot_log,
+                         SnapshotLogEntry.model_validate({"snapshot-id": snapshot_id, "timestamp-ms": now_ms})],
         "metadata-log": metadata_log[-(KEEP_VERSIONS - 1):],
         "sort-orders": [UNSORTED_SORT_ORDER], "default-sort-order-id": 0,
-        "refs": {"main": SnapshotRef(**{"snapshot-id": snapshot_id, "type": SnapshotRefType.BRANCH})},
+        "refs": {"main": SnapshotRef.model_validate({"snapshot-id": snapshot_id, "type": SnapshotRefType.BRANCH})},
         "last-sequence-number": sequence,
     })
     # The metadata file and then the hint, each written whole beside and renamed over: a reader sees the old

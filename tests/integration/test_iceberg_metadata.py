@@ -21,6 +21,7 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.iceberg.convert import DELTA_VERSION, KEEP_VERSIONS
 from tests.conftest import run_cli, source_rows, sql, write_config_file
+from tests.integration.type_rows import COLUMNS, ROWS
 
 EAGER = {"min_files_to_compact": 2, "vacuum_retention_hours": 0, "checkpoint_every_commits": 3}
 
@@ -129,3 +130,20 @@ def test_a_delta_rs_batch_keeps_the_iceberg_metadata_current(
     path = pipeline.table_path(table)
     assert delta_log.commit_engine(path, DeltaTable(path).version()) == "delta-rs", results
     _check(config, table, mariadb)
+
+
+def test_every_mysql_type_reads_the_same_through_iceberg_as_through_delta(
+    mariadb: Any, database: str, make_config: Any, tmp_path: Path,
+) -> None:
+    table = f"{database}.types"
+    sql(mariadb, f"CREATE TABLE {table} ({COLUMNS})", f"INSERT INTO {table} VALUES {', '.join(ROWS[:2])}")
+    config = make_config([table], sink={"path": str(tmp_path / "lake"), "tables": {table: {"iceberg": True}}})
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    sql(mariadb, f"INSERT INTO {table} VALUES {', '.join(ROWS[2:])}", f"UPDATE {table} SET vc = 'changed' WHERE id = 1")
+    pipeline.sync(until_caught_up=True)
+    path = pipeline.table_path(table)
+    delta = DeltaTable(path)
+    rows, version = _iceberg(path)
+    assert version == str(delta.version())
+    assert rows == _rows(delta.to_pyarrow_table()) and len(rows) == len(ROWS)

@@ -653,17 +653,23 @@ def _settle_table(
 def _keep_iceberg_current(context: PipelineContext, name: str, position: BinlogPosition) -> TableFailure | None:
     """Write the table's Iceberg snapshot of its newest Delta version (docs/iceberg.md), whichever engine committed
     it and whether or not this batch did: a run that died between its Delta commit and this write is healed here.
-    A version Iceberg cannot describe exactly stops the table; a passing I/O fault waits for the next batch."""
+    A passing I/O fault waits for the next batch; a version Iceberg cannot describe exactly, or any other failure,
+    stops this table only (invariant 12) rather than failing every table's batch after their Delta commits."""
     from cdc_lib.sink.iceberg import convert
 
     try:
         convert.refresh(context.table_path(name), table=name)
-    except IcebergMetadataError as exc:
-        log.error("%s", exc, extra=about_table(name))
-        return TableFailure(error=exc, position=position)
     except OSError as exc:
         log.warning("%s: Iceberg metadata not written (%s); the next batch writes it", name, exc,
                     extra=about_table(name))
+    except IcebergMetadataError as exc:
+        log.error("%s", exc, extra=about_table(name))
+        return TableFailure(error=exc, position=position)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's own errors: the table stops, on record, with a remedy
+        stop = IcebergMetadataError(f"writing the Iceberg metadata failed: {exc!r}",
+                                    remedy=f"see docs/iceberg.md; then binlake resume --table {name}", table=name)
+        log.error("%s", stop, extra=about_table(name))
+        return TableFailure(error=stop, position=position)
     return None
 
 

@@ -42,7 +42,7 @@ def _iceberg(path: str) -> tuple[list[tuple[Any, ...]], str]:
     table = StaticTable.from_metadata(path)
     snapshot = table.current_snapshot()
     assert snapshot is not None and snapshot.summary is not None
-    return _rows(table.scan().to_arrow()), snapshot.summary[DELTA_VERSION]
+    return _rows(table.scan().to_arrow()), str(snapshot.summary[DELTA_VERSION])
 
 
 def _check(config: PipelineConfig, table: str, mariadb: Any) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from cdc_lib.errors import IcebergMetadataError
 from cdc_lib.sink.iceberg.schema import Column, assign_ids, name_mapping
@@ -73,7 +74,10 @@ def refresh(path: str, *, table: str | None = None) -> Converted:
     from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.serializers import FromInputFile
 
-    delta = DeltaTable(path)
+    try:
+        delta = DeltaTable(path)
+    except TableNotFoundError:
+        return Converted(delta_version=-1, written=False)  # no Delta table yet: nothing for Iceberg to list
     version = delta.version()
     folder = metadata_dir(path)
     current_file = current_metadata_file(path)
@@ -141,16 +145,24 @@ def _columns(delta: DeltaTable, base: TableMetadataV2 | None, table: str | None)
 
 
 def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
+    from pyiceberg import types
     from pyiceberg.schema import Schema
-    from pyiceberg.types import IcebergType, NestedField, PrimitiveType
 
-    def parsed(kind: str) -> PrimitiveType:
-        result = IcebergType.handle_primitive_type(kind, None)
-        assert isinstance(result, PrimitiveType), kind
-        return result
+    simple: dict[str, types.PrimitiveType] = {
+        "boolean": types.BooleanType(), "int": types.IntegerType(), "long": types.LongType(),
+        "float": types.FloatType(), "double": types.DoubleType(), "string": types.StringType(),
+        "binary": types.BinaryType(), "date": types.DateType(), "timestamp": types.TimestampType(),
+        "timestamptz": types.TimestamptzType(),
+    }
+
+    def parsed(kind: str) -> types.PrimitiveType:
+        if kind in simple:
+            return simple[kind]
+        precision, scale = kind.removeprefix("decimal(").removesuffix(")").split(",")  # `schema` made it so
+        return types.DecimalType(int(precision), int(scale))
 
     return Schema(
-        *[NestedField(column.field_id, column.name, parsed(column.type), required=column.required)
+        *[types.NestedField(column.field_id, column.name, parsed(column.type), required=column.required)
           for column in columns],
         schema_id=schema_id,
     )

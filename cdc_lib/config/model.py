@@ -177,6 +177,8 @@ class TableSettings:
     filter: str | None = None
     #: Partition or clustering columns; None: neither.
     layout: TableLayout | None = None
+    #: Iceberg metadata written by binlake beside the Delta log after each run (docs/iceberg.md); None: none.
+    iceberg: bool | None = None
 
 
 
@@ -268,6 +270,10 @@ class SinkConfig:
     def column_rules_for(self, table: str) -> ColumnRules | None:
         """`table`'s column projection and masking (per table only); None: every column in clear."""
         return self.tables.get(table, TableSettings()).columns
+
+    def iceberg_for(self, table: str) -> bool:
+        """Whether binlake keeps Iceberg metadata beside `table`'s Delta log (per table only; docs/iceberg.md)."""
+        return bool(self.tables.get(table, TableSettings()).iceberg)
 
     def row_filter_for(self, table: str) -> str | None:
         """`table`'s row filter predicate (per table only); None: every row lands."""

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cdc_lib.common.failures import is_conflict
-from cdc_lib.errors import BinlakeError
+from cdc_lib.errors import BinlakeError, IcebergMetadataError
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.sink import choice, delta_log
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
@@ -104,6 +104,14 @@ def maintain(
         maintained[path] = outcome
         if not dry_run and outcome.skipped is None:
             _record(context, outcome)
+        if not dry_run and context.config.sink.iceberg_for(table):
+            # OPTIMIZE and VACUUM change the files: the Iceberg snapshot lists the new ones (docs/iceberg.md).
+            from cdc_lib.sink.iceberg import convert
+
+            try:
+                convert.refresh(context.table_path(table), table=table)
+            except (IcebergMetadataError, OSError) as exc:
+                log.error("%s: Iceberg metadata not written: %s; the next sync writes it", table, exc)
     abandoned = leftovers.abandoned_snapshot_documents(context.store, context.config.pipeline)
     abandoned = {table: snapshot for table, snapshot in abandoned.items() if table in chosen}
     if abandoned:

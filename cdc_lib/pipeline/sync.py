@@ -32,7 +32,7 @@ from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError, RoutingError
+from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError, IcebergMetadataError, RoutingError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.read_ahead import ReadAhead
@@ -639,6 +639,8 @@ def _settle_table(
     table_state = replace(
         table_state, consistent=table_state.consistent or reached(table_state.position, table_state.snapshot_high)
     )
+    if failure is None and context.config.sink.iceberg_for(cursor.name):
+        failure = _keep_iceberg_current(context, cursor.name, table_state.position)
     if failure:
         table_state = replace(table_state, error=str(failure.error))
     changes = written.changes
@@ -655,6 +657,29 @@ def _settle_table(
         commit_seconds=round(written.commit_seconds, 6),
     )
     return _Settled(state=table_state, result=result, spark_used=spark_used)
+
+
+def _keep_iceberg_current(context: PipelineContext, name: str, position: BinlogPosition) -> TableFailure | None:
+    """Write the table's Iceberg snapshot of its newest Delta version (docs/iceberg.md), whichever engine committed
+    it and whether or not this batch did: a run that died between its Delta commit and this write is healed here.
+    A passing I/O fault waits for the next batch; a version Iceberg cannot describe exactly, or any other failure,
+    stops this table only (invariant 12) rather than failing every table's batch after their Delta commits."""
+    from cdc_lib.sink.iceberg import convert
+
+    try:
+        convert.refresh(context.table_path(name), table=name)
+    except OSError as exc:
+        log.warning("%s: Iceberg metadata not written (%s); the next batch writes it", name, exc,
+                    extra=about_table(name))
+    except IcebergMetadataError as exc:
+        log.error("%s", exc, extra=about_table(name))
+        return TableFailure(error=exc, position=position)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's own errors: the table stops, on record, with a remedy
+        stop = IcebergMetadataError(f"writing the Iceberg metadata failed: {exc!r}",
+                                    remedy=f"see docs/iceberg.md; then binlake resume --table {name}", table=name)
+        log.error("%s", stop, extra=about_table(name))
+        return TableFailure(error=stop, position=position)
+    return None
 
 
 def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:

@@ -48,6 +48,8 @@ VARIANTS = {
     "zstd": Variant("zstd", {"compression": "ZSTD", "compression_level": 1}),
     "uncompressed": Variant("uncompressed", {"compression": "UNCOMPRESSED"}),
     "key-stats": Variant("key-stats", table_properties={"delta.dataSkippingNumIndexedCols": "1"}),
+    "lz4+key-stats": Variant("lz4+key-stats", {"compression": "LZ4_RAW"},
+                             {"delta.dataSkippingNumIndexedCols": "1"}),
     "8mib-files": Variant("8mib-files", table_properties={"delta.targetFileSize": str(8 * 1024 * 1024)}),
 }
 

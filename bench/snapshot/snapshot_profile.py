@@ -89,6 +89,8 @@ class StepClock:
         """Wrap each `(owner, attribute, step)` for the block's duration; put the originals back after."""
         with ExitStack() as undo:
             for owner, attribute, step in targets:
+                if not hasattr(owner, attribute):
+                    continue  # a step the engine no longer has under this name (moved or merged): not timed
                 original = getattr(owner, attribute)
                 setattr(owner, attribute, self.wrap(step, original))
                 undo.callback(setattr, owner, attribute, original)

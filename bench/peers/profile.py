@@ -230,7 +230,7 @@ def config_text(port: int, lake: Path, writer: str) -> str:
 
 
 def run(rows: int, changes: int, per_transaction: int, workloads: list[str], writer: str, top: int, *,
-        dump: Path | None = None) -> list[tuple[Profile, Profile, float]]:
+        dump: Path | None = None, plain_only: bool = False) -> list[tuple[Profile, Profile, float]]:
     work = Path(tempfile.mkdtemp(prefix="binlake-profile-"))
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
     found: list[tuple[Profile, Profile, float]] = []
@@ -259,6 +259,9 @@ def run(rows: int, changes: int, per_transaction: int, workloads: list[str], wri
             shutil.rmtree(pristine, ignore_errors=True)
             shutil.copytree(lake, pristine)
             plain = profile_sync(pipeline, server, changed, workload=workload, writer=writer, top=top, profiled=False)
+            if plain_only:
+                found.append((plain, plain, served / changed))
+                continue
             shutil.rmtree(lake)
             shutil.copytree(pristine, lake)
             found.append((plain, profile_sync(pipeline, server, changed, workload=workload, writer=writer, top=top,
@@ -316,11 +319,12 @@ def main() -> None:
     parser.add_argument("--workload", choices=("mixed", "insert", "both"), default="both")
     parser.add_argument("--writer", choices=("auto", "spark", "delta-rs"), default="auto")
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--plain", action="store_true", help="CPU by thread only, no profiled run")
     parser.add_argument("--dump", type=Path, help="also write each workload's pstats next to this path")
     arguments = parser.parse_args()
     workloads = ["mixed", "insert"] if arguments.workload == "both" else [arguments.workload]
     print(report(run(arguments.rows, arguments.changes, arguments.per_transaction, workloads, arguments.writer,
-                     arguments.top, dump=arguments.dump)))
+                     arguments.top, dump=arguments.dump, plain_only=arguments.plain)))
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ class TableChanges:
             self.new_keys.clear()
             self.truncated = True
         # A key is new to the batch only if `later` is where the batch first touches it.
-        self.new_keys.update(filterfalse(self.rows.__contains__, later.new_keys))
+        self.new_keys.update(key for key in later.new_keys if key not in self.rows)
         self.rows.update(later.rows)
         self.inserted += later.inserted
         self.updated += later.updated

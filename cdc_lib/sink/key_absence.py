@@ -172,8 +172,7 @@ def split_absent(changes: TableChanges, spans: KeySpans | None) -> tuple[list[Ro
     if spans is not None and spans.top is not None and new_keys:
         top = spans.top
         # The common case, auto-increment keys past the table's largest: one pass, no new set.
-        # The least key leads with the least leading value (keys of one table compare column by column).
-        if min(new_keys)[0] <= top:
+        if min(key[0] for key in new_keys) <= top:
             new_keys = {key for key in new_keys if key[0] > top or spans.absent(key)}
     for key, (operation, row) in changes.rows.items():
         if key in new_keys:

@@ -116,7 +116,7 @@ class TableChanges:
         keys = self._keys(rows)
         # A key is new if the fold held none before this event; a rows event inserts a key at most once.
         self.new_keys.update(filterfalse(self.rows.__contains__, keys))
-        self.rows.update(zip(keys, zip(repeat("upsert"), rows)))
+        self.rows.update(zip(keys, zip(repeat("upsert"), rows), strict=True))
         self.inserted += len(keys)
 
     def update_rows(self, images: list[Row]) -> None:
@@ -127,7 +127,7 @@ class TableChanges:
             for before, after in zip(befores, afters, strict=True):
                 self.update(before, after)
             return
-        self.rows.update(zip(new, zip(repeat("upsert"), afters)))
+        self.rows.update(zip(new, zip(repeat("upsert"), afters), strict=True))
         self.updated += len(new)
 
     def delete_rows(self, rows: list[Row]) -> None:

@@ -114,7 +114,8 @@ class TableChanges:
     def insert_rows(self, rows: list[Row]) -> None:
         """`insert` of each of `rows`, in order."""
         keys = self._keys(rows)
-        # A key is new if the fold held none before this event; a rows event inserts a key at most once.
+        # New: the keys the fold did not hold before this event, as row by row (where a key inserted twice in one
+        # event is new at its first insert and held at its second).
         self.new_keys.update(filterfalse(self.rows.__contains__, keys))
         self.rows.update(zip(keys, zip(repeat("upsert"), rows), strict=True))
         self.inserted += len(keys)

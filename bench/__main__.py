@@ -415,7 +415,10 @@ def main() -> None:
         # Its own MariaDB and load, after the main run's server has stopped, so the two do not share the cores.
         print("peers: Debezium embedded engine, CPU per row …", flush=True)
         try:
-            results["peers"] = peers_main.run(arguments.rows, arguments.changes, arguments.repeat)
+            # The OLake-shaped table (bench/peers/olake.py) in the same run, on the same server, after the peers.
+            results["peers"] = peers_main.run(arguments.rows, arguments.changes, arguments.repeat,
+                                              olake_rows=min(arguments.rows, 500_000),
+                                              olake_changes=min(arguments.changes, 100_000))
             text += ("\n\nPeers and CPU per row change (issue 30, bench/peers/):\n\n"
                      + peers_main.report(results["peers"]))
         except Exception as error:  # noqa: BLE001 - a benchmark reports what broke and goes on

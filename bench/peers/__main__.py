@@ -6,6 +6,9 @@ each a median of R runs with the 1-minute load average before→after ("noisy" w
   binlog rows/s     binlake sync --until-caught-up  vs  Debezium resuming from its offsets over the same changes
   CPU per row       binlake (Python + its Spark JVM, from /proc) vs MariaDB (mariadbd) applying the same changes,
                     mixed and insert-only; target binlake ≤ MariaDB
+  OLake's table     binlake on a table shaped like OLake's published MySQL benchmark table (bench/peers/olake.py),
+                    rows/s per core beside OLake's published per-vCPU figures (--olake-rows 0 skips it)
+Where binlake's CPU per row goes: python -m bench.peers.profile (bench/peers/profile.py).
 The peers capture only (no lake write): they bound what a JVM reader does; binlake's figures are end to end.
 """
 
@@ -24,7 +27,7 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench.common import PASSWORD, USER, load_rows  # noqa: E402
-from bench.peers import debezium, flink, proc  # noqa: E402
+from bench.peers import debezium, flink, olake, proc  # noqa: E402
 from cdc_lib.config.load import load_config  # noqa: E402
 from cdc_lib.dev.local_mariadb import LocalMariaDB  # noqa: E402
 from cdc_lib.pipeline.pipeline import Pipeline  # noqa: E402
@@ -68,7 +71,8 @@ def config_text(port: int, lake: Path) -> str:
     )
 
 
-def run(rows: int, changes: int, repeat: int, *, flink_check: bool = True) -> dict[str, Any]:
+def run(rows: int, changes: int, repeat: int, *, flink_check: bool = True, olake_rows: int = 0,
+        olake_changes: int = 0) -> dict[str, Any]:
     from bench.__main__ import make_changes
 
     work = Path(tempfile.mkdtemp(prefix="binlake-peers-"))
@@ -157,6 +161,8 @@ def run(rows: int, changes: int, repeat: int, *, flink_check: bool = True) -> di
         )
         results["binlake_cpu_per_row_insert"] = statistics.median(insert_cpu) / inserted
         results["mariadb_serving_cpu_per_row_insert"] = statistics.median(insert_served) / inserted
+        if olake_rows:
+            results["olake"] = olake.run(server, work, olake_rows, olake_changes)
         if flink_check:
             results["flink_cdc"] = flink.resolve()
     finally:
@@ -201,6 +207,8 @@ def report(results: dict[str, Any]) -> str:
                      f"| {load} |")
     lines.append(f"| Debezium binlog phase (whole JVM, its start included) | "
                  f"{results['debezium_cpu_per_row_stream'] * 1000:.4f} | — | — | — | — | — |")
+    if "olake" in results:
+        lines += ["", olake.report(*results["olake"])]
     return "\n".join(lines)
 
 
@@ -211,8 +219,11 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-flink", action="store_true", help="skip the Flink CDC artifact check")
+    parser.add_argument("--olake-rows", type=int, default=500_000, help="rows of the OLake-shaped table (0: skip)")
+    parser.add_argument("--olake-changes", type=int, default=100_000, help="rows inserted into it for the CDC figure")
     arguments = parser.parse_args()
-    print(report(run(arguments.rows, arguments.changes, arguments.repeat, flink_check=not arguments.no_flink)))
+    print(report(run(arguments.rows, arguments.changes, arguments.repeat, flink_check=not arguments.no_flink,
+                     olake_rows=arguments.olake_rows, olake_changes=arguments.olake_changes)))
 
 
 if __name__ == "__main__":

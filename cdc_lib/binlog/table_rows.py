@@ -180,6 +180,13 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
+        if decoder.shape is None and type(changes) is TableChanges:
+            # The mirror's fold of a table without a filter or a shape: the whole event in one call, the same fold.
+            if isinstance(event, UpdateRowsEvent):
+                changes.update_rows(images)
+                return len(images) // 2
+            (changes.insert_rows if isinstance(event, WriteRowsEvent) else changes.delete_rows)(images)
+            return len(images)
         if isinstance(event, UpdateRowsEvent):
             pairs = iter(images)
             for before, after in zip(pairs, pairs, strict=True):

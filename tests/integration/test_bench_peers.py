@@ -45,3 +45,38 @@ def test_cpu_seconds_from_proc_cover_the_process_tree_and_the_server(own_mariadb
     assert proc.tree_cpu_seconds(os.getpid()) - tree_before >= server_spent
     # Excluding the server (as binlake's figure does) leaves this process's time only.
     assert proc.tree_cpu_seconds(os.getpid(), exclude=(pid,)) < proc.tree_cpu_seconds(os.getpid())
+
+
+def test_the_olake_shaped_table_has_their_columns_and_lands_every_row(own_mariadb: LocalMariaDB,
+                                                                     tmp_path: Path) -> None:
+    """OLake's published MySQL `trips` table, column for column; binlake's snapshot and its sync of inserted rows
+    land every row in Delta, read back with delta-rs, not binlake."""
+    from deltalake import DeltaTable
+
+    from bench.common import PASSWORD, USER
+    from bench.peers import olake
+
+    own_mariadb.create_cdc_user(USER, PASSWORD)
+    own_mariadb.execute("CREATE DATABASE bench")
+    snapshot, sync = olake.run(own_mariadb, tmp_path, 700, 300)
+    assert (snapshot.rows, sync.rows) == (700, 300)
+    assert snapshot.cpu_seconds > 0 and sync.cpu_seconds > 0
+
+    connection = own_mariadb.admin_connection()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'bench' "
+                           "AND TABLE_NAME = 'trips' ORDER BY ORDINAL_POSITION")
+            types = [str(row[0]).split(" ")[0] for row in cursor.fetchall()]
+    finally:
+        connection.close()
+    # Their table: a BIGINT key, 10 INT, 2 DATETIME, 1 TINYINT(1), 15 DECIMAL(10,2).
+    assert len(types) == olake.COLUMNS == 29
+    assert sorted(set(types)) == ["bigint(20)", "datetime", "decimal(10,2)", "int(11)", "tinyint(1)"]
+    assert [types.count(kind) for kind in ("bigint(20)", "int(11)", "datetime", "tinyint(1)", "decimal(10,2)")] \
+        == [1, 10, 2, 1, 15]
+
+    landed = DeltaTable(str(tmp_path / "lake-olake" / "bench" / "trips")).to_pyarrow_table()
+    assert landed.num_rows == 1000
+    assert sorted(landed.column("id").to_pylist()) == list(range(1, 1001))
+    assert len([name for name in landed.column_names if not name.startswith("_")]) == 29

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
 import json
 import tempfile
 import threading
@@ -213,13 +214,22 @@ def next_job_id(spark: Any) -> int:
 
 
 @contextmanager
-def _measured(clock: StepClock, spark: Any) -> Iterator[dict[str, Any]]:
+def _measured(clock: StepClock, spark: Any, profile: Path | None = None) -> Iterator[dict[str, Any]]:
     clock.reset()
     first_job = next_job_id(spark)
     figures: dict[str, Any] = {}
+    # cProfile sees the calling thread only: the writers' threads show as waits unless the variant sets threads=1.
+    profiler = cProfile.Profile() if profile is not None else None
     started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     yield figures
+    if profiler is not None:
+        profiler.disable()
     figures["wall_s"] = time.perf_counter() - started
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(profile)
+        figures["profile"] = str(profile)
     figures["steps"] = {step: {"thread_s": round(seconds, 3), "calls": clock.calls[step]}
                         for step, seconds in sorted(clock.seconds.items(), key=lambda item: -item[1])}
     jobs = spark_jobs_since(spark, first_job)
@@ -231,7 +241,7 @@ def _measured(clock: StepClock, spark: Any) -> Iterator[dict[str, Any]]:
 
 def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int, changes: int, repeat: int,
              server_id: int, extra_batch: str = "", variants: dict[str, dict[str, str]] | None = None,
-             ) -> dict[str, Any]:
+             profile: Path | None = None) -> dict[str, Any]:
     database = f"many_{tables}"
     names = create_tables(server, database, count=tables, rows_per_table=changes // tables)
     config = pipeline_config(work, server.port, f"many_{tables}", [f"{database}.*"], server_id, max_events=1_000_000)
@@ -250,10 +260,11 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
     batch()  # warm-up: the first MERGE into each fresh table
     spark = pipeline.spark()
     runs = []
-    for _ in range(repeat):
+    for index in range(repeat):
         for variant, settings in (variants or {"default": {}}).items():
+            profile_file = profile / f"tables{tables}-{variant}-{index}.prof" if profile is not None else None
             with _variant(pipeline, spark, settings):
-                with _measured(clock, spark) as figures:
+                with _measured(clock, spark, profile_file) as figures:
                     batch()
             figures["variant"] = variant
             runs.append(figures)
@@ -331,10 +342,14 @@ def main() -> None:
     parser.add_argument("--variants", default="", help="Spark conf sets run alternately, e.g. "
                         "'base:;nomat:merge.materializeSource=none'")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--profile", type=Path, help="a folder: each timed batch's cProfile statistics (calling "
+                        "thread only; a variant with threads=1 profiles the writes too), tables<N>-<variant>-<i>.prof")
     arguments = parser.parse_args()
     import os
 
     work = Path(tempfile.mkdtemp(prefix="binlake-many-tables-"))
+    if arguments.profile is not None:
+        arguments.profile.mkdir(parents=True, exist_ok=True)
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
     clock = StepClock()
     instrument(clock)
@@ -344,7 +359,7 @@ def main() -> None:
         for offset, tables in enumerate(int(value) for value in arguments.tables.split(",")):
             case = one_case(server, work, clock, tables=tables, changes=arguments.changes, repeat=arguments.repeat,
                             server_id=7790 + offset, extra_batch=arguments.batch,
-                            variants=parse_variants(arguments.variants))
+                            variants=parse_variants(arguments.variants), profile=arguments.profile)
             results[f"tables_{tables}"] = case
             print(json.dumps(case, indent=1), flush=True)
     finally:

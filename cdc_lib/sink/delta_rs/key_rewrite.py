@@ -371,8 +371,9 @@ def _write_files(
     write_deltalake(scratch_uri, rows, mode="append", target_file_size=size, configuration=statistics or None,
                     storage_options=storage_options)
     # The newest commit of the scratch log by one listing, not a `DeltaTable` load of it (~1 ms a table).
+    listed = storage.get_file_info_selector(FileSelector(scratch_log))
     version = max(int(entry.path.rsplit("/", 1)[-1].removesuffix(".json"))
-                  for entry in storage.get_file_info_selector(FileSelector(scratch_log)) if entry.path.endswith(".json"))
+                  for entry in listed if entry.path.endswith(".json"))
     with storage.open_input_stream(f"{scratch_log}/{version:020d}.json") as stream:
         text = stream.read().decode()
     storage.delete_dir(scratch_log)

@@ -18,6 +18,7 @@ import argparse
 import collections
 import cProfile
 import json
+import os
 import tempfile
 import threading
 import time
@@ -220,13 +221,17 @@ def _measured(clock: StepClock, spark: Any, profile: Path | None = None) -> Iter
     figures: dict[str, Any] = {}
     # cProfile sees the calling thread only: the writers' threads show as waits unless the variant sets threads=1.
     profiler = cProfile.Profile() if profile is not None else None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), os.times()
     if profiler is not None:
         profiler.enable()
     yield figures
     if profiler is not None:
         profiler.disable()
     figures["wall_s"] = time.perf_counter() - started
+    # This process's CPU seconds (every thread, delta-rs's too; not MariaDB's, not a JVM's): on a loaded machine
+    # the wall time mostly says how long the batch waited for a core, its CPU time what it needed.
+    after = os.times()
+    figures["cpu_s"] = (after.user - cpu.user) + (after.system - cpu.system)
     if profiler is not None and profile is not None:
         profiler.dump_stats(profile)
         figures["profile"] = str(profile)
@@ -269,10 +274,13 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
             figures["variant"] = variant
             runs.append(figures)
     walls: dict[str, list[float]] = collections.defaultdict(list)
+    cpus: dict[str, list[float]] = collections.defaultdict(list)
     for run in runs:
         walls[run["variant"]].append(run["wall_s"])
+        cpus[run["variant"]].append(run["cpu_s"])
     return {"tables": tables, "changes": changes, "runs": runs,
-            "wall_s": {variant: sorted(values)[len(values) // 2] for variant, values in walls.items()}}
+            "wall_s": {variant: sorted(values)[len(values) // 2] for variant, values in walls.items()},
+            "cpu_s": {variant: sorted(values)[len(values) // 2] for variant, values in cpus.items()}}
 
 
 @contextmanager
@@ -345,7 +353,6 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="a folder: each timed batch's cProfile statistics (calling "
                         "thread only; a variant with threads=1 profiles the writes too), tables<N>-<variant>-<i>.prof")
     arguments = parser.parse_args()
-    import os
 
     work = Path(tempfile.mkdtemp(prefix="binlake-many-tables-"))
     if arguments.profile is not None:
@@ -372,7 +379,9 @@ def main() -> None:
         if key.startswith("tables_"):
             for variant, seconds in case["wall_s"].items():
                 ratio = f"  ({seconds / base['wall_s'][variant]:.1f}× 1 table)" if base else ""
-                print(f"{case['tables']:>4} tables, {variant}: {seconds:.2f} s{ratio}")
+                cpu = case["cpu_s"][variant]
+                cpu_ratio = f"  ({cpu / base['cpu_s'][variant]:.1f}× 1 table)" if base else ""
+                print(f"{case['tables']:>4} tables, {variant}: {seconds:.2f} s{ratio}; CPU {cpu:.2f} s{cpu_ratio}")
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=1))
 

@@ -7,9 +7,10 @@ One MariaDB and one warm SparkSession serve every case. Per case: N tables of `c
 a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
 (half new keys, half updates: `keepup_costs.write_changes`), each `sync(until_caught_up=True)` of one batch.
 
-For the timed batches it prints the wall seconds and a breakdown: thread-seconds spent in the steps of a
-table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the status tracker's
-job ids, so no listener is needed) with their descriptions counted per kind.
+For the timed batches it prints the wall seconds, the process's CPU seconds (all its threads: on a loaded machine
+the steadier figure) and a breakdown (`--profile DIR` adds a cProfile file per batch): thread-seconds spent in
+the steps of a table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the
+status tracker's job ids, so no listener is needed) with their descriptions counted per kind.
 """
 
 from __future__ import annotations

@@ -7,16 +7,19 @@ One MariaDB and one warm SparkSession serve every case. Per case: N tables of `c
 a warm-up batch (the first MERGE into each fresh table), then `repeat` timed batches of `changes` changes
 (half new keys, half updates: `keepup_costs.write_changes`), each `sync(until_caught_up=True)` of one batch.
 
-For the timed batches it prints the wall seconds and a breakdown: thread-seconds spent in the steps of a
-table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the status tracker's
-job ids, so no listener is needed) with their descriptions counted per kind.
+For the timed batches it prints the wall seconds, the process's CPU seconds (all its threads: on a loaded machine
+the steadier figure) and a breakdown (`--profile DIR` adds a cProfile file per batch): thread-seconds spent in
+the steps of a table's apply (wrapped here, the engine is unchanged), and the Spark jobs the batch ran (the
+status tracker's job ids, so no listener is needed) with their descriptions counted per kind.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
 import json
+import os
 import tempfile
 import threading
 import time
@@ -213,13 +216,26 @@ def next_job_id(spark: Any) -> int:
 
 
 @contextmanager
-def _measured(clock: StepClock, spark: Any) -> Iterator[dict[str, Any]]:
+def _measured(clock: StepClock, spark: Any, profile: Path | None = None) -> Iterator[dict[str, Any]]:
     clock.reset()
     first_job = next_job_id(spark)
     figures: dict[str, Any] = {}
-    started = time.perf_counter()
+    # cProfile sees the calling thread only: the writers' threads show as waits unless the variant sets threads=1.
+    profiler = cProfile.Profile() if profile is not None else None
+    started, cpu = time.perf_counter(), os.times()
+    if profiler is not None:
+        profiler.enable()
     yield figures
+    if profiler is not None:
+        profiler.disable()
     figures["wall_s"] = time.perf_counter() - started
+    # This process's CPU seconds (every thread, delta-rs's too; not MariaDB's, not a JVM's): on a loaded machine
+    # the wall time mostly says how long the batch waited for a core, its CPU time what it needed.
+    after = os.times()
+    figures["cpu_s"] = (after.user - cpu.user) + (after.system - cpu.system)
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(profile)
+        figures["profile"] = str(profile)
     figures["steps"] = {step: {"thread_s": round(seconds, 3), "calls": clock.calls[step]}
                         for step, seconds in sorted(clock.seconds.items(), key=lambda item: -item[1])}
     jobs = spark_jobs_since(spark, first_job)
@@ -231,7 +247,7 @@ def _measured(clock: StepClock, spark: Any) -> Iterator[dict[str, Any]]:
 
 def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int, changes: int, repeat: int,
              server_id: int, extra_batch: str = "", variants: dict[str, dict[str, str]] | None = None,
-             ) -> dict[str, Any]:
+             profile: Path | None = None) -> dict[str, Any]:
     database = f"many_{tables}"
     names = create_tables(server, database, count=tables, rows_per_table=changes // tables)
     config = pipeline_config(work, server.port, f"many_{tables}", [f"{database}.*"], server_id, max_events=1_000_000)
@@ -250,18 +266,22 @@ def one_case(server: LocalMariaDB, work: Path, clock: StepClock, *, tables: int,
     batch()  # warm-up: the first MERGE into each fresh table
     spark = pipeline.spark()
     runs = []
-    for _ in range(repeat):
+    for index in range(repeat):
         for variant, settings in (variants or {"default": {}}).items():
+            profile_file = profile / f"tables{tables}-{variant}-{index}.prof" if profile is not None else None
             with _variant(pipeline, spark, settings):
-                with _measured(clock, spark) as figures:
+                with _measured(clock, spark, profile_file) as figures:
                     batch()
             figures["variant"] = variant
             runs.append(figures)
     walls: dict[str, list[float]] = collections.defaultdict(list)
+    cpus: dict[str, list[float]] = collections.defaultdict(list)
     for run in runs:
         walls[run["variant"]].append(run["wall_s"])
+        cpus[run["variant"]].append(run["cpu_s"])
     return {"tables": tables, "changes": changes, "runs": runs,
-            "wall_s": {variant: sorted(values)[len(values) // 2] for variant, values in walls.items()}}
+            "wall_s": {variant: sorted(values)[len(values) // 2] for variant, values in walls.items()},
+            "cpu_s": {variant: sorted(values)[len(values) // 2] for variant, values in cpus.items()}}
 
 
 @contextmanager
@@ -331,10 +351,13 @@ def main() -> None:
     parser.add_argument("--variants", default="", help="Spark conf sets run alternately, e.g. "
                         "'base:;nomat:merge.materializeSource=none'")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--profile", type=Path, help="a folder: each timed batch's cProfile statistics (calling "
+                        "thread only; a variant with threads=1 profiles the writes too), tables<N>-<variant>-<i>.prof")
     arguments = parser.parse_args()
-    import os
 
     work = Path(tempfile.mkdtemp(prefix="binlake-many-tables-"))
+    if arguments.profile is not None:
+        arguments.profile.mkdir(parents=True, exist_ok=True)
     server = LocalMariaDB(work / "mariadb", server_id=1).start()
     clock = StepClock()
     instrument(clock)
@@ -344,7 +367,7 @@ def main() -> None:
         for offset, tables in enumerate(int(value) for value in arguments.tables.split(",")):
             case = one_case(server, work, clock, tables=tables, changes=arguments.changes, repeat=arguments.repeat,
                             server_id=7790 + offset, extra_batch=arguments.batch,
-                            variants=parse_variants(arguments.variants))
+                            variants=parse_variants(arguments.variants), profile=arguments.profile)
             results[f"tables_{tables}"] = case
             print(json.dumps(case, indent=1), flush=True)
     finally:
@@ -357,7 +380,9 @@ def main() -> None:
         if key.startswith("tables_"):
             for variant, seconds in case["wall_s"].items():
                 ratio = f"  ({seconds / base['wall_s'][variant]:.1f}× 1 table)" if base else ""
-                print(f"{case['tables']:>4} tables, {variant}: {seconds:.2f} s{ratio}")
+                cpu = case["cpu_s"][variant]
+                cpu_ratio = f"  ({cpu / base['cpu_s'][variant]:.1f}× 1 table)" if base else ""
+                print(f"{case['tables']:>4} tables, {variant}: {seconds:.2f} s{ratio}; CPU {cpu:.2f} s{cpu_ratio}")
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=1))
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import logging
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import CodeType
 from typing import Any
 
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
@@ -146,8 +148,16 @@ def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader 
     code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
     source = "\n".join(code.lines)
     namespace = dict(code.names)
-    exec(compile(source, f"<row decoder {schema.table.name}>", "exec"), namespace)  # noqa: S102 - our own source
+    exec(_compiled(source, f"<row decoder {schema.table.name}>"), namespace)  # noqa: S102 - our own source
     return RowImageReader(decode=namespace["decode"], width=width, source=source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(source: str, filename: str) -> CodeType:
+    """The decoder's source compiled once per process: each batch builds its tables' readers anew, and compiling
+    was ~1 ms a table, the read's largest cost per changed table (bench/NOTES.md "Many tables in one batch").
+    A code object is immutable; the names it reads come from each reader's own namespace."""
+    return compile(source, filename, "exec")
 
 
 def _emit_columns(code: _Code, specs: list[_Column], indent: int, *, nullable: bool) -> None:

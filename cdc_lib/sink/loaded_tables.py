@@ -76,7 +76,11 @@ class LoadedTables:
             if version <= known.latest_version and (known.checkpoint_version is None
                                                     or version >= known.checkpoint_version):
                 try:
-                    kept.update_incremental()
+                    # Already at the newest version binlake's read just found (the last write moved it there):
+                    # nothing to read. A commit landing after that read is met as it is after an update: by the
+                    # commit's own conflict check. ~1 ms a table (bench/NOTES.md "Many tables in one batch").
+                    if version < known.latest_version:
+                        kept.update_incremental()
                 except Exception:  # noqa: BLE001 - whatever it was, a fresh load below reads the log anew
                     kept = None
                 if kept is not None and kept.version() == known.latest_version:

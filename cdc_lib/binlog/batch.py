@@ -36,13 +36,16 @@ from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig, TableMode
 from cdc_lib.errors import (
     BooleanValueError,
+    ColumnRulesError,
     KeyMappingError,
     RowDecodeError,
     SchemaChangeError,
     ServerSettingsError,
+    SourceConnectionError,
     UnreadableEventError,
     ZeroDateError,
 )
+from cdc_lib.model.collated import TextAnswers
 from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
 from cdc_lib.model.positions import (
     BinlogPosition,
@@ -54,6 +57,7 @@ from cdc_lib.model.positions import (
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import check_key_columns
 from cdc_lib.source.server import query, source_connection
+from cdc_lib.source.text_compare import ServerComparisons, answer_cache
 
 
 @dataclass(frozen=True)
@@ -160,8 +164,15 @@ class BinlogRead:
         self.start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
         self.by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
         self.by_name = {cursor.name: cursor for cursor in cursors}
+        # A row filter comparing text is answered by the server (docs/row-filters.md): one connection for the read,
+        # opened only if some answer is not known yet.
+        asking = any(cursor.shape is not None and cursor.shape.row_filter is not None
+                     and cursor.shape.row_filter.asks_server for cursor in cursors)
+        self.comparisons = ServerComparisons(source) if asking else None
+        self.answers = None if self.comparisons is None else TextAnswers(self.comparisons, answer_cache(source))
         self.decoders = {
-            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates, shape=cursor.shape)
+            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates, shape=cursor.shape,
+                                                 answers=self.answers)
             for cursor in cursors
         }
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
@@ -374,8 +385,13 @@ class BinlogRead:
             self.result.table_errors[name] = TableFailure(exc, self.by_name[name].position)
             self.result.changes.pop(name, None)
             transaction.discard_table(name)
+        except SourceConnectionError:
+            raise  # the server asked about a row filter's text went away: a passing fault, the whole read is retried
         except (SchemaChangeError, ServerSettingsError, UnreadableEventError, BooleanValueError) as exc:
             self.stop(name, exc)
+            transaction.discard_table(name)
+        except ColumnRulesError as exc:  # the server refused a row filter's text comparison
+            self.stop(name, ColumnRulesError(exc.cause, remedy=exc.remedy or "", table=name))
             transaction.discard_table(name)
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone
             self.stop(name, _decode_error(name, event, exc, self.boundary,
@@ -512,6 +528,11 @@ class BinlogRead:
         return self.engines
 
     # -- the end ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the connection the row filters' text comparisons were asked on, if one was opened."""
+        if self.comparisons is not None:
+            self.comparisons.close()
 
     def finish(self) -> None:
         """Tables with rows in a branch still prepared keep their offset before its PREPARE."""

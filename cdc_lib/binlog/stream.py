@@ -285,6 +285,7 @@ def _read_once(
         raise
     finally:
         stream.close()
+        read.close()
     read.finish()
     result.seconds = time.monotonic() - started
     return result

@@ -28,6 +28,7 @@ from cdc_lib.errors import (
     ZeroDateError,
     ZeroDateKeyError,
 )
+from cdc_lib.model.collated import TextAnswers
 from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
@@ -53,10 +54,24 @@ class TableDecoder:
     #: folded, so no excluded or clear masked value reaches a fold, a spill file or a message. `key_positions` are
     #: positions in the shaped row.
     shape: ColumnShape | None = None
+    #: The server's answers to the row filter's text comparisons (cdc_lib.model.collated); None when it has none.
+    answers: TextAnswers | None = None
+
+    @property
+    def asks_server(self) -> bool:
+        """Whether the table's row filter compares text: each rows event's images are prefetched (`prefetch`)."""
+        return self.shape is not None and self.shape.row_filter is not None and self.shape.row_filter.asks_server
+
+    def prefetch(self, images: list[Row]) -> None:
+        """Ask the server, at once, every text comparison the row filter needs for `images` and has no answer for."""
+        if self.answers is None or self.shape is None or self.shape.row_filter is None:
+            return
+        questions = self.shape.row_filter.questions
+        self.answers.prefetch(question for image in images for question in questions(image))
 
     @classmethod
     def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null",
-                   shape: ColumnShape | None = None) -> TableDecoder:
+                   shape: ColumnShape | None = None, answers: TextAnswers | None = None) -> TableDecoder:
         names = schema.column_names
         conversions = []
         for index, column in enumerate(schema.columns):
@@ -86,6 +101,7 @@ class TableDecoder:
             temporal_keys=tuple((index, name) for index, name, _ in temporal if name in schema.primary_key),
             fast=FastRows(schema, library_only=library_only),
             shape=shape,
+            answers=answers,
         )
 
     def check_keys(self, rows: list[Row]) -> None:
@@ -180,9 +196,11 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
+        if decoder.asks_server:
+            decoder.prefetch(images)  # one round trip for the event's missing answers (none once a read prefetched)
         if isinstance(event, UpdateRowsEvent):
-            pairs = iter(images)
-            for before, after in zip(pairs, pairs, strict=True):
+            images_in_order = iter(images)
+            for before, after in zip(images_in_order, images_in_order, strict=True):
                 fold_update(decoder, changes, before, after)
             return len(images) // 2
         fold = fold_insert if isinstance(event, WriteRowsEvent) else fold_delete
@@ -190,19 +208,23 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
             fold(decoder, changes, row)
         return len(images)
     require_full_images(event, decoder.schema.table.name)
-    if isinstance(event, WriteRowsEvent):
-        for row in event.rows:
-            fold_insert(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
-    elif isinstance(event, UpdateRowsEvent):
-        for row in event.rows:
-            fold_update(
-                decoder, changes,
-                decoder.source_row(row["before_values"], row.get("before_none_sources")),
-                decoder.source_row(row["after_values"], row.get("after_none_sources")),
-            )
-    elif isinstance(event, DeleteRowsEvent):
-        for row in event.rows:
-            fold_delete(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
+    if isinstance(event, UpdateRowsEvent):
+        updates = [
+            (decoder.source_row(row["before_values"], row.get("before_none_sources")),
+             decoder.source_row(row["after_values"], row.get("after_none_sources")))
+            for row in event.rows
+        ]
+        if decoder.asks_server:
+            decoder.prefetch([image for pair in updates for image in pair])
+        for before, after in updates:
+            fold_update(decoder, changes, before, after)
+    elif isinstance(event, (WriteRowsEvent, DeleteRowsEvent)):
+        rows = [decoder.source_row(row["values"], row.get("none_sources")) for row in event.rows]
+        if decoder.asks_server:
+            decoder.prefetch(rows)
+        fold = fold_insert if isinstance(event, WriteRowsEvent) else fold_delete
+        for image in rows:
+            fold(decoder, changes, image)
     return len(event.rows)
 
 
@@ -220,7 +242,7 @@ def _shaped(decoder: TableDecoder, row: Row) -> Row:
 
 def _passes(decoder: TableDecoder, row: Row) -> bool:
     test = None if decoder.shape is None else decoder.shape.row_filter
-    return test is None or test.matches(row)
+    return test is None or test.matches(row, decoder.answers)
 
 
 def fold_insert(decoder: TableDecoder, changes: TableChanges, row: Row) -> None:
@@ -269,6 +291,7 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
             f"binlake snapshot --table {table}",
             table=table,
         )
+    pairs = []
     for row in event.rows:
         before, after = row["before_values"], row["after_values"]
         patched = None
@@ -278,11 +301,12 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
             if patched is None:
                 patched = dict(after)
             patched[name] = _patched_document(table, name, before.get(name), value)
-        fold_update(
-            decoder, changes,
-            decoder.source_row(before, row.get("before_none_sources")),
-            decoder.source_row(patched if patched is not None else after, row.get("after_none_sources")),
-        )
+        pairs.append((decoder.source_row(before, row.get("before_none_sources")),
+                      decoder.source_row(patched if patched is not None else after, row.get("after_none_sources"))))
+    if decoder.asks_server:
+        decoder.prefetch([image for pair in pairs for image in pair])
+    for source_before, source_after in pairs:
+        fold_update(decoder, changes, source_before, source_after)
     return len(event.rows)
 
 

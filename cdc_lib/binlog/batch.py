@@ -29,7 +29,7 @@ from cdc_lib.binlog.transaction import (
     transaction_control,
 )
 from cdc_lib.changes.columns import ColumnShape
-from cdc_lib.changes.events import CommitStamp, TableChanges, batch_changes
+from cdc_lib.changes.events import CommitStamp, Row, TableChanges, batch_changes
 from cdc_lib.changes.metadata_columns import StampedChanges
 from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
 from cdc_lib.common.faults import failpoint
@@ -45,7 +45,7 @@ from cdc_lib.errors import (
     UnreadableEventError,
     ZeroDateError,
 )
-from cdc_lib.model.collated import TextAnswers
+from cdc_lib.model.collated import Question, TextAnswers
 from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
 from cdc_lib.model.positions import (
     BinlogPosition,
@@ -175,6 +175,9 @@ class BinlogRead:
                                                  answers=self.answers)
             for cursor in cursors
         }
+        #: Row images decoded ahead of their turn (`decode_ahead`, by event id), and the comparisons they need.
+        self.decoded: dict[int, list[Row]] = {}
+        self.questions: list[Question] = []
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
         for cursor in cursors:  # a table snapshotted before binlake refused its key type stops where it is
             try:
@@ -366,15 +369,41 @@ class BinlogRead:
 
     # -- rows -------------------------------------------------------------------------------
 
+    def decode_ahead(self, event: Any) -> int:
+        """Decode a rows event of a table whose row filter compares text before its turn (`filter_window`), noting
+        the comparisons its images need; returns how many images it holds (0: left to its turn)."""
+        name = f"{getattr(event, 'schema', '')}.{getattr(event, 'table', '')}"
+        decoder = self.decoders.get(name)
+        if decoder is None or not decoder.asks_server or self.result.stopped(name):
+            return 0
+        try:
+            images = decoder.fast.images(event)
+        except Exception:  # noqa: BLE001 - decoded again at its turn, where a failure stops the table as it should
+            return 0
+        if images is None:
+            return 0
+        self.decoded[id(event)] = images
+        decoder.questions_of(images, self.questions)
+        return len(images)
+
+    def ask_ahead(self) -> bool:
+        """Ask the server every comparison noted by `decode_ahead` it has no answer for; whether any were noted."""
+        if self.answers is None or not self.questions:
+            return False
+        questions, self.questions = self.questions, []
+        self.answers.prefetch(questions)
+        return True
+
     def rows_event(self, event: Any) -> None:
         name = f"{event.schema}.{event.table}"
         decoder = self.decoders.get(name)
+        ahead = self.decoded.pop(id(event), None)
         if decoder is None or self.result.stopped(name):
             return
         transaction = self.open()
         changes = transaction.changes_for(name)
         try:
-            fold_rows(event, decoder, changes)
+            fold_rows(event, decoder, changes, ahead)
             if not self.rows_seen:
                 self.rows_seen = True
                 failpoint("binlog_mid_read")  # once per batch, after its first rows event

@@ -28,7 +28,7 @@ from cdc_lib.errors import (
     ZeroDateError,
     ZeroDateKeyError,
 )
-from cdc_lib.model.collated import TextAnswers
+from cdc_lib.model.collated import Question, TextAnswers
 from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
@@ -64,10 +64,15 @@ class TableDecoder:
 
     def prefetch(self, images: list[Row]) -> None:
         """Ask the server, at once, every text comparison the row filter needs for `images` and has no answer for."""
-        if self.answers is None or self.shape is None or self.shape.row_filter is None:
-            return
-        questions = self.shape.row_filter.questions
-        self.answers.prefetch(question for image in images for question in questions(image))
+        if self.answers is not None:
+            self.answers.prefetch(self.questions_of(images, []))
+
+    def questions_of(self, images: list[Row], into: list[Question]) -> list[Question]:
+        """`into`, with every text comparison the row filter asks of `images` appended."""
+        if self.shape is not None and self.shape.row_filter is not None:
+            questions = self.shape.row_filter.questions
+            into.extend(question for image in images for question in questions(image))
+        return into
 
     @classmethod
     def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null",
@@ -188,11 +193,14 @@ def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
     )
 
 
-def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
-    """Fold the event's rows into `changes`; returns how many row changes it carried."""
+def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges, ahead: list[Row] | None = None) -> int:
+    """Fold the event's rows into `changes`; returns how many row changes it carried.
+
+    `ahead`: the event's images, decoded already by the fast decoder (`BinlogRead.decode_ahead`).
+    """
     if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
         return fold_partial_update(event, decoder, changes)
-    images = decoder.fast.images(event)
+    images = ahead if ahead is not None else decoder.fast.images(event)
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)

@@ -8,11 +8,15 @@ padding counts. Delta, read with delta-rs, must equal the server's own `SELECT â
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from deltalake import DeltaTable
 
+from cdc_lib.model.collated import Question
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.source.text_compare import ServerComparisons
 from tests.conftest import sql
 
 FILTER = ("(status = 'active' AND code <> 'x') OR code IN ('eu', 'us') OR region IN ('eu', 'e') OR region > 'y' "
@@ -76,8 +80,8 @@ def expected(mariadb: Any, database: str, table: str) -> list[dict[str, Any]]:
     """The rows the server itself selects with the filter."""
     rows = sql(mariadb, f"SELECT {COLUMNS} FROM {table} WHERE {FILTER} ORDER BY id", database=database)
     names = COLUMNS.split(", ")
-    return [{name: (bytes(value) if isinstance(value, bytearray) else value) for name, value in zip(names, row)}
-            for row in rows]
+    return [{name: bytes(value) if isinstance(value, bytearray) else value
+             for name, value in zip(names, row, strict=True)} for row in rows]
 
 
 def delta(config: Any, table: str) -> list[dict[str, Any]]:
@@ -86,7 +90,7 @@ def delta(config: Any, table: str) -> list[dict[str, Any]]:
 
 
 def test_text_filters_land_what_the_servers_collations_select(
-    mariadb: Any, database: str, make_config: Any
+    mariadb: Any, database: str, make_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = f"{database}.accounts"
     _create(mariadb, database, table)
@@ -120,8 +124,18 @@ def test_text_filters_land_what_the_servers_collations_select(
     _insert(mariadb, database, table, [(3000, "aCtIvE", "y", None, None, None, None),
                                        (3001, None, None, None, None, b"ab\x00\x00", None),
                                        (3002, None, None, "eu   ", b"m", None, None)])
+    calls: list[int] = []
+    answer = ServerComparisons.__call__
+
+    def counted(self: ServerComparisons, questions: Sequence[Question]) -> list[int]:
+        calls.append(len(questions))
+        return answer(self, questions)
+
+    monkeypatch.setattr(ServerComparisons, "__call__", counted)
     pipeline.sync(until_caught_up=True)
     assert pipeline.read_state().tables[table].error is None
+    # The whole batch (hundreds of images over 18 transactions) asked the server once: its window's new values.
+    assert len(calls) == 1 and calls[0] > 20, calls
     landed = delta(config, table)
     assert landed == expected(mariadb, database, table)
     ids = {row["id"] for row in landed}

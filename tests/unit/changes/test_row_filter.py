@@ -309,3 +309,23 @@ def test_the_filter_sees_the_clear_value_of_a_masked_column() -> None:
     ((key, (operation, stored)),) = changes.rows.items()
     assert key == (1,) and operation == "upsert" and stored is not None
     assert stored[0] == 1 and isinstance(stored[1], str) and len(stored[1]) == 64  # landed hashed, chosen in clear
+
+
+def test_a_text_filter_on_a_masked_column_asks_about_the_clear_value_and_lands_the_hash() -> None:
+    schema = TableSchema(SMALL.table, SMALL.columns[:2] + (
+        ColumnInfo("email", "varchar", "varchar(80)", True, character_set="utf8mb4", collation="utf8mb4_general_ci"),),
+        ("id",))
+    rules = ColumnRules(mask={"email": ColumnMask(kind="hash", key_env="K")})
+    shape = column_shape(schema, rules, row_filter="email = 'ann@example.com'", environ={"K": "k"})
+    server = FakeServer()
+    decoder = TableDecoder.for_schema(schema, shape=shape, answers=TextAnswers(server))
+    assert decoder.asks_server
+    changes = TableChanges(decoder.key_positions)
+    images = [(1, 1, "ANN@example.com"), (2, 1, "bob@example.com")]
+    decoder.prefetch(images)
+    for image in images:
+        fold_insert(decoder, changes, image)
+    assert len(server.calls) == 1 and {q[2] for q in server.calls[0]} == {"ANN@example.com", "bob@example.com"}
+    ((key, (operation, stored)),) = changes.rows.items()
+    assert key == (1,) and operation == "upsert" and stored is not None
+    assert stored[2] != "ANN@example.com" and len(stored[2]) == 64  # chosen in clear, landed hashed

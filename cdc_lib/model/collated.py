@@ -14,6 +14,7 @@ three-valued logic (`cdc_lib.model.row_filter`).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
@@ -35,25 +36,29 @@ class AnswerCache:
         self.max_entries, self.max_chars, self.max_value_chars = max_entries, max_chars, max_value_chars
         self._signs: OrderedDict[Question, int] = OrderedDict()
         self._chars = 0
+        # One cache per server, shared by the reads of one process (a sync beside a snapshot's window scan).
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._signs)
 
     def get(self, question: Question) -> int | None:
-        sign = self._signs.get(question)
-        if sign is not None:
-            self._signs.move_to_end(question)
-        return sign
+        with self._lock:
+            sign = self._signs.get(question)
+            if sign is not None:
+                self._signs.move_to_end(question)
+            return sign
 
     def put(self, question: Question, sign: int) -> None:
         size = len(question[2]) + len(question[3])
-        if size > self.max_value_chars or question in self._signs:
-            return
-        self._signs[question] = sign
-        self._chars += size
-        while len(self._signs) > self.max_entries or self._chars > self.max_chars:
-            old, _ = self._signs.popitem(last=False)
-            self._chars -= len(old[2]) + len(old[3])
+        with self._lock:
+            if size > self.max_value_chars or question in self._signs:
+                return
+            self._signs[question] = sign
+            self._chars += size
+            while len(self._signs) > self.max_entries or self._chars > self.max_chars:
+                old, _ = self._signs.popitem(last=False)
+                self._chars -= len(old[2]) + len(old[3])
 
 
 class TextAnswers:

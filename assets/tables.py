@@ -41,7 +41,7 @@ from assets.naming import PipelineNames
 from assets.resources import TRANSIENT_RETRY, engine_errors, jvm_output_to_log_file
 from assets.schema_approval import approval_check_specs, approval_tables
 from cdc_lib.changes import metadata_columns
-from cdc_lib.changes.columns import sink_schema
+from cdc_lib.changes.columns import sink_schema, with_ignored
 from cdc_lib.config.model import ColumnMask, ColumnRules, Freshness, PipelineConfig
 from cdc_lib.display.progress import ProgressLines
 from cdc_lib.model.tables import TableRef
@@ -144,15 +144,23 @@ def excluded_columns(table: str, schema_json: dict[str, Any], rules: ColumnRules
     return [name for name in names if name in rules.exclude]
 
 
-def columns_metadata(table: str, schema_json: dict[str, Any], pipeline: Pipeline) -> dict[str, Any]:
-    """`dagster/column_schema` (the landed columns) and, where rules leave columns out, `excluded_columns`."""
-    rules = pipeline.config.sink.column_rules_for(table)
+def columns_metadata(table: str, schema_json: dict[str, Any], pipeline: Pipeline,
+                     ignored: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`dagster/column_schema` (the landed columns) and, where rules leave columns out, `excluded_columns`; the
+    columns `schema_policy: ignore_new_columns` keeps out (`TableState.ignored_columns`) are named apart, in
+    `ignored_columns`, since a re-snapshot lands them and a rule never would."""
+    configured = pipeline.config.sink.column_rules_for(table)
+    rules = with_ignored(configured, ignored)
     metadata: dict[str, Any] = {"dagster/column_schema": column_schema(
         table, schema_json, with_metadata_columns=pipeline.config.sink.metadata_columns_for(table), rules=rules,
     )}
-    excluded = excluded_columns(table, schema_json, rules)
+    excluded = excluded_columns(table, schema_json, configured)
     if excluded:
         metadata["excluded_columns"] = dg.MetadataValue.text(", ".join(excluded))
+    present = set(SourceSchema.from_json(TableRef.parse(table), schema_json).column_names)
+    kept_out = [name for name in ignored if name in present and name not in excluded]
+    if kept_out:
+        metadata["ignored_columns"] = dg.MetadataValue.text(", ".join(kept_out))
     return metadata
 
 
@@ -261,7 +269,7 @@ def change_metadata(
         metadata["delta_version"] = dg.MetadataValue.int(changes.delta_version)
     table_state = state.tables.get(table)
     if table_state is not None:
-        metadata.update(columns_metadata(table, table_state.schema, pipeline))
+        metadata.update(columns_metadata(table, table_state.schema, pipeline, table_state.ignored_columns))
     return metadata
 
 
@@ -335,7 +343,8 @@ def discovered_metadata(
     table_state = state.tables.get(found.table)
     if table_state is not None:
         metadata["rows_at_snapshot"] = dg.MetadataValue.int(table_state.rows_snapshotted)
-        metadata.update(columns_metadata(found.table, table_state.schema, pipeline))
+        metadata.update(columns_metadata(found.table, table_state.schema, pipeline,
+                                         table_state.ignored_columns))
     return metadata
 
 
@@ -357,7 +366,8 @@ def snapshot_metadata(result: SnapshotResult, state: PipelineState, pipeline: Pi
         metadata["catalog_error"] = dg.MetadataValue.text(result.catalog_error)
     table_state = state.tables.get(result.table)
     if table_state is not None:
-        metadata.update(columns_metadata(result.table, table_state.schema, pipeline))
+        metadata.update(columns_metadata(result.table, table_state.schema, pipeline,
+                                         table_state.ignored_columns))
     return metadata
 
 

@@ -134,6 +134,10 @@ class UniformWriteError(DeltaWriteError):
     """A table has Delta UniForm (Iceberg metadata beside its log) that this process cannot keep current."""
 
 
+class IcebergMetadataError(TableError):
+    """A table's Iceberg metadata (`sink.tables.<t>.iceberg`, docs/iceberg.md) cannot describe its Delta version."""
+
+
 class ConcurrentRunError(BinlakeError):
     """Another runner holds the pipeline, or won a compare-and-swap race."""
 

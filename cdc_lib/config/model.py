@@ -3,6 +3,8 @@ finds and reads the files)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 from collections.abc import Mapping
@@ -112,6 +114,26 @@ class ColumnMask:
     fill: str = "*"
 
 
+#: What a hash key's check value is the HMAC of: a fixed text, so the value tells keys apart and reveals nothing
+#: of the key (HMAC-SHA256 is a pseudo-random function of it).
+_KEY_CHECK_MESSAGE = b"binlake hash key check v1"
+
+
+def hash_key_check(secret: str) -> str:
+    """A short value that differs between two hash keys (64 bits of HMAC-SHA256 of a fixed text): recorded with a
+    table's landing rules, it tells a sync that the key under a mask's variable is not the snapshot's."""
+    return hmac.new(secret.encode(), _KEY_CHECK_MESSAGE, hashlib.sha256).hexdigest()[:16]
+
+
+def _recorded_mask(mask: ColumnMask, environ: Mapping[str, str]) -> dict[str, Any]:
+    recorded: dict[str, Any] = dict(vars(mask))
+    secret = environ.get(mask.key_env) if mask.kind == "hash" and mask.key_env else None
+    if secret:
+        # Unset: not recorded here; shaping the table's rows refuses the missing key with its own remedy.
+        recorded["key_check"] = hash_key_check(secret)
+    return recorded
+
+
 TypeOverride = Literal["boolean"]
 TYPE_OVERRIDES: tuple[TypeOverride, ...] = ("boolean",)
 
@@ -155,6 +177,8 @@ class TableSettings:
     filter: str | None = None
     #: Partition or clustering columns; None: neither.
     layout: TableLayout | None = None
+    #: Iceberg metadata written by binlake beside the Delta log after each run (docs/iceberg.md); None: none.
+    iceberg: bool | None = None
 
 
 
@@ -247,22 +271,29 @@ class SinkConfig:
         """`table`'s column projection and masking (per table only); None: every column in clear."""
         return self.tables.get(table, TableSettings()).columns
 
+    def iceberg_for(self, table: str) -> bool:
+        """Whether binlake keeps Iceberg metadata beside `table`'s Delta log (per table only; docs/iceberg.md)."""
+        return bool(self.tables.get(table, TableSettings()).iceberg)
+
     def row_filter_for(self, table: str) -> str | None:
         """`table`'s row filter predicate (per table only); None: every row lands."""
         return self.tables.get(table, TableSettings()).filter
 
-    def landing_rules_for(self, table: str) -> dict[str, Any]:
+    def landing_rules_for(self, table: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         """What decides which rows and values of `table` land (its columns, masks and row filter), as recorded
         with a snapshot: a sync under other rules would mix two shapes in one table (a value landed in clear
         before a mask was added), so it stops the table until it is re-snapshotted (`pipeline/sync.py`).
 
-        A hash mask is recorded by the name of its key's variable, never the key."""
+        A hash mask is recorded by the name of its key's variable and a check value of the key
+        (`hash_key_check`), never the key: a new key under the same variable would land new hashes beside old
+        ones, and joins on the column would silently miss."""
         rules = self.column_rules_for(table)
         row_filter = self.row_filter_for(table)
+        environ = os.environ if environ is None else environ
         return {
             "include": None if rules is None or rules.include is None else list(rules.include),
             "exclude": [] if rules is None else sorted(rules.exclude),
-            "mask": {} if rules is None else {column: {key: value for key, value in vars(mask).items()}
+            "mask": {} if rules is None else {column: _recorded_mask(mask, environ)
                                               for column, mask in sorted(rules.mask.items())},
             "filter": None if row_filter is None else " ".join(row_filter.split()),
             # Only when set: a snapshot recorded before type overrides existed stays equal to its rules.

@@ -4,6 +4,7 @@ to fix it."""
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
@@ -243,6 +244,9 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
             raise ConfigError(f"sink.tables.{name}.{'partition_by' if settings.layout.partition_by else 'cluster_by'}",
                               f"applies to mirror tables only, not mode {settings.mode or mode}",
                               remedy="land the table as a mirror, or drop its layout")
+        if settings.iceberg:
+            _check_iceberg(settings, f"sink.tables.{name}.", on_s3=path.startswith("s3a://"),
+                           deletion_vectors=deletion_vectors)
     freshness = _freshness(document, "sink.")
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
@@ -323,7 +327,7 @@ def _routed(
         if routed.route_for(name) is None:
             continue
         # The shared Delta table has one set of properties and one mode: a shard's own would flip them.
-        for key in ("mode", "metadata_columns", "deletion_vectors", "change_data_feed", "schema_policy"):
+        for key in ("mode", "metadata_columns", "deletion_vectors", "change_data_feed", "schema_policy", "iceberg"):
             if getattr(settings, key) is not None:
                 refusals.append((f"sink.tables.{name}.{key}", True))
     if refusals:
@@ -438,7 +442,6 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             {"deletion_vectors", "change_data_feed", "mode", "metadata_columns", "freshness", "schema_policy",
              "columns", "mask", "maintenance", "iceberg", "filter", "partition_by", "cluster_by", "types"},
         )
-        _refuse_iceberg(entry_doc, prefix)
         overrides[name] = TableSettings(
             deletion_vectors=_boolean(entry_doc, "deletion_vectors", prefix),
             change_data_feed=_boolean(entry_doc, "change_data_feed", prefix),
@@ -450,6 +453,7 @@ def _table_settings(value: Any, patterns: tuple[str, ...]) -> dict[str, TableSet
             schema_policy=_schema_policy(entry_doc, prefix),
             columns=_column_rules(entry_doc, prefix),
             filter=_row_filter(entry_doc, prefix),
+            iceberg=_boolean(entry_doc, "iceberg", prefix),
         )
         overrides[name] = replace(overrides[name], layout=_layout(entry_doc, prefix, overrides[name]))
         if overrides[name].metadata_columns:
@@ -642,26 +646,22 @@ def _column_mask(value: Any, key: str) -> ColumnMask:
     )
 
 
-#: Delta UniForm's Iceberg converter for delta-spark 4.0.1 (`cdc_lib.sink.spark.jars.DELTA_ICEBERG`, which config/
-#: may not import); Maven Central answered 404 for it on 2026-11-27.
-_DELTA_ICEBERG = "io.delta:delta-iceberg_2.13:4.0.1"
-
-
-def _refuse_iceberg(document: Mapping[str, Any], prefix: str) -> None:
-    """`iceberg: true` (Delta UniForm with Iceberg metadata) is refused, loudly, rather than half-kept.
-
-    Delta writes UniForm's Iceberg metadata with the converter of the delta-iceberg jar, which binlake cannot
-    fetch; a table with the setting but without the converter would either get no Iceberg metadata or fail every
-    Spark commit after writing it to Delta (docs/iceberg.md). `iceberg: false` is accepted and changes nothing.
-    """
-    if _boolean(document, "iceberg", prefix):
-        raise ConfigError(
-            f"{prefix}iceberg",
-            f"asks for Delta UniForm with Iceberg metadata, which needs the {_DELTA_ICEBERG} jar; Maven Central does "
-            "not serve that coordinate (HTTP 404), so binlake cannot keep a table's Iceberg metadata current",
-            remedy="remove the key (the table lands as plain Delta; Iceberg readers cannot open it), and read "
-            "docs/iceberg.md for what binlake does with a table another writer turned UniForm on",
-        )
+def _check_iceberg(settings: TableSettings, prefix: str, *, on_s3: bool, deletion_vectors: bool) -> None:
+    """`iceberg: true`: binlake writes the table's Iceberg metadata itself (cdc_lib/sink/iceberg, docs/iceberg.md),
+    listing the Parquet files of the Delta version. Refused where that listing would not be the table's rows."""
+    if importlib.util.find_spec("pyiceberg") is None:  # found, not imported: loading the config stays fast
+        raise ConfigError(f"{prefix}iceberg", "needs the pyiceberg package, which is not installed",
+                          remedy="pip install binlake[iceberg]")
+    if on_s3:
+        raise ConfigError(f"{prefix}iceberg", "is supported on a local sink.path only, not on S3 yet",
+                          remedy="remove the key, or land the table in a local sink (docs/iceberg.md)")
+    if deletion_vectors if settings.deletion_vectors is None else settings.deletion_vectors:
+        raise ConfigError(f"{prefix}iceberg", "cannot be exact with deletion vectors: Iceberg readers would not see "
+                          "the rows a Delta deletion vector removes", remedy=f"set {prefix}deletion_vectors: false")
+    if settings.layout is not None and settings.layout.partition_by:
+        raise ConfigError(f"{prefix}iceberg", "cannot be exact on a partitioned table: Delta keeps partition values "
+                          "out of the Parquet files, where an Iceberg reader looks for them",
+                          remedy="drop partition_by (cluster_by is fine), or drop iceberg")
 
 
 def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, prefix: str) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cdc_lib.common.failures import is_conflict
-from cdc_lib.errors import BinlakeError
+from cdc_lib.errors import BinlakeError, IcebergMetadataError
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.sink import choice, delta_log
 from cdc_lib.sink.delta_rs import writer as delta_rs_writer
@@ -85,17 +85,33 @@ def maintain(
     run_id = uuid.uuid4().hex[:12]
     log.info("maintenance run %s%s: %s", run_id, " (dry run)" if dry_run else "", ", ".join(chosen))
     outcomes = []
+    maintained: dict[str, Outcome] = {}  # by path: routed sources (sink.routes) share one Delta table
     for table in chosen:
         settings = context.config.sink.maintenance_for(table)
         if not settings.enabled:
             outcomes.append(Outcome(table=table, engine="-", dry_run=dry_run, skipped="maintenance.enabled: false"))
             continue
+        path = context.table_path(table)
+        if path in maintained:
+            shared = maintained[path]
+            outcomes.append(Outcome(table=table, engine=shared.engine, dry_run=dry_run, skipped=(
+                f"its Delta table is {shared.table}'s too (sink.routes), maintained once in this run")))
+            continue
         schema = TableSchema.from_json(TableRef.parse(table), state.tables[table].schema)
         outcome = _maintain_table(context, table, schema, dry_run=dry_run, run_id=run_id,
                                   spark=spark or context.spark, now=now)
         outcomes.append(outcome)
+        maintained[path] = outcome
         if not dry_run and outcome.skipped is None:
             _record(context, outcome)
+        if not dry_run and context.config.sink.iceberg_for(table):
+            # OPTIMIZE and VACUUM change the files: the Iceberg snapshot lists the new ones (docs/iceberg.md).
+            from cdc_lib.sink.iceberg import convert
+
+            try:
+                convert.refresh(context.table_path(table), table=table)
+            except (IcebergMetadataError, OSError) as exc:
+                log.error("%s: Iceberg metadata not written: %s; the next sync writes it", table, exc)
     abandoned = leftovers.abandoned_snapshot_documents(context.store, context.config.pipeline)
     abandoned = {table: snapshot for table, snapshot in abandoned.items() if table in chosen}
     if abandoned:

@@ -137,7 +137,8 @@ def apply_schema_change(
         generated = _generated_columns(connection, cursor.schema.table, [column.name for column in diff.added])
         backfill = needs_backfill(diff, generated)
         if diff.added or diff.retyped:
-            evolve_delta_table(context.spark(), context.table_path(name), diff, table=name, generated=generated)
+            evolve_delta_table(context.spark(), context.table_path(name), diff, table=name, generated=generated,
+                               clustering=context.config.sink.layout_for(name).cluster_by)
             check_after_schema_change(context, name)
         if backfill:
             high = _backfill(context, connection, current, backfill, rules)

@@ -194,11 +194,13 @@ def needs_backfill(diff: SchemaDiff, generated: Collection[str]) -> list[ColumnI
 
 
 def evolve_delta_table(
-    spark: SparkSession, path: str, diff: SchemaDiff, *, table: str, generated: Collection[str] = ()
+    spark: SparkSession, path: str, diff: SchemaDiff, *, table: str, generated: Collection[str] = (),
+    clustering: tuple[str, ...] = (),
 ) -> None:
     """Retype widened columns, add the new columns (if not there yet) and fill existing rows' constant defaults.
 
     Columns that need a back-fill from the source are only added here (NULL until the pipeline back-fills them).
+    `clustering`: the table's configured clustering columns, which a retype's overwrite resets and sets again.
     """
     from cdc_lib.sink.spark.uniform import check_uniform_writable
     from cdc_lib.sink.spark.writer import rewrite_column_types
@@ -206,7 +208,7 @@ def evolve_delta_table(
 
     check_uniform_writable(spark, path, storage=storage_for(path), table=table)
     if diff.retyped:
-        rewrite_column_types(spark, path, diff.retyped)
+        rewrite_column_types(spark, path, diff.retyped, clustering=clustering)
     literals = {column.name: default_literal(column, generated=column.name in generated) for column in diff.added}
     order = spark.read.format("delta").load(path).columns
     existing = set(order)

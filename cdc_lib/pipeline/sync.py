@@ -32,7 +32,7 @@ from cdc_lib.changes.spill import SpilledChanges
 from cdc_lib.common.failures import Retrying
 from cdc_lib.common.faults import failpoint
 from cdc_lib.common.logs import about_table
-from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError, RoutingError
+from cdc_lib.errors import BinlogPurgedError, ColumnRulesError, FencedCommitError, IcebergMetadataError, RoutingError
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.pipeline.read_ahead import ReadAhead
@@ -218,24 +218,6 @@ def run_batch(
         if table_state.error:
             skipped[name] = table_state.error
             continue
-        landing = context.config.sink.landing_rules_for(name)
-        if table_state.landing is None:
-            table_state = state.tables[name] = replace(table_state, landing=landing)  # a state of before the record
-        elif table_state.landing != landing:
-            recorded = table_state.landing
-            changed = sorted(key for key in {**landing, **recorded} if landing.get(key) != recorded.get(key))
-            stop = ColumnRulesError(
-                f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
-                "under other rules would leave rows and values landed under the old ones beside the new (a column "
-                "in clear before its mask, rows a new filter leaves out)",
-                remedy=f"re-snapshot the table under the new rules: binlake snapshot --table {name} (or put the "
-                f"rules back as they were: {table_state.landing}, then binlake resume --table {name})",
-                table=name,
-            )
-            log.error("%s", stop, extra=about_table(name))
-            state.tables[name] = replace(table_state, error=str(stop))
-            skipped[name] = str(stop)
-            continue
         schema = TableSchema.from_json(TableRef.parse(name), table_state.schema)
         try:
             # Not strict: a column the rules name may have been dropped by a DDL since the snapshot checked them.
@@ -247,6 +229,33 @@ def run_batch(
             # A rule that no longer fits (a hash key unset in this environment): the table stops at its offset, on
             # record, so that status and the Dagster checks show it (not only this run's log); the others go on.
             stop = ColumnRulesError(exc.cause, remedy=f"{exc.remedy}; then binlake resume --table {name}", table=name)
+            log.error("%s", stop, extra=about_table(name))
+            state.tables[name] = replace(table_state, error=str(stop))
+            skipped[name] = str(stop)
+            continue
+        landing = context.config.sink.landing_rules_for(name)
+        if table_state.landing is None or _recorded_before_key_checks(table_state.landing, landing):
+            # A state of before the record (or of before hash key checks were recorded): it adopts today's.
+            table_state = state.tables[name] = replace(table_state, landing=landing)
+        elif table_state.landing != landing:
+            recorded = table_state.landing
+            changed = sorted(key for key in {**landing, **recorded} if landing.get(key) != recorded.get(key))
+            rekeyed = _rekeyed_columns(recorded, landing)
+            stop = ColumnRulesError(
+                f"sink.tables.{name}: the hash key of column(s) {', '.join(rekeyed)} is not the key the table's "
+                "snapshot hashed with (same variable, another value); hashes of the new key beside the old ones "
+                "would silently break joins and counts on the column",
+                remedy=f"restore the key the snapshot used, then binlake resume --table {name}; or re-snapshot the "
+                f"table under the new key: binlake snapshot --table {name}",
+                table=name,
+            ) if rekeyed else ColumnRulesError(
+                f"sink.tables.{name}: its {', '.join(changed)} changed since the table's snapshot; applying changes "
+                "under other rules would leave rows and values landed under the old ones beside the new (a column "
+                "in clear before its mask, rows a new filter leaves out)",
+                remedy=f"re-snapshot the table under the new rules: binlake snapshot --table {name} (or put the "
+                f"rules back as they were: {table_state.landing}, then binlake resume --table {name})",
+                table=name,
+            )
             log.error("%s", stop, extra=about_table(name))
             state.tables[name] = replace(table_state, error=str(stop))
             skipped[name] = str(stop)
@@ -630,6 +639,8 @@ def _settle_table(
     table_state = replace(
         table_state, consistent=table_state.consistent or reached(table_state.position, table_state.snapshot_high)
     )
+    if failure is None and context.config.sink.iceberg_for(cursor.name):
+        failure = _keep_iceberg_current(context, cursor.name, table_state.position)
     if failure:
         table_state = replace(table_state, error=str(failure.error))
     changes = written.changes
@@ -648,8 +659,54 @@ def _settle_table(
     return _Settled(state=table_state, result=result, spark_used=spark_used)
 
 
+def _keep_iceberg_current(context: PipelineContext, name: str, position: BinlogPosition) -> TableFailure | None:
+    """Write the table's Iceberg snapshot of its newest Delta version (docs/iceberg.md), whichever engine committed
+    it and whether or not this batch did: a run that died between its Delta commit and this write is healed here.
+    A passing I/O fault waits for the next batch; a version Iceberg cannot describe exactly, or any other failure,
+    stops this table only (invariant 12) rather than failing every table's batch after their Delta commits."""
+    from cdc_lib.sink.iceberg import convert
+
+    try:
+        convert.refresh(context.table_path(name), table=name)
+    except OSError as exc:
+        log.warning("%s: Iceberg metadata not written (%s); the next batch writes it", name, exc,
+                    extra=about_table(name))
+    except IcebergMetadataError as exc:
+        log.error("%s", exc, extra=about_table(name))
+        return TableFailure(error=exc, position=position)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's own errors: the table stops, on record, with a remedy
+        stop = IcebergMetadataError(f"writing the Iceberg metadata failed: {exc!r}",
+                                    remedy=f"see docs/iceberg.md; then binlake resume --table {name}", table=name)
+        log.error("%s", stop, extra=about_table(name))
+        return TableFailure(error=stop, position=position)
+    return None
+
+
 def _sort_key(position: BinlogPosition) -> tuple[int, str, int]:
     return position.sort_key
 
 
 __all__ = ["SyncResult", "TableBatchResult", "run_batch", "run_until_caught_up", "sync"]
+
+
+
+def _without_key_checks(record: dict[str, Any]) -> dict[str, Any]:
+    masks = record.get("mask") or {}
+    return {**record, "mask": {column: {key: value for key, value in mask.items() if key != "key_check"}
+                               for column, mask in masks.items()}}
+
+
+def _recorded_before_key_checks(recorded: dict[str, Any], landing: dict[str, Any]) -> bool:
+    """`recorded` was written before hash masks recorded their key's check value, and is `landing` but for it."""
+    if any("key_check" in mask for mask in (recorded.get("mask") or {}).values()):
+        return False
+    return _without_key_checks(landing) == recorded != landing
+
+
+def _rekeyed_columns(recorded: dict[str, Any], landing: dict[str, Any]) -> list[str]:
+    """The hash-masked columns whose key changed, when that is the only difference between the two records."""
+    if _without_key_checks(recorded) != _without_key_checks(landing):
+        return []
+    before, after = recorded.get("mask") or {}, landing.get("mask") or {}
+    return sorted(column for column, mask in after.items()
+                  if before.get(column, {}).get("key_check") != mask.get("key_check"))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cdc_lib.model.types import ColumnInfo, quote_identifier, spark_type_ddl
+from cdc_lib.model.types import TEXT_TRANSFERRED_TEMPORALS, ColumnInfo, quote_identifier, spark_type_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -117,6 +117,11 @@ def mysql_text(column: ColumnInfo) -> str:
         text = f"CONVERT({quoted} USING utf8mb4)"
     else:
         text = f"CAST({quoted} AS CHAR)"
+    if kind in TEXT_TRANSFERRED_TEMPORALS:
+        # A zero or partial date ('0000-00-00', '2024-00-10', year 0000) lands as NULL on both roads under
+        # `source.zero_dates: null` (and stops the table under `error`), so the source's side reads it as NULL too:
+        # otherwise every such row would be reported as drift that no re-snapshot could remove.
+        text = f"IF(YEAR({quoted}) = 0 OR MONTH({quoted}) = 0 OR DAYOFMONTH({quoted}) = 0, NULL, {text})"
     return f"CAST({text} AS BINARY)"
 
 

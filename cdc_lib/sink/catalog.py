@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from cdc_lib.config.model import CATALOG_NAME_PART, CatalogConfig, PipelineConfig
@@ -262,11 +262,18 @@ def register_tables(context: RegistrationContext, tables: list[str] | None = Non
             table=unknown[0],
         )
     outcomes = []
+    registered: dict[str, RegistrationOutcome] = {}  # by location: routed sources share one table and one entry
     for table in tables or snapshotted:
+        location = context.table_path(table)
+        if location in registered:
+            outcomes.append(replace(registered[location], table=table))
+            continue
         try:
-            outcomes.append(RegistrationOutcome(table=table, registration=_register(context, table)))
+            outcome = RegistrationOutcome(table=table, registration=_register(context, table))
         except BinlakeError as error:
-            outcomes.append(RegistrationOutcome(table=table, error=error))
+            outcome = RegistrationOutcome(table=table, error=error)
+        registered[location] = outcome
+        outcomes.append(outcome)
     return outcomes
 
 
@@ -278,8 +285,11 @@ def _register(context: RegistrationContext, table: str) -> Registration:
             remedy=f"snapshot the table first: binlake snapshot --table {table}",
             table=table,
         )
+    # A routed source (sink.routes) lands in its target's Delta table, which is registered by the target's name:
+    # one catalog entry for the group, never one per shard pointing at the shared location.
+    named = context.config.sink.route_for(table) or table
     return register_table(
-        context.spark(), context.config.catalog, pipeline=context.config.pipeline, table=table, location=location
+        context.spark(), context.config.catalog, pipeline=context.config.pipeline, table=named, location=location
     )
 
 

@@ -84,6 +84,12 @@ def snapshot_tables(
                     results.append(snapshot_table(context, handle, connection, schema, progress=progress))
             finally:
                 handle.release()
+    for result in results:
+        if context.config.sink.iceberg_for(result.table):
+            # The snapshot's Delta version as an Iceberg snapshot (docs/iceberg.md); the syncs keep it current.
+            from cdc_lib.sink.iceberg import convert
+
+            convert.refresh(context.table_path(result.table), table=result.table)
     order = [schema.table.name for schema in schemas]
     return sorted(results, key=lambda result: order.index(result.table))
 

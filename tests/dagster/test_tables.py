@@ -107,6 +107,13 @@ def test_column_schema_lists_only_landed_columns_and_names_masks_and_exclusions(
     # Without rules: every column, and no exclusion entry.
     plain = cast(Pipeline, SimpleNamespace(config=parse_config(_document())))
     assert "excluded_columns" not in columns_metadata("db.t", schema_json, plain)
+    # Columns `schema_policy: ignore_new_columns` keeps out are not listed as landed, and are named apart.
+    ignoring = columns_metadata("db.t", schema_json, plain, ignored=("city", "notes"))
+    assert [column.name for column in ignoring["dagster/column_schema"].columns] == ["id", "email", "age", "phone"]
+    assert ignoring["ignored_columns"].value == "city, notes" and "excluded_columns" not in ignoring
+    # A column both excluded by a rule and ignored is shown once, as excluded.
+    both = columns_metadata("db.t", schema_json, pipeline, ignored=("notes",))
+    assert both["excluded_columns"].value == "notes" and "ignored_columns" not in both
 
 
 def _document() -> dict[str, Any]:

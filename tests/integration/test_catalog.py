@@ -29,6 +29,7 @@ from cdc_lib.config.load import load_config
 from cdc_lib.config.model import PipelineConfig, SparkConfig
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
+from cdc_lib.sink.catalog import register_tables
 from cdc_lib.sink.spark.session import spark_session, spark_started
 from tests.conftest import CDC_PASSWORD, ConfigFactory, scan_rows, source_rows, sql, write_config_file
 from tests.integration.conftest import cli_in_process, s3_sink
@@ -256,3 +257,33 @@ def test_hive_metastore_names_reach_a_new_process(
     # The reader's JSON carries decimals as text.
     assert rows == [(*row[:3], str(row[3])) for row in source_rows(mariadb, table)]
     assert [row[3] for row in rows] == ["2.50", "7.25", "2.50", "0.04"]
+
+
+def test_routed_shards_get_one_entry_named_after_their_target(
+    mariadb: LocalMariaDB, database: str, make_config: ConfigFactory, session_catalog: str,
+) -> None:
+    """Sources routed into one Delta table (sink.routes) register it once, by the target's name; no entry is
+    named after a shard, and `binlake register` reports the one entry for each source."""
+    shards = [f"{database}.parts_{number}" for number in range(3)]
+    for number, shard in enumerate(shards):
+        sql(mariadb, f"CREATE TABLE {shard} (id INT PRIMARY KEY, sku VARCHAR(20) NOT NULL)",
+            f"INSERT INTO {shard} VALUES (1, 'p{number}-a'), ({number + 2}, 'p{number}-b')")
+    config = make_config(shards, catalog={"enabled": True, "database": "bronze_{database}"},
+                         sink__routes=[{"source": rf"{database}\.parts_[0-9]+", "target": f"{database}.parts"}])
+    pipeline = Pipeline(config)
+    results = pipeline.snapshot()
+    name = f"{session_catalog}.parts"
+    assert {result.registered_as for result in results} == {f"spark_catalog.{name}"}
+    assert all(result.catalog_error is None for result in results)
+    spark = pipeline.spark()
+    assert sorted(row.tableName for row in spark.sql(f"SHOW TABLES IN spark_catalog.{session_catalog}").collect()) \
+        == ["parts"]
+    columns, rows = by_name(pipeline, name)
+    assert columns == ["id", "sku", "_binlake_source_db", "_binlake_source_table"]
+    assert len(rows) == 6
+
+    # `binlake register`: one entry, reported for each source.
+    outcomes = register_tables(pipeline.context)
+    assert [outcome.table for outcome in outcomes] == shards
+    assert {outcome.registration.name for outcome in outcomes if outcome.registration} == {f"spark_catalog.{name}"}
+    assert all(outcome.error is None for outcome in outcomes)

@@ -32,6 +32,7 @@ from tests.conftest import run_cli, sql, write_config_file
 MARK = "CLEARTXT"
 KEY_ENV = "BINLAKE_TEST_MASK_KEY"
 KEY = f"mask-key-{uuid.uuid4().hex}"
+ROTATED_KEY = f"rotated-key-{uuid.uuid4().hex}"
 BOUND = 300  # batch.max_buffered_changes: the big transaction below spills
 RULES = {
     "columns": {"exclude": ["note"]},
@@ -326,7 +327,7 @@ def test_a_hash_key_missing_at_a_batch_stops_the_table_on_record_until_it_is_set
 
 
 def test_rules_changed_since_the_snapshot_stop_the_table_until_it_is_re_snapshotted_or_they_are_put_back(
-    mariadb: Any, database: str, make_config: Any, mask_key: None
+    mariadb: Any, database: str, make_config: Any, mask_key: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A mask added after the snapshot would land new values hashed beside old ones in clear: the table stops
     (the other flows) until the rules are put back and it resumes, or it is re-snapshotted under the new ones."""
@@ -361,6 +362,23 @@ def test_rules_changed_since_the_snapshot_stop_the_table_until_it_is_re_snapshot
     # Re-snapshotted under the new rules: they are its rules from then on.
     pipeline.snapshot(tables=[table])
     sql(mariadb, f"UPDATE {table} SET email = CONCAT('again', id) WHERE id <= 3")
+    pipeline.sync(until_caught_up=True)
+    assert pipeline.read_state().tables[table].error is None
+    source = sql(mariadb, f"SELECT id, email FROM {table} ORDER BY id")
+    assert [(row["id"], row["email"]) for row in delta(after, table)[1]] == [
+        (id_, _hash(email)) for id_, email in source]
+
+    # A new key under the same variable: new hashes beside the old would break every join on the column. The
+    # table stops, naming the column and neither key; with the key restored it resumes exact.
+    monkeypatch.setenv(KEY_ENV, ROTATED_KEY)
+    sql(mariadb, f"UPDATE {table} SET email = CONCAT('rekeyed', id) WHERE id <= 2")
+    pipeline.sync(until_caught_up=True)
+    error = pipeline.read_state().tables[table].error
+    assert error is not None and "the hash key of column(s) email is not the key" in error, error
+    assert KEY not in error and ROTATED_KEY not in error
+    assert not any(str(row["email"]) == _hash("rekeyed1") for row in delta(after, table)[1])  # nothing applied
+    monkeypatch.setenv(KEY_ENV, KEY)
+    pipeline.resume(table)
     pipeline.sync(until_caught_up=True)
     assert pipeline.read_state().tables[table].error is None
     source = sql(mariadb, f"SELECT id, email FROM {table} ORDER BY id")

@@ -7,15 +7,17 @@ table), an added column and a re-snapshot. The layout is read from the Delta log
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from deltalake import DeltaTable
 
 from cdc_lib.errors import LayoutError
 from cdc_lib.pipeline.pipeline import Pipeline
-from tests.conftest import sql
+from tests.conftest import run_cli, sql, write_config_file
 
 
 def _create(mariadb: Any, table: str) -> None:
@@ -134,3 +136,31 @@ def test_a_layout_column_the_table_lacks_stops_its_snapshot(mariadb: Any, databa
     with pytest.raises(LayoutError, match="regoin"):
         Pipeline(config).snapshot()
     assert not Path(Pipeline(config).table_path(table), "_delta_log").exists()
+
+
+def test_a_crash_between_a_widening_and_its_cluster_by_is_healed_by_the_replay(
+    mariadb: Any, database: str, make_config: Any, tmp_path: Path
+) -> None:
+    """A widening rewrites the table, which resets clustering, then sets it again: killed between the two, the
+    replay finds the types done and the clustering gone, and sets the configured clustering again."""
+    table = f"{database}.orders"
+    _create(mariadb, table)
+    config = make_config([table], sink__tables={table: {"cluster_by": ["region", "qty"]}})
+    pipeline = Pipeline(config)
+    path = pipeline.table_path(table)
+    pipeline.snapshot()
+    config_path = write_config_file(config, tmp_path / "binlake.yaml")
+    document = yaml.safe_load(config_path.read_text())
+    document["sink"]["tables"] = {table: {"cluster_by": ["region", "qty"]}}
+    config_path.write_text(yaml.safe_dump(document))
+
+    sql(mariadb, f"ALTER TABLE {table} MODIFY qty BIGINT", f"UPDATE {table} SET qty = 5000000000 WHERE id = 3",
+        database=database)
+    crashed = run_cli(config_path, "sync", env={"BINLAKE_FAILPOINT": "after_retype_overwrite"}, timeout=900)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert clustering_columns(path) == [], "killed after the overwrite reset the clustering, before CLUSTER BY"
+
+    pipeline.sync(until_caught_up=True)
+    assert pipeline.read_state().tables[table].error is None
+    assert clustering_columns(path) == [["region"], ["qty"]]
+    assert _rows(path) == _source(mariadb, table)

@@ -17,6 +17,7 @@ import yaml
 from deltalake import DeltaTable
 
 from cdc_lib.errors import RoutingError
+from cdc_lib.maintenance.run import maintain
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.reconcile.reconcile import reconcile
 from tests.conftest import run_cli, sql, write_config_file
@@ -185,3 +186,24 @@ def test_an_alter_on_one_shard_stops_only_that_shard(mariadb: Any, database: str
     assert "extra" not in columns
     assert [row for row in rows if row["_binlake_source_table"] != "orders_1"] == expected(
         mariadb, database, ("orders_0", "orders_2"))
+
+
+def test_maintenance_maintains_a_routed_table_once_per_run(mariadb: Any, database: str, make_config: Any) -> None:
+    """Three sources share one Delta table: `binlake maintain` compacts and vacuums it once, and names the
+    sources it left to that one run; the rows stay the union of the sources."""
+    for number, shard in enumerate(SHARDS):
+        _create(mariadb, database, shard, 20 + number, tag=f"m{number}")
+    config = _routed_config(make_config, database)
+    pipeline = Pipeline(config)
+    pipeline.snapshot()
+    for round_ in range(4):  # small commits to compact
+        sql(mariadb, *(f"UPDATE {shard} SET qty = qty + 1 WHERE id = {round_ + 1}" for shard in SHARDS),
+            database=database)
+        pipeline.sync(until_caught_up=True)
+    outcomes = maintain(pipeline.context)
+    done = [outcome for outcome in outcomes if outcome.skipped is None]
+    assert len(done) == 1 and done[0].table == f"{database}.{SHARDS[0]}", outcomes
+    assert done[0].compacted_files > 1
+    assert {outcome.table for outcome in outcomes if outcome.skipped} == {f"{database}.{s}" for s in SHARDS[1:]}
+    assert all("maintained once in this run" in (outcome.skipped or "") for outcome in outcomes[1:])
+    assert delta(config, database)[1] == expected(mariadb, database)

@@ -63,9 +63,19 @@ def third_party_imports() -> dict[str, set[str]]:
     return importers
 
 
+#: Imports that may come from a user-facing extra instead (`pip install binlake[iceberg]`), each only in the
+#: modules named: the config refuses the feature that loads them, naming the extra, when it is not installed.
+OPTIONAL_EXTRAS = {"pyiceberg": ("iceberg", {"cdc_lib.sink.iceberg.convert"})}
+
+
 def declared_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return [Requirement(text) for text in project["dependencies"]]
+
+
+def extra_requirements(extra: str) -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(text) for text in project["optional-dependencies"][extra]]
 
 
 @cache
@@ -111,6 +121,10 @@ def undeclared_imports() -> list[str]:
     problems = []
     for name, modules in sorted(third_party_imports().items()):
         distributions = {canonicalize_name(distribution) for distribution in providers.get(name, [])}
+        if name in OPTIONAL_EXTRAS:
+            extra, allowed = OPTIONAL_EXTRAS[name]
+            if modules <= allowed and distributions & installed_closure(extra_requirements(extra)):
+                continue
         if not distributions:
             problems.append(f"{', '.join(sorted(modules))}: imports '{name}', which no installed distribution "
                             f"provides")

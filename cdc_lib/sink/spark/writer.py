@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_lib.changes.events import TableChanges
 from cdc_lib.changes.spill import SpilledChanges, folds_of
+from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import TableLayout
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
@@ -282,7 +283,8 @@ class _SessionSettings:
                 self.spark.conf.set(key, value)
 
 
-def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) -> None:
+def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str], *,
+                         clustering: tuple[str, ...] = ()) -> None:
     """Rewrite the table with `types` (column → Spark type) cast exactly, keeping column order and properties.
 
     Delta 4.0's type widening (`delta.enableTypeWidening`, ALTER … CHANGE COLUMN … TYPE) would avoid the
@@ -290,6 +292,10 @@ def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) 
     refuses such tables ("reader features {'typeWidening'} … not yet supported"): every widening binlake
     accepts is exact as a cast (integer ranges, float → double, decimal precision/scale up), so the column is
     rewritten instead. Re-running it after a crash is a no-op cast.
+
+    `clustering`: the configured clustering columns (else the table's own, read before the overwrite resets
+    them). A replay after a crash between the overwrite and its `CLUSTER BY` finds the types done and the
+    clustering reset: it sets the configured clustering again, which a clustering read from the table could not.
     """
     from pyspark.sql import functions as F
 
@@ -298,8 +304,10 @@ def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) 
     current = dict(frame.dtypes)
     # The overwrite would drop partitioning and reset clustering (`cdc_lib.sink.spark.layout`): both are kept.
     partitions = partition_columns(path, storage=storage)
-    clustering = clustering_columns(spark, path, storage=storage)
+    clustering = clustering or clustering_columns(spark, path, storage=storage)
     if all(current.get(name) == target.replace(" ", "") for name, target in types.items()):
+        if clustering:
+            set_clustering(spark, path, clustering, storage=storage)  # a no-op unless a crash left it reset
         return
     columns = [
         F.col(quote_identifier(name)).cast(types[name]).alias(name) if name in types else F.col(quote_identifier(name))
@@ -309,6 +317,7 @@ def rewrite_column_types(spark: SparkSession, path: str, types: dict[str, str]) 
         frame.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
         .partitionBy(*partitions).save(path)
     )
+    failpoint("after_retype_overwrite")
     if clustering:
         set_clustering(spark, path, clustering, storage=storage)
 

@@ -1,0 +1,297 @@
+"""One Iceberg snapshot per converted Delta version, listing the version's live Parquet files (no data copied).
+
+Written where Delta UniForm would write it: `<table>/metadata/v<N>.metadata.json`, Avro manifests and manifest
+lists beside it, and `metadata/version-hint.text` naming the newest N (Hadoop-catalog readers, pyiceberg's
+`StaticTable.from_metadata(<table>)`). Each snapshot is a full manifest of the Delta version's files (O(files);
+maintenance keeps files few) and records the version in its summary (`binlake.delta-version`): converting a version
+already converted writes nothing, and a run that died between its Delta commit and this write is healed by the next
+conversion of the newest version. Old metadata files, and the manifests of snapshots no longer kept, are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from cdc_lib.errors import IcebergMetadataError
+from cdc_lib.sink.iceberg.schema import Column, assign_ids, name_mapping
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadataV2
+
+log = logging.getLogger(__name__)
+
+#: The snapshot summary key and table property that name the Delta version an Iceberg snapshot lists.
+DELTA_VERSION = "binlake.delta-version"
+#: Metadata files (and snapshots) kept; older ones are removed (Iceberg's `write.metadata.previous-versions-max`).
+#: A kept older snapshot lists files Delta's VACUUM may since have removed: only the current one is the table.
+KEEP_VERSIONS = 10
+_HINT = "version-hint.text"
+_NAME_MAPPING = "schema.name-mapping.default"
+_MAPPING_MODES = ("delta.columnMapping.mode",)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """What a conversion did: the Delta version the current Iceberg snapshot lists, and whether it wrote one."""
+
+    delta_version: int
+    written: bool
+    metadata_file: str | None = None
+
+
+def metadata_dir(path: str) -> Path:
+    return Path(path.removeprefix("file://")) / "metadata"
+
+
+def current_metadata_file(path: str) -> Path | None:
+    """The newest Iceberg metadata file of the Delta table at `path` (by its version hint), or None."""
+    folder = metadata_dir(path)
+    try:
+        hint = (folder / _HINT).read_text().strip()
+    except FileNotFoundError:
+        return None
+    return folder / f"v{int(hint)}.metadata.json"
+
+
+def refresh(path: str, *, table: str | None = None) -> Converted:
+    """Make the table's current Iceberg snapshot list the Delta table's newest version (a no-op when it does).
+
+    Raise IcebergMetadataError when the version cannot be described exactly (a column type Iceberg lacks, column
+    mapping or deletion vectors turned on by another writer, partitions); I/O errors pass through (the next run
+    converts again).
+    """
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.serializers import FromInputFile
+
+    try:
+        delta = DeltaTable(path)
+    except TableNotFoundError:
+        return Converted(delta_version=-1, written=False)  # no Delta table yet: nothing for Iceberg to list
+    version = delta.version()
+    folder = metadata_dir(path)
+    current_file = current_metadata_file(path)
+    base: TableMetadataV2 | None = None
+    if current_file is not None and current_file.exists():
+        loaded = FromInputFile.table_metadata(PyArrowFileIO().new_input(str(current_file)))
+        base = loaded  # type: ignore[assignment]  # binlake writes format version 2 only
+        snapshot = loaded.current_snapshot()
+        if snapshot is not None and snapshot.summary is not None \
+                and snapshot.summary.get(DELTA_VERSION) == str(version):
+            return Converted(delta_version=version, written=False, metadata_file=str(current_file))
+    _check_exact(delta, table)
+    columns = _columns(delta, base, table)
+    number = 1 if current_file is None else int(current_file.name.split(".")[0][1:]) + 1
+    written = _write(path, folder, delta, version, columns, base, number, current_file)
+    _expire(folder, number, written)
+    log.info("%s: Iceberg metadata v%d lists Delta version %d", table or path, number, version)
+    return Converted(delta_version=version, written=True, metadata_file=str(folder / f"v{number}.metadata.json"))
+
+
+def _check_exact(delta: DeltaTable, table: str | None) -> None:
+    """Refuse a Delta version whose files an Iceberg reader would read differently from a Delta reader."""
+    metadata = delta.metadata()
+    configuration = metadata.configuration
+    for key in _MAPPING_MODES:
+        if configuration.get(key, "none") != "none":
+            raise IcebergMetadataError(
+                f"the Delta table has {key} = {configuration[key]}: its Parquet columns have physical names, which "
+                "binlake's Iceberg name mapping does not describe", remedy="drop iceberg for the table", table=table)
+    if metadata.partition_columns:
+        raise IcebergMetadataError(
+            f"the Delta table is partitioned by {', '.join(metadata.partition_columns)}, whose values are not in its "
+            "Parquet files", remedy="re-snapshot the table without partition_by, or drop iceberg", table=table)
+    actions = delta.get_add_actions(flatten=True)
+    names = set(actions.schema.names)
+    if "deletionVector.storageType" in names or any(name.startswith("deletionVector") for name in names):
+        import pyarrow as pa
+
+        column = pa.table(actions).column(next(n for n in names if n.startswith("deletionVector")))
+        if column.null_count != len(column):
+            raise IcebergMetadataError(
+                "the Delta table's files carry deletion vectors, which Iceberg readers do not apply",
+                remedy="set sink.tables.<t>.deletion_vectors: false and re-snapshot the table (or run OPTIMIZE "
+                "with purge), or drop iceberg", table=table)
+
+
+def _columns(delta: DeltaTable, base: TableMetadataV2 | None, table: str | None) -> tuple[list[Column], int]:
+    """The Delta version's columns with field ids kept from every schema the Iceberg metadata has had."""
+    fields = []
+    for field in delta.schema().fields:
+        kind = getattr(field.type, "type", None)
+        if not isinstance(kind, str):
+            raise IcebergMetadataError(
+                f"column {field.name} has a nested Delta type, which binlake does not map to Iceberg",
+                remedy="leave the column out (sink.tables.<t>.columns.exclude) or drop iceberg", table=table)
+        fields.append((field.name, kind, bool(field.nullable)))
+    known: dict[str, tuple[int, str]] = {}
+    last_id = 0
+    if base is not None:
+        last_id = base.last_column_id
+        for schema in base.schemas:  # oldest first: the current schema's ids and types win
+            for nested in schema.fields:
+                known[nested.name] = (nested.field_id, str(nested.field_type))
+    return assign_ids(fields, known, last_id, table=table)
+
+
+def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
+    from pyiceberg import types
+    from pyiceberg.schema import Schema
+
+    simple: dict[str, types.PrimitiveType] = {
+        "boolean": types.BooleanType(), "int": types.IntegerType(), "long": types.LongType(),
+        "float": types.FloatType(), "double": types.DoubleType(), "string": types.StringType(),
+        "binary": types.BinaryType(), "date": types.DateType(), "timestamp": types.TimestampType(),
+        "timestamptz": types.TimestamptzType(),
+    }
+
+    def parsed(kind: str) -> types.PrimitiveType:
+        if kind in simple:
+            return simple[kind]
+        precision, scale = kind.removeprefix("decimal(").removesuffix(")").split(",")  # `schema` made it so
+        return types.DecimalType(int(precision), int(scale))
+
+    return Schema(
+        *[types.NestedField(column.field_id, column.name, parsed(column.type), required=column.required)
+          for column in columns],
+        schema_id=schema_id,
+    )
+
+
+def _write(
+    path: str, folder: Path, delta: DeltaTable, version: int, columns_and_last: tuple[list[Column], int],
+    base: TableMetadataV2 | None, number: int, previous_file: Path | None,
+) -> set[int]:
+    """Write the manifest, manifest list and v<number>.metadata.json, then the hint; the snapshot ids kept."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.manifest import (
+        DataFile,
+        DataFileContent,
+        FileFormat,
+        ManifestEntry,
+        ManifestEntryStatus,
+        write_manifest,
+        write_manifest_list,
+    )
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table.metadata import TableMetadataV2
+    from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+    from pyiceberg.table.snapshots import MetadataLogEntry, Operation, Snapshot, SnapshotLogEntry, Summary
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.typedef import Record
+
+    columns, last_id = columns_and_last
+    folder.mkdir(parents=True, exist_ok=True)
+    io = PyArrowFileIO()
+    location = str(Path(path.removeprefix("file://")))
+    schemas = list(base.schemas) if base is not None else []
+    schema = _iceberg_schema(columns, schema_id=0)
+    same = next((old for old in schemas if old.fields == schema.fields), None)
+    if same is None:
+        schema = _iceberg_schema(columns, schema_id=max((old.schema_id for old in schemas), default=-1) + 1)
+        schemas.append(schema)
+    else:
+        schema = same
+    snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
+    sequence = (base.last_sequence_number if base is not None else 0) + 1
+    now_ms = int(time.time() * 1000)
+    files = pa.table(delta.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
+    manifest_path = str(folder / f"manifest-{snapshot_id}.avro")
+    records = 0
+    with write_manifest(format_version=2, spec=UNPARTITIONED_PARTITION_SPEC, schema=schema,
+                        output_file=io.new_output(manifest_path), snapshot_id=snapshot_id,
+                        avro_compression="deflate") as writer:
+        for entry in files:
+            file_path = f"{location}/{entry['path']}"
+            count = entry["num_records"]
+            if count is None:  # a file written without statistics: its footer has the count
+                import pyarrow.parquet as pq
+
+                count = pq.read_metadata(file_path).num_rows
+            records += count
+            data_file = DataFile.from_args(
+                content=DataFileContent.DATA, file_path=file_path, file_format=FileFormat.PARQUET,
+                partition=Record(), record_count=count, file_size_in_bytes=entry["size_bytes"],
+            )
+            data_file.spec_id = 0
+            writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
+                                               data_file=data_file))
+    manifest = writer.to_manifest_file()
+    previous = base.current_snapshot() if base is not None else None
+    list_path = str(folder / f"snap-{snapshot_id}.avro")
+    with write_manifest_list(format_version=2, output_file=io.new_output(list_path), snapshot_id=snapshot_id,
+                             parent_snapshot_id=previous.snapshot_id if previous is not None else None,
+                             sequence_number=sequence, avro_compression="deflate") as list_writer:
+        list_writer.add_manifests([manifest])
+    summary = Summary(operation=Operation.OVERWRITE, **{
+        DELTA_VERSION: str(version), "total-data-files": str(len(files)), "total-records": str(records),
+        "total-delete-files": "0", "total-position-deletes": "0", "total-equality-deletes": "0",
+    })
+    snapshot = Snapshot.model_validate({
+        "snapshot-id": snapshot_id, "parent-snapshot-id": previous.snapshot_id if previous is not None else None,
+        "sequence-number": sequence, "timestamp-ms": now_ms, "manifest-list": list_path, "summary": summary,
+        "schema-id": schema.schema_id,
+    })
+    snapshots = ([*base.snapshots] if base is not None else [])[-(KEEP_VERSIONS - 1):] + [snapshot]
+    kept = {kept_snapshot.snapshot_id for kept_snapshot in snapshots}
+    snapshot_log = [entry for entry in (base.snapshot_log if base is not None else []) if entry.snapshot_id in kept]
+    metadata_log = list(base.metadata_log) if base is not None else []
+    if previous_file is not None and base is not None:
+        metadata_log.append(MetadataLogEntry.model_validate({"metadata-file": str(previous_file),
+                                                "timestamp-ms": base.last_updated_ms}))
+    metadata = TableMetadataV2.model_validate({
+        "location": location,
+        "table-uuid": base.table_uuid if base is not None else uuid.uuid4(),
+        "last-updated-ms": now_ms, "last-column-id": last_id, "schemas": schemas,
+        "current-schema-id": schema.schema_id, "partition-specs": [UNPARTITIONED_PARTITION_SPEC],
+        "default-spec-id": 0, "last-partition-id": 999,
+        "properties": {
+            _NAME_MAPPING: json.dumps(name_mapping(columns)), DELTA_VERSION: str(version),
+            "write.metadata.previous-versions-max": str(KEEP_VERSIONS), "write.metadata.delete-after-commit.enabled":
+            "true", "binlake.writer": "binlake (Iceberg metadata of a Delta table; docs/iceberg.md)",
+        },
+        "current-snapshot-id": snapshot_id, "snapshots": snapshots,
+        "snapshot-log": [*snapshot_log,
+                         SnapshotLogEntry.model_validate({"snapshot-id": snapshot_id, "timestamp-ms": now_ms})],
+        "metadata-log": metadata_log[-(KEEP_VERSIONS - 1):],
+        "sort-orders": [UNSORTED_SORT_ORDER], "default-sort-order-id": 0,
+        "refs": {"main": SnapshotRef.model_validate({"snapshot-id": snapshot_id, "type": SnapshotRefType.BRANCH})},
+        "last-sequence-number": sequence,
+    })
+    # The metadata file and then the hint, each written whole beside and renamed over: a reader sees the old
+    # table or the new one, and a crash before the hint leaves v<number> to be written again by the next run.
+    _replace(folder / f"v{number}.metadata.json", metadata.model_dump_json(exclude_none=True).encode())
+    _replace(folder / _HINT, str(number).encode())
+    return kept
+
+
+def _replace(target: Path, content: bytes) -> None:
+    staged = target.with_name(f".binlake-{uuid.uuid4().hex}.tmp")
+    staged.write_bytes(content)
+    os.replace(staged, target)
+
+
+def _expire(folder: Path, number: int, kept: set[int]) -> None:
+    """Remove metadata files older than the last KEEP_VERSIONS, and the Avro files of snapshots not kept."""
+    for entry in os.scandir(folder):
+        name = entry.name
+        if name.startswith("v") and name.endswith(".metadata.json"):
+            if int(name[1:].split(".")[0]) <= number - KEEP_VERSIONS:
+                os.unlink(entry.path)
+        elif name.endswith(".avro") and (name.startswith("manifest-") or name.startswith("snap-")):
+            if int(name.split("-", 1)[1].removesuffix(".avro")) not in kept:
+                os.unlink(entry.path)
+
+
+__all__ = ["DELTA_VERSION", "KEEP_VERSIONS", "Converted", "current_metadata_file", "metadata_dir", "refresh"]

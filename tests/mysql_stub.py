@@ -279,7 +279,7 @@ class StubColumn:
 
     def information_schema(self) -> tuple[Any, ...]:
         """COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION,
-        COLUMN_DEFAULT, CHARACTER_SET_NAME, as MySQL 8 fills them for this type."""
+        COLUMN_DEFAULT, CHARACTER_SET_NAME, COLLATION_NAME, as MySQL 8 fills them for this type."""
         data_type, arguments = self.data_type, [int(n) for n in re.findall(r"\d+", self.column_type.split(")")[0])]
         precision: int | None = None
         scale: int | None = None
@@ -295,8 +295,11 @@ class StubColumn:
         elif data_type in ("time", "datetime", "timestamp"):
             fsp = (arguments + [0])[0]
         charset = self.charset if data_type in _TEXT_TYPES else None
+        # MySQL 8's default collation of each character set the stub's tables use.
+        collation = None if charset is None else ("utf8mb4_0900_ai_ci" if charset == "utf8mb4" else
+                                                  "binary" if charset == "binary" else f"{charset}_general_ci")
         return (self.name, data_type, self.column_type, "YES" if self.nullable else "NO", precision, scale, fsp,
-                self.default, charset)
+                self.default, charset, collation)
 
 
 @dataclass(frozen=True)
@@ -777,7 +780,7 @@ class MySQLStub:
             return ["TABLE_SCHEMA", "TABLE_NAME", "ENGINE"], [(t.database, t.name, "InnoDB") for t in self.tables]
         if upper.startswith("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE"):
             columns = ["COLUMN_NAME", "DATA_TYPE", "COLUMN_TYPE", "IS_NULLABLE", "NUMERIC_PRECISION", "NUMERIC_SCALE",
-                       "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME"]
+                       "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME", "COLLATION_NAME"]
             return columns, [column.information_schema() for column in (table.columns if table else ())]
         if upper.startswith("SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.KEY_COLUMN_USAGE"):
             return ["COLUMN_NAME"], [(name,) for name in (table.primary_key if table else ())]
@@ -999,9 +1002,9 @@ SHOP_ORDERS: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {
         ["TABLE_SCHEMA", "TABLE_NAME"], [("shop", "orders")]),
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE": (
         ["COLUMN_NAME", "DATA_TYPE", "COLUMN_TYPE", "IS_NULLABLE", "NUMERIC_PRECISION", "NUMERIC_SCALE",
-         "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME"],
-        [("id", "bigint", "bigint", "NO", 19, 0, None, None, None),
-         ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4")]),
+         "DATETIME_PRECISION", "COLUMN_DEFAULT", "CHARACTER_SET_NAME", "COLLATION_NAME"],
+        [("id", "bigint", "bigint", "NO", 19, 0, None, None, None, None),
+         ("note", "varchar", "varchar(20)", "YES", None, None, None, None, "utf8mb4", "utf8mb4_0900_ai_ci")]),
     "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE": (["COLUMN_NAME"], [("id",)]),
 }
 

@@ -30,8 +30,8 @@ def stub_schema(table: StubTable) -> TableSchema:
     columns = tuple(
         ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
                    numeric_precision=precision, numeric_scale=scale, datetime_precision=fsp, column_default=default,
-                   character_set=charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
+                   character_set=charset, collation=collation)
+        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset, collation
         in (column.information_schema() for column in table.columns)
     )
     return TableSchema(table=TableRef(table.database, table.name), columns=columns, primary_key=table.primary_key)

@@ -29,20 +29,23 @@ from cdc_lib.binlog.transaction import (
     transaction_control,
 )
 from cdc_lib.changes.columns import ColumnShape
-from cdc_lib.changes.events import CommitStamp, TableChanges, batch_changes
+from cdc_lib.changes.events import CommitStamp, Row, TableChanges, batch_changes
 from cdc_lib.changes.metadata_columns import StampedChanges
 from cdc_lib.changes.spill import ChangeLog, SpilledChanges, SpillSegment, default_spill_root, spill_folder
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import BatchConfig, SourceConfig, TableMode
 from cdc_lib.errors import (
     BooleanValueError,
+    ColumnRulesError,
     KeyMappingError,
     RowDecodeError,
     SchemaChangeError,
     ServerSettingsError,
+    SourceConnectionError,
     UnreadableEventError,
     ZeroDateError,
 )
+from cdc_lib.model.collated import Question, TextAnswers
 from cdc_lib.model.gtid_sets import GtidSetError, MysqlGtidSet
 from cdc_lib.model.positions import (
     BinlogPosition,
@@ -54,6 +57,7 @@ from cdc_lib.model.positions import (
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import check_key_columns
 from cdc_lib.source.server import query, source_connection
+from cdc_lib.source.text_compare import ServerComparisons, answer_cache
 
 
 @dataclass(frozen=True)
@@ -160,10 +164,20 @@ class BinlogRead:
         self.start = min((cursor.position for cursor in cursors), key=lambda position: position.sort_key)
         self.by_gtid = server is not None and any(not cursor.position.written_on(server) for cursor in cursors)
         self.by_name = {cursor.name: cursor for cursor in cursors}
+        # A row filter comparing text is answered by the server (docs/row-filters.md): one connection for the read,
+        # opened only if some answer is not known yet.
+        asking = any(cursor.shape is not None and cursor.shape.row_filter is not None
+                     and cursor.shape.row_filter.asks_server for cursor in cursors)
+        self.comparisons = ServerComparisons(source) if asking else None
+        self.answers = None if self.comparisons is None else TextAnswers(self.comparisons, answer_cache(source))
         self.decoders = {
-            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates, shape=cursor.shape)
+            cursor.name: TableDecoder.for_schema(cursor.schema, zero_dates=source.zero_dates, shape=cursor.shape,
+                                                 answers=self.answers)
             for cursor in cursors
         }
+        #: Row images decoded ahead of their turn (`decode_ahead`, by event id), and the comparisons they need.
+        self.decoded: dict[int, list[Row]] = {}
+        self.questions: list[Question] = []
         self.result = BatchRead(start=self.start, end=self.start, by_gtid=self.by_gtid)
         for cursor in cursors:  # a table snapshotted before binlake refused its key type stops where it is
             try:
@@ -355,15 +369,41 @@ class BinlogRead:
 
     # -- rows -------------------------------------------------------------------------------
 
+    def decode_ahead(self, event: Any) -> int:
+        """Decode a rows event of a table whose row filter compares text before its turn (`filter_window`), noting
+        the comparisons its images need; returns how many images it holds (0: left to its turn)."""
+        name = f"{getattr(event, 'schema', '')}.{getattr(event, 'table', '')}"
+        decoder = self.decoders.get(name)
+        if decoder is None or not decoder.asks_server or self.result.stopped(name):
+            return 0
+        try:
+            images = decoder.fast.images(event)
+        except Exception:  # noqa: BLE001 - decoded again at its turn, where a failure stops the table as it should
+            return 0
+        if images is None:
+            return 0
+        self.decoded[id(event)] = images
+        decoder.questions_of(images, self.questions)
+        return len(images)
+
+    def ask_ahead(self) -> bool:
+        """Ask the server every comparison noted by `decode_ahead` it has no answer for; whether any were noted."""
+        if self.answers is None or not self.questions:
+            return False
+        questions, self.questions = self.questions, []
+        self.answers.prefetch(questions)
+        return True
+
     def rows_event(self, event: Any) -> None:
         name = f"{event.schema}.{event.table}"
         decoder = self.decoders.get(name)
+        ahead = self.decoded.pop(id(event), None)
         if decoder is None or self.result.stopped(name):
             return
         transaction = self.open()
         changes = transaction.changes_for(name)
         try:
-            fold_rows(event, decoder, changes)
+            fold_rows(event, decoder, changes, ahead)
             if not self.rows_seen:
                 self.rows_seen = True
                 failpoint("binlog_mid_read")  # once per batch, after its first rows event
@@ -374,8 +414,13 @@ class BinlogRead:
             self.result.table_errors[name] = TableFailure(exc, self.by_name[name].position)
             self.result.changes.pop(name, None)
             transaction.discard_table(name)
+        except SourceConnectionError:
+            raise  # the server asked about a row filter's text went away: a passing fault, the whole read is retried
         except (SchemaChangeError, ServerSettingsError, UnreadableEventError, BooleanValueError) as exc:
             self.stop(name, exc)
+            transaction.discard_table(name)
+        except ColumnRulesError as exc:  # the server refused a row filter's text comparison
+            self.stop(name, ColumnRulesError(exc.cause, remedy=exc.remedy or "", table=name))
             transaction.discard_table(name)
         except Exception as exc:  # noqa: BLE001 - any decode failure belongs to this table alone
             self.stop(name, _decode_error(name, event, exc, self.boundary,
@@ -512,6 +557,11 @@ class BinlogRead:
         return self.engines
 
     # -- the end ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the connection the row filters' text comparisons were asked on, if one was opened."""
+        if self.comparisons is not None:
+            self.comparisons.close()
 
     def finish(self) -> None:
         """Tables with rows in a branch still prepared keep their offset before its PREPARE."""

@@ -31,6 +31,7 @@ from cdc_lib.binlog.event_types import (
     raw_event,
     uncompressed_query,
 )
+from cdc_lib.binlog.filter_window import FilterWindow
 from cdc_lib.binlog.gtid_events import GTID_TAGGED_LOG_EVENT, tagged_gtid
 from cdc_lib.binlog.payload import Oversized, PayloadError, inner_events
 from cdc_lib.binlog.replication_library import (
@@ -195,8 +196,10 @@ def _read_once(
         ),
         oversized=read.pass_oversized,
     )
+    # A row filter comparing text: events are read a window ahead, so its comparisons go to the server once a window.
+    window = None if read.answers is None else FilterWindow(payloads.events(), read, lambda: payloads.inside)
     try:
-        for event in payloads.events():
+        for event in payloads.events() if window is None else window:
             result.events_read += 1
             if progress is not None and not result.events_read & _PROGRESS_EVERY:
                 progress()
@@ -260,7 +263,8 @@ def _read_once(
                               f"({kind.why}), which binlake cannot turn into row changes",
                               "re-snapshot the tables: binlake snapshot --table db.t")
                 continue
-            if read.transaction is None and not payloads.inside and (
+            inside = payloads.inside if window is None else window.inside
+            if read.transaction is None and not inside and (
                 result.row_changes >= batch.max_events or time.monotonic() - started >= batch.max_seconds
             ):
                 # While an XA branch is prepared, the tables with rows in it stay before its PREPARE and the
@@ -285,6 +289,7 @@ def _read_once(
         raise
     finally:
         stream.close()
+        read.close()
     read.finish()
     result.seconds = time.monotonic() - started
     return result

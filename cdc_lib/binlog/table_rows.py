@@ -28,6 +28,7 @@ from cdc_lib.errors import (
     ZeroDateError,
     ZeroDateKeyError,
 )
+from cdc_lib.model.collated import Question, TextAnswers
 from cdc_lib.model.json_text import MySqlJson
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import binlog_converter
@@ -53,10 +54,29 @@ class TableDecoder:
     #: folded, so no excluded or clear masked value reaches a fold, a spill file or a message. `key_positions` are
     #: positions in the shaped row.
     shape: ColumnShape | None = None
+    #: The server's answers to the row filter's text comparisons (cdc_lib.model.collated); None when it has none.
+    answers: TextAnswers | None = None
+
+    @property
+    def asks_server(self) -> bool:
+        """Whether the table's row filter compares text: each rows event's images are prefetched (`prefetch`)."""
+        return self.shape is not None and self.shape.row_filter is not None and self.shape.row_filter.asks_server
+
+    def prefetch(self, images: list[Row]) -> None:
+        """Ask the server, at once, every text comparison the row filter needs for `images` and has no answer for."""
+        if self.answers is not None:
+            self.answers.prefetch(self.questions_of(images, []))
+
+    def questions_of(self, images: list[Row], into: list[Question]) -> list[Question]:
+        """`into`, with every text comparison the row filter asks of `images` appended."""
+        if self.shape is not None and self.shape.row_filter is not None:
+            questions = self.shape.row_filter.questions
+            into.extend(question for image in images for question in questions(image))
+        return into
 
     @classmethod
     def for_schema(cls, schema: TableSchema, *, zero_dates: ZeroDatePolicy = "null",
-                   shape: ColumnShape | None = None) -> TableDecoder:
+                   shape: ColumnShape | None = None, answers: TextAnswers | None = None) -> TableDecoder:
         names = schema.column_names
         conversions = []
         for index, column in enumerate(schema.columns):
@@ -86,6 +106,7 @@ class TableDecoder:
             temporal_keys=tuple((index, name) for index, name, _ in temporal if name in schema.primary_key),
             fast=FastRows(schema, library_only=library_only),
             shape=shape,
+            answers=answers,
         )
 
     def check_keys(self, rows: list[Row]) -> None:
@@ -172,14 +193,19 @@ def _schema_changed(schema: TableSchema, values: dict[str, Any]) -> Exception:
     )
 
 
-def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
-    """Fold the event's rows into `changes`; returns how many row changes it carried."""
+def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges, ahead: list[Row] | None = None) -> int:
+    """Fold the event's rows into `changes`; returns how many row changes it carried.
+
+    `ahead`: the event's images, decoded already by the fast decoder (`BinlogRead.decode_ahead`).
+    """
     if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
         return fold_partial_update(event, decoder, changes)
-    images = decoder.fast.images(event)
+    images = ahead if ahead is not None else decoder.fast.images(event)
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
+        if decoder.asks_server:
+            decoder.prefetch(images)  # one round trip for the event's missing answers (none once a read prefetched)
         if decoder.shape is None and type(changes) is TableChanges:
             # The mirror's fold of a table without a filter or a shape: the whole event in one call, the same fold.
             if isinstance(event, UpdateRowsEvent):
@@ -188,8 +214,8 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
             (changes.insert_rows if isinstance(event, WriteRowsEvent) else changes.delete_rows)(images)
             return len(images)
         if isinstance(event, UpdateRowsEvent):
-            pairs = iter(images)
-            for before, after in zip(pairs, pairs, strict=True):
+            images_in_order = iter(images)
+            for before, after in zip(images_in_order, images_in_order, strict=True):
                 fold_update(decoder, changes, before, after)
             return len(images) // 2
         fold = fold_insert if isinstance(event, WriteRowsEvent) else fold_delete
@@ -197,19 +223,23 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
             fold(decoder, changes, row)
         return len(images)
     require_full_images(event, decoder.schema.table.name)
-    if isinstance(event, WriteRowsEvent):
-        for row in event.rows:
-            fold_insert(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
-    elif isinstance(event, UpdateRowsEvent):
-        for row in event.rows:
-            fold_update(
-                decoder, changes,
-                decoder.source_row(row["before_values"], row.get("before_none_sources")),
-                decoder.source_row(row["after_values"], row.get("after_none_sources")),
-            )
-    elif isinstance(event, DeleteRowsEvent):
-        for row in event.rows:
-            fold_delete(decoder, changes, decoder.source_row(row["values"], row.get("none_sources")))
+    if isinstance(event, UpdateRowsEvent):
+        updates = [
+            (decoder.source_row(row["before_values"], row.get("before_none_sources")),
+             decoder.source_row(row["after_values"], row.get("after_none_sources")))
+            for row in event.rows
+        ]
+        if decoder.asks_server:
+            decoder.prefetch([image for pair in updates for image in pair])
+        for before, after in updates:
+            fold_update(decoder, changes, before, after)
+    elif isinstance(event, (WriteRowsEvent, DeleteRowsEvent)):
+        rows = [decoder.source_row(row["values"], row.get("none_sources")) for row in event.rows]
+        if decoder.asks_server:
+            decoder.prefetch(rows)
+        fold = fold_insert if isinstance(event, WriteRowsEvent) else fold_delete
+        for image in rows:
+            fold(decoder, changes, image)
     return len(event.rows)
 
 
@@ -227,7 +257,7 @@ def _shaped(decoder: TableDecoder, row: Row) -> Row:
 
 def _passes(decoder: TableDecoder, row: Row) -> bool:
     test = None if decoder.shape is None else decoder.shape.row_filter
-    return test is None or test.matches(row)
+    return test is None or test.matches(row, decoder.answers)
 
 
 def fold_insert(decoder: TableDecoder, changes: TableChanges, row: Row) -> None:
@@ -276,6 +306,7 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
             f"binlake snapshot --table {table}",
             table=table,
         )
+    pairs = []
     for row in event.rows:
         before, after = row["before_values"], row["after_values"]
         patched = None
@@ -285,11 +316,12 @@ def fold_partial_update(event: Any, decoder: TableDecoder, changes: TableChanges
             if patched is None:
                 patched = dict(after)
             patched[name] = _patched_document(table, name, before.get(name), value)
-        fold_update(
-            decoder, changes,
-            decoder.source_row(before, row.get("before_none_sources")),
-            decoder.source_row(patched if patched is not None else after, row.get("after_none_sources")),
-        )
+        pairs.append((decoder.source_row(before, row.get("before_none_sources")),
+                      decoder.source_row(patched if patched is not None else after, row.get("after_none_sources"))))
+    if decoder.asks_server:
+        decoder.prefetch([image for pair in pairs for image in pair])
+    for source_before, source_after in pairs:
+        fold_update(decoder, changes, source_before, source_after)
     return len(event.rows)
 
 

@@ -10,22 +10,26 @@ any mask (a filter on a masked column tests the clear value).
 
 The subset is small on purpose, and exact: column references on the left of comparisons (= <> != < <= > >=),
 [NOT] IN (literals), IS [NOT] NULL, [NOT] BETWEEN, AND/OR/NOT and parentheses, over integer, decimal, DATE,
-DATETIME and `_bin`-collated utf8/ascii text columns, with integer, decimal, string, DATE '…' and TIMESTAMP '…'
-literals. SQL's three-valued logic: a comparison with NULL is unknown, and an unknown row does not match. Anything
-else (functions, arithmetic, LIKE, floats, TIMESTAMP columns, text under a case- or accent-insensitive collation,
-where MySQL's comparison is not Python's) is refused with a remedy rather than evaluated approximately.
+DATETIME, text and binary-string columns, with integer, decimal, string, DATE '…' and TIMESTAMP '…' literals. SQL's
+three-valued logic: a comparison with NULL is unknown, and an unknown row does not match. A text comparison is the
+server's: Python does not know collations, so the binlog road asks the server how each distinct (value, literal)
+compares under the column's collation (`cdc_lib.model.collated`; `BoundFilter.questions` names what a row needs, a
+batch asks them at once) and finishes the three-valued logic here. Binary strings compare bytewise in Python, as the
+server compares them. Anything else (functions, arithmetic, LIKE, floats, TIMESTAMP columns) is refused with a
+remedy rather than evaluated approximately.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal, TypeAlias
 
 from cdc_lib.errors import ColumnRulesError
+from cdc_lib.model.collated import Question, TextAnswers
 from cdc_lib.model.tables import TableSchema
 from cdc_lib.model.types import ColumnInfo
 
@@ -267,7 +271,7 @@ def parse_filter(text: str) -> RowFilter:
     return RowFilter(text=text, tree=tree)
 
 
-def bind_filter(text: str, schema: TableSchema, collations: dict[str, str] | None = None) -> BoundFilter:
+def bind_filter(text: str, schema: TableSchema) -> BoundFilter:
     """`parse_filter(text).bind(schema)`, a syntax error too raised as the table's ColumnRulesError."""
     try:
         parsed = parse_filter(text)
@@ -275,7 +279,7 @@ def bind_filter(text: str, schema: TableSchema, collations: dict[str, str] | Non
         table = schema.table.name
         raise ColumnRulesError(f"the row filter cannot be read: {exc}",
                                remedy=f"fix sink.tables.{table}.filter (docs/row-filters.md)", table=table) from None
-    return parsed.bind(schema, collations)
+    return parsed.bind(schema)
 
 
 # -- binding to a schema ----------------------------------------------------------------------
@@ -283,13 +287,15 @@ def bind_filter(text: str, schema: TableSchema, collations: dict[str, str] | Non
 _INTEGER = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
 _DECIMAL = frozenset({"decimal", "numeric"})
 _TEXT = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
-#: Character sets whose `_bin` collation orders by code point, as Python's str does.
-_CODE_POINT_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8", "ascii"})
+_BINARY = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+#: A character set or collation name as information_schema gives it: the asker puts it in SQL as a name.
+_NAME = re.compile(r"[A-Za-z0-9_]+")
 
-ColumnKind = Literal["integer", "decimal", "date", "datetime", "text_pad", "text_nopad"]
+ColumnKind = Literal["integer", "decimal", "date", "datetime", "text", "binary"]
+_KINDS = frozenset({"integer", "decimal", "date", "datetime", "text", "binary"})
 
 
-def _column_kind(column: ColumnInfo, collation: str | None) -> ColumnKind | str:
+def _column_kind(column: ColumnInfo) -> ColumnKind | str:
     """The kind the evaluator compares `column` as, or why it cannot."""
     kind = column.data_type.lower()
     if kind in _INTEGER:
@@ -301,14 +307,14 @@ def _column_kind(column: ColumnInfo, collation: str | None) -> ColumnKind | str:
     if kind == "datetime":
         return "datetime"
     if kind in _TEXT:
-        charset = (column.character_set or "").lower()
-        collation = (collation or "").lower()
-        if charset not in _CODE_POINT_CHARSETS or not collation.endswith("_bin"):
-            return (f"text under collation {collation or 'unknown'} (character set {charset or 'unknown'}) compares "
-                    "case-, accent- or byte-wise in MySQL, not as Python does; only utf8/utf8mb4/ascii columns with a "
-                    "_bin collation are compared")
-        # MariaDB's and MySQL's _bin collations pad with spaces ('a' = 'a '), but for the NO PAD ones.
-        return "text_nopad" if "nopad" in collation or collation.endswith("_0900_bin") else "text_pad"
+        charset, collation = column.character_set or "", column.collation or ""
+        if not _NAME.fullmatch(charset) or not _NAME.fullmatch(collation):
+            # A schema recorded before binlake read collations: how the server compares the column is not known.
+            return ("text whose collation the table's recorded schema does not hold (recorded before binlake read "
+                    "collations): its comparisons are the server's, under that collation")
+        return "text"
+    if kind in _BINARY:
+        return "binary"
     if kind == "timestamp":
         return "TIMESTAMP values depend on the session time zone the snapshot reads them in"
     return f"{kind} columns are outside the filter subset"
@@ -347,6 +353,9 @@ def _value(literal: Lit, kind: ColumnKind) -> Any:
         return value
     if literal.kind != "string":
         raise FilterSyntaxError(f"{literal.text!r} is not a string; a text column is compared with 'text'")
+    if kind == "binary":
+        # The snapshot's WHERE sends the literal in the connection's utf8mb4, and the server compares its bytes.
+        return literal.text.encode()
     return literal.text
 
 
@@ -375,11 +384,11 @@ class RowFilter:
         """The columns the predicate compares with a literal (not only tests for NULL)."""
         return frozenset(_leaves(self.tree, null_tests=False))
 
-    def bind(self, schema: TableSchema, collations: dict[str, str] | None = None) -> BoundFilter:
+    def bind(self, schema: TableSchema) -> BoundFilter:
         """The filter checked against `schema` (its source columns, in source order).
 
-        `collations`: column → collation of its text columns; a text column without one is refused (binlake does not
-        guess how the server compares it).
+        A text column is compared under the collation its `ColumnInfo` records; one without (a schema recorded
+        before collations were read) is refused: binlake does not guess how the server compares it.
 
         Raises:
             ColumnRulesError: the predicate names a column the table lacks (a DDL dropped or renamed it), a column of
@@ -399,25 +408,26 @@ class RowFilter:
                     table=table,
                 )
             column = schema.columns[names.index(name)]
-            kind = _column_kind(column, (collations or {}).get(name))
+            kind = _column_kind(column)
             if name not in self.compared and column.data_type.lower() in _TEXT:
-                kind = "text_pad"  # only tested for NULL, which no collation changes
-            if kind not in ("integer", "decimal", "date", "datetime", "text_pad", "text_nopad"):
-                raise ColumnRulesError(
-                    f"the row filter compares column '{name}': {kind}",
-                    remedy=f"filter sink.tables.{table} on integer, decimal, DATE, DATETIME or _bin-collated text "
-                    "columns (docs/row-filters.md)",
-                    table=table,
-                )
+                kind = "text"  # only tested for NULL, which no collation changes
+            if kind not in _KINDS:
+                remedy = (f"re-snapshot the table so its schema is recorded with collations: binlake snapshot "
+                          f"--table {table}" if "collation" in kind else
+                          f"filter sink.tables.{table} on integer, decimal, DATE, DATETIME, text or binary-string "
+                          "columns (docs/row-filters.md)")
+                raise ColumnRulesError(f"the row filter compares column '{name}': {kind}", remedy=remedy, table=table)
             kinds[name] = kind  # type: ignore[assignment]
+        columns = {name: schema.columns[names.index(name)] for name in kinds}
         try:
-            test = _compile(self.tree, kinds, names)
+            test = _compile(self.tree, kinds, names, columns)
             sql = _render(self.tree, kinds)
+            asked = tuple(_asked(self.tree, kinds, names, columns))
         except FilterSyntaxError as exc:
             raise ColumnRulesError(f"the row filter does not fit the table: {exc}",
                                    remedy=f"fix sink.tables.{table}.filter (docs/row-filters.md)",
                                    table=table) from None
-        return BoundFilter(text=self.text, sql=sql, test=test)
+        return BoundFilter(text=self.text, sql=sql, evaluate=test, asked=asked)
 
 
 @dataclass(frozen=True)
@@ -427,96 +437,155 @@ class BoundFilter:
     text: str
     #: The predicate as binlake renders it for the snapshot's WHERE (from the same tree as `test`).
     sql: str
-    test: Callable[[Row], Truth]
+    evaluate: Test
+    #: (row index, character set, collation, literals) of each text comparison: what the server is asked.
+    asked: tuple[tuple[int, str, str, tuple[str, ...]], ...] = ()
 
-    def matches(self, row: Row) -> bool:
+    @property
+    def asks_server(self) -> bool:
+        """Whether the filter compares text, whose answers come from the server (`TextAnswers`)."""
+        return bool(self.asked)
+
+    def questions(self, row: Row) -> Iterator[Question]:
+        """Every text comparison evaluating `row` may need (all of them: the prefetch does not short-circuit)."""
+        for index, charset, collation, literals in self.asked:
+            value = row[index]
+            if value is not None:
+                for literal in literals:
+                    yield charset, collation, value, literal
+
+    def test(self, row: Row, answers: TextAnswers | None = None) -> Truth:
+        """The predicate's truth on a source row; `answers` are needed when it compares text (`asks_server`)."""
+        return self.evaluate(row, answers)
+
+    def matches(self, row: Row, answers: TextAnswers | None = None) -> bool:
         """Whether a source row (in source schema order, unmasked) lands: TRUE only; FALSE and UNKNOWN do not."""
-        return self.test(row) is True
+        return self.evaluate(row, answers) is True
 
 
 # -- evaluation ---------------------------------------------------------------------------------
 
-Test = Callable[[Row], Truth]
+Test = Callable[[Row, "TextAnswers | None"], Truth]
+
+#: How a sign (value against literal) answers each comparison.
+_BY_SIGN: dict[str, Callable[[int], bool]] = {
+    "=": lambda sign: sign == 0, "<>": lambda sign: sign != 0, "<": lambda sign: sign < 0,
+    "<=": lambda sign: sign <= 0, ">": lambda sign: sign > 0, ">=": lambda sign: sign >= 0,
+}
 
 
-def _padded(value: str, other: str) -> tuple[str, str]:
-    """Both strings padded with spaces to one length: a PAD SPACE collation compares them so."""
-    width = max(len(value), len(other))
-    return value.ljust(width), other.ljust(width)
+def _text_comparator(op: str, column: ColumnInfo) -> Callable[[Any, Any, TextAnswers | None], bool]:
+    """A comparison under the column's collation, answered by the server (through `answers`)."""
+    charset, collation, by_sign = str(column.character_set), str(column.collation), _BY_SIGN[op]
+
+    def compare(value: Any, literal: Any, answers: TextAnswers | None) -> bool:
+        if answers is None:
+            raise RuntimeError("a row filter comparing text was evaluated without the server's answers")
+        return by_sign(answers.sign((charset, collation, value, literal)))
+    return compare
 
 
-def _comparator(op: str, kind: ColumnKind) -> Callable[[Any, Any], bool]:
+def _comparator(op: str, kind: ColumnKind, column: ColumnInfo) -> Callable[[Any, Any, TextAnswers | None], bool]:
+    if kind == "text":
+        return _text_comparator(op, column)
+    compare = _python_comparator(op, kind)
+    return lambda a, b, answers: compare(a, b)
+
+
+def _python_comparator(op: str, kind: ColumnKind) -> Callable[[Any, Any], bool]:
     base: dict[str, Callable[[Any, Any], bool]] = {
         "=": lambda a, b: bool(a == b), "<>": lambda a, b: bool(a != b), "<": lambda a, b: bool(a < b),
         "<=": lambda a, b: bool(a <= b), ">": lambda a, b: bool(a > b), ">=": lambda a, b: bool(a >= b),
     }
     compare = base[op]
-    if kind == "text_pad":
-        return lambda a, b: compare(*_padded(a, b))
+    if kind == "binary":
+        # The binary collation compares bytes as unsigned, a shorter prefix first, and pads nothing (a BINARY(n)
+        # value holds its 0x00 padding: the decoder keeps it, as the server stores it), as Python's bytes do.
+        return lambda a, b: compare(bytes(a) if isinstance(a, (bytearray, memoryview)) else a, b)
     if kind == "decimal":
         # A DECIMAL wider than Spark's 38 digits is held as its exact text (cdc_lib.model.types.binlog_converter).
         return lambda a, b: compare(Decimal(a) if isinstance(a, str) else a, b)
     return compare
 
 
-def _compile(node: Node, kinds: dict[str, ColumnKind], names: Sequence[str]) -> Test:
+def _compile(node: Node, kinds: dict[str, ColumnKind], names: Sequence[str], columns: dict[str, ColumnInfo]) -> Test:
     if isinstance(node, Junction):
-        operands = tuple(_compile(operand, kinds, names) for operand in node.operands)
+        operands = tuple(_compile(operand, kinds, names, columns) for operand in node.operands)
         # SQL's three-valued AND ends at the first FALSE, OR at the first TRUE; else UNKNOWN wins over the rest.
         decisive = node.op != "AND"
 
-        def junction(row: Row) -> Truth:
+        def junction(row: Row, answers: TextAnswers | None) -> Truth:
             unknown = False
             for operand in operands:
-                truth = operand(row)
+                truth = operand(row, answers)
                 if truth is decisive:
                     return decisive
                 unknown = unknown or truth is None
             return None if unknown else not decisive
         return junction
     if isinstance(node, Not):
-        inner = _compile(node.operand, kinds, names)
+        inner = _compile(node.operand, kinds, names, columns)
 
-        def negation(row: Row) -> Truth:
-            truth = inner(row)
+        def negation(row: Row, answers: TextAnswers | None) -> Truth:
+            truth = inner(row, answers)
             return None if truth is None else not truth
         return negation
     index = list(names).index(node.column)
     kind = kinds[node.column]
     if isinstance(node, IsNull):
         negated = node.negated
-        return lambda row: (row[index] is not None) if negated else (row[index] is None)
+        return lambda row, answers: (row[index] is not None) if negated else (row[index] is None)
+    column = columns[node.column]
     if isinstance(node, Compare):
-        compare = _comparator(node.op, kind)
+        compare = _comparator(node.op, kind, column)
         literal = _value(node.value, kind)
 
-        def comparison(row: Row) -> Truth:
+        def comparison(row: Row, answers: TextAnswers | None) -> Truth:
             value = row[index]
-            return None if value is None else compare(value, literal)
+            return None if value is None else compare(value, literal, answers)
         return comparison
     if isinstance(node, Between):
         low, high = _value(node.low, kind), _value(node.high, kind)
-        at_least, at_most = _comparator(">=", kind), _comparator("<=", kind)
+        at_least, at_most = _comparator(">=", kind, column), _comparator("<=", kind, column)
         negated = node.negated
 
-        def between(row: Row) -> Truth:
+        def between(row: Row, answers: TextAnswers | None) -> Truth:
             value = row[index]
             if value is None:
                 return None
-            inside = at_least(value, low) and at_most(value, high)
+            inside = at_least(value, low, answers) and at_most(value, high, answers)
             return not inside if negated else inside
         return between
     values = tuple(_value(literal, kind) for literal in node.values)
-    equal = _comparator("=", kind)
+    equal = _comparator("=", kind, column)
     negated = node.negated
 
-    def membership(row: Row) -> Truth:
+    def membership(row: Row, answers: TextAnswers | None) -> Truth:
         value = row[index]
         if value is None:
             return None
-        found = any(equal(value, candidate) for candidate in values)  # the list holds no NULL (refused)
+        found = any(equal(value, candidate, answers) for candidate in values)  # the list holds no NULL (refused)
         return not found if negated else found
     return membership
+
+
+def _asked(node: Node, kinds: dict[str, ColumnKind], names: Sequence[str],
+           columns: dict[str, ColumnInfo]) -> Iterator[tuple[int, str, str, tuple[str, ...]]]:
+    """Each text comparison of the tree: its column's row index, character set and collation, and its literals."""
+    if isinstance(node, Junction):
+        for operand in node.operands:
+            yield from _asked(operand, kinds, names, columns)
+        return
+    if isinstance(node, Not):
+        yield from _asked(node.operand, kinds, names, columns)
+        return
+    if isinstance(node, IsNull) or kinds[node.column] != "text":
+        return
+    literals = (node.value,) if isinstance(node, Compare) else (
+        (node.low, node.high) if isinstance(node, Between) else node.values)
+    column = columns[node.column]
+    yield (list(names).index(node.column), str(column.character_set), str(column.collation),
+           tuple(literal.text for literal in literals))
 
 
 # -- SQL ---------------------------------------------------------------------------------------
@@ -545,6 +614,8 @@ def _literal_sql(literal: Lit, kind: ColumnKind) -> str:
         return format(value, "f")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, bytes):
+        value = value.decode()  # a binary column's literal: the same text, whose utf8mb4 bytes the server compares
     # No backslash reaches here (refused by the tokenizer), so doubling the quote is the whole escaping.
     return "'" + str(value).replace("'", "''") + "'"
 

@@ -36,6 +36,9 @@ class ColumnInfo:
     datetime_precision: int | None = None
     column_default: str | None = None
     character_set: str | None = None  # CHARACTER_SET_NAME of a text column (None for others, or unknown)
+    #: COLLATION_NAME of a text column: what the server compares it by (a row filter's text comparisons ask the
+    #: server under it, docs/row-filters.md). None for others, or in a schema recorded before binlake read it.
+    collation: str | None = None
 
     @property
     def unsigned(self) -> bool:
@@ -51,7 +54,10 @@ class ColumnInfo:
         return [value.replace("''", "'") for value in _ENUM_VALUES.findall(self.column_type)]
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        data = dict(self.__dict__)
+        if data["collation"] is None:
+            del data["collation"]  # a schema without collations is recorded as it was before they were read
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ColumnInfo:

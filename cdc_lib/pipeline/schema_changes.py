@@ -21,8 +21,9 @@ from cdc_lib.changes.columns import column_shape, sink_schema, with_ignored
 from cdc_lib.changes.modes import live_rows
 from cdc_lib.common.logs import about_table
 from cdc_lib.config.model import ColumnRules
-from cdc_lib.errors import BinlakeError, SchemaChangeAwaitingApproval, SchemaChangeError
+from cdc_lib.errors import BinlakeError, ColumnRulesError, SchemaChangeAwaitingApproval, SchemaChangeError
 from cdc_lib.model.positions import BinlogPosition
+from cdc_lib.model.row_filter import parse_filter
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo, quote_identifier
 from cdc_lib.pipeline.schema_diff import compare_schemas, evolve_delta_table, needs_backfill, schema_with_columns
@@ -93,6 +94,7 @@ def apply_schema_change(
             # A DDL that drops, renames or retypes a column the row filter reads leaves no exact answer to which
             # rows land: the table stops here, at the DDL, until the filter is fixed (ColumnRulesError's remedy).
             column_shape(current, None, strict=False, row_filter=row_filter)
+            _check_filter_collations(cursor.schema, current, row_filter)
         # Compared as the sink holds them: a change to a column the table leaves out (or that an include list
         # does not name) changes no Delta column, and a hashed column stays CHAR(64) whatever its source type.
         ignored = table_state.ignored_columns
@@ -183,6 +185,28 @@ def apply_schema_change(
 
 
 _RENAME = re.compile(r"\bRENAME\s+COLUMN\b|\bCHANGE\s+(COLUMN\s+)?[`\w]", re.IGNORECASE)
+
+
+def _check_filter_collations(before: TableSchema, after: TableSchema, row_filter: str) -> None:
+    """A DDL that changes the character set or collation of a text column the row filter compares stops the table:
+    the rows already landed were chosen under the old comparison, which the new one may not select alike
+    (`'Active' = 'active'` under a _ci collation, not under _bin).
+
+    Raises:
+        ColumnRulesError: such a column's character set or collation changed.
+    """
+    was = {column.name: column for column in before.columns}
+    for column in after.columns:
+        old = was.get(column.name)
+        if old is None or column.name not in parse_filter(row_filter).compared or old.collation is None:
+            continue
+        if (old.character_set, old.collation) != (column.character_set, column.collation):
+            table = after.table.name
+            raise ColumnRulesError(
+                f"the row filter compares column '{column.name}', whose collation changed from {old.collation} to "
+                f"{column.collation}: the rows it selects may differ from those landed",
+                remedy=f"re-snapshot the table: binlake snapshot --table {table}", table=table,
+            )
 
 
 def _renames(statement: str, table_state: TableState) -> bool:

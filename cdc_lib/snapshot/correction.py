@@ -49,6 +49,7 @@ from cdc_lib.changes.modes import IS_CURRENT, SEQUENCE, VALID_FROM, VALID_TO, se
 from cdc_lib.common.faults import failpoint
 from cdc_lib.config.model import SourceConfig
 from cdc_lib.errors import BinlakeError, UnreadableEventError
+from cdc_lib.model.collated import TextAnswers
 from cdc_lib.model.positions import BinlogPosition
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import copied_from, matched_on, quote_identifier
@@ -57,6 +58,7 @@ from cdc_lib.sink.commits import OPERATION_COLUMN
 from cdc_lib.sink.spark.commit import IdempotentCommit
 from cdc_lib.sink.spark.staging import StagedChanges
 from cdc_lib.source.mysql_errors import ReadingBinlog, mysql_error
+from cdc_lib.source.text_compare import ServerComparisons, answer_cache
 from cdc_lib.state.context import PipelineContext
 from cdc_lib.state.offsets import utc_now
 from cdc_lib.state.snapshot_documents import Correction, DocumentHandle, SnapshotDocument, snapshot_application
@@ -143,7 +145,11 @@ def scan_window(
     """
     name = schema.table.name
     shape = None if row_filter is None else column_shape(schema, None, row_filter=row_filter)
-    decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates, shape=shape)
+    # A filter comparing text asks the server, as the sync's read does (cdc_lib.source.text_compare).
+    asking = shape is not None and shape.row_filter is not None and shape.row_filter.asks_server
+    comparisons = ServerComparisons(source) if asking else None
+    answers = None if comparisons is None else TextAnswers(comparisons, answer_cache(source))
+    decoder = TableDecoder.for_schema(schema, zero_dates=source.zero_dates, shape=shape, answers=answers)
     images = BeforeImages(decoder.key_positions, staged=staged)
     started = time.monotonic()
     events = 0
@@ -163,6 +169,8 @@ def scan_window(
         _refuse(name, f"an event binlake cannot read ({exc}) after {low}")
     finally:
         stream.close()
+        if comparisons is not None:
+            comparisons.close()
     images.flush()
     return WindowScan(images=images.images, events=events, seconds=time.monotonic() - started)
 

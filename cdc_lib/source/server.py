@@ -369,7 +369,7 @@ def describe_table(connection: pymysql.connections.Connection, ref: TableRef) ->
     rows = query(
         connection,
         "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE, "
-        "DATETIME_PRECISION, COLUMN_DEFAULT, CHARACTER_SET_NAME FROM information_schema.COLUMNS "
+        "DATETIME_PRECISION, COLUMN_DEFAULT, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (ref.database, ref.table),
     )
@@ -390,8 +390,10 @@ def describe_table(connection: pymysql.connections.Connection, ref: TableRef) ->
             datetime_precision=None if datetime_precision is None else int(datetime_precision),
             column_default=None if default is None else str(default),
             character_set=None if charset is None else str(charset),
+            collation=None if collation is None else str(collation),
         )
-        for name, data_type, column_type, nullable, precision, scale, datetime_precision, default, charset in rows
+        for name, data_type, column_type, nullable, precision, scale, datetime_precision, default, charset, collation
+        in rows
     )
     for column in columns:
         spark_type_ddl(column, table=ref.name)

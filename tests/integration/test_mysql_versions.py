@@ -268,7 +268,7 @@ def test_the_binlog_reader_reads_real_mysql_bytes_over_tls(certificates: Certifi
     columns = tuple(
         ColumnInfo(name=name, data_type=data_type, column_type=column_type, nullable=nullable == "YES",
                    character_set=charset)
-        for name, data_type, column_type, nullable, _, _, _, _, charset
+        for name, data_type, column_type, nullable, _, _, _, _, charset, _
         in (column.information_schema() for column in table.columns)
     )
     cursor = TableCursor("mysql.t", BinlogPosition(file.name, start),

@@ -41,8 +41,8 @@ T1 = StubTable("noria", "t1", (
 
 def schema_of(table: StubTable) -> TableSchema:
     columns = tuple(
-        ColumnInfo(name, data_type, column_type, nullable == "YES", precision, scale, fsp, default, charset)
-        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset
+        ColumnInfo(name, data_type, column_type, nullable == "YES", precision, scale, fsp, default, charset, collation)
+        for name, data_type, column_type, nullable, precision, scale, fsp, default, charset, collation
         in (column.information_schema() for column in table.columns)
     )
     return TableSchema(TableRef(table.database, table.name), columns, table.primary_key)

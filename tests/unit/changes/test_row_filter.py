@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -16,6 +17,7 @@ from cdc_lib.changes.events import TableChanges
 from cdc_lib.config.model import ColumnMask, ColumnRules
 from cdc_lib.config.parse import parse_config
 from cdc_lib.errors import ColumnRulesError, ConfigError
+from cdc_lib.model.collated import AnswerCache, Question, TextAnswers
 from cdc_lib.model.row_filter import FilterSyntaxError, bind_filter, parse_filter
 from cdc_lib.model.tables import TableRef, TableSchema
 from cdc_lib.model.types import ColumnInfo
@@ -29,21 +31,41 @@ SCHEMA = TableSchema(
         ColumnInfo("total", "decimal", "decimal(10,2)", True, numeric_precision=10, numeric_scale=2),
         ColumnInfo("day", "date", "date", True),
         ColumnInfo("at", "datetime", "datetime(6)", True, datetime_precision=6),
-        ColumnInfo("code", "varchar", "varchar(10)", True, character_set="utf8mb4"),
+        ColumnInfo("code", "varchar", "varchar(10)", True, character_set="utf8mb4", collation="utf8mb4_general_ci"),
         ColumnInfo("ratio", "double", "double", True),
         ColumnInfo("stamp", "timestamp", "timestamp", True),
+        ColumnInfo("tag", "varbinary", "varbinary(8)", True),
+        ColumnInfo("fixed", "binary", "binary(4)", True),
+        ColumnInfo("old", "varchar", "varchar(10)", True, character_set="utf8mb4"),  # recorded without collation
     ),
     primary_key=("id",),
 )
 
 
 def row(id: int = 1, qty: int | None = 5, total: Decimal | str | None = Decimal("10.00"), day: dt.date | None = None,
-        at: dt.datetime | None = None, code: str | None = None) -> tuple[Any, ...]:
-    return (id, qty, total, day, at, code, None, None)
+        at: dt.datetime | None = None, code: str | None = None, tag: bytes | None = None,
+        fixed: bytes | None = None) -> tuple[Any, ...]:
+    return (id, qty, total, day, at, code, None, None, tag, fixed, None)
 
 
-def truth(predicate: str, values: tuple[Any, ...], collations: dict[str, str] | None = None) -> bool | None:
-    return bind_filter(predicate, SCHEMA, collations).test(values)
+class FakeServer:
+    """Answers text comparisons as a case-insensitive, PAD SPACE collation would (casefold, trailing blanks off),
+    recording each call: a stand-in for the server, whose answers the evaluator must follow whatever Python says."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[Question]] = []
+
+    def __call__(self, questions: Sequence[Question]) -> list[int]:
+        self.calls.append(list(questions))
+        signs = []
+        for _, _, value, literal in questions:
+            a, b = value.rstrip(" ").casefold(), literal.rstrip(" ").casefold()
+            signs.append(0 if a == b else (-1 if a < b else 1))
+        return signs
+
+
+def truth(predicate: str, values: tuple[Any, ...], answers: TextAnswers | None = None) -> bool | None:
+    return bind_filter(predicate, SCHEMA).test(values, answers)
 
 
 # -- three-valued logic ---------------------------------------------------------------------------------------
@@ -94,14 +116,71 @@ def test_dates_and_datetimes_at_their_edges() -> None:
     assert truth("day IS NULL", row(day=None)) is True  # a zero date decodes to None, and is NULL in Delta too
 
 
-def test_text_under_a_bin_collation_pads_and_compares_by_code_point() -> None:
-    padded = {"code": "utf8mb4_bin"}
-    assert truth("code = 'ab'", row(code="ab  "), padded) is True  # PAD SPACE: trailing spaces do not count
-    assert truth("code < 'ab'", row(code="ab\t"), padded) is True  # 'ab\t' < 'ab ' as the server pads it
-    assert truth("code = 'Ab'", row(code="ab"), padded) is False
-    assert truth("code > 'z'", row(code="é"), padded) is True
-    assert truth("code = 'ab'", row(code="ab  "), {"code": "utf8mb4_nopad_bin"}) is False
-    assert truth("code IN ('x', 'it''s')", row(code="it's"), padded) is True
+@pytest.mark.parametrize(("predicate", "value", "expected"), [
+    ("code = 'active'", "Active", True), ("code <> 'active'", "ACTIVE ", False), ("code = 'eu'", "eu   ", True),
+    ("code IN ('eu', 'us')", "US", True), ("code NOT IN ('eu', 'us')", "Uk", True),
+    ("code BETWEEN 'a' AND 'c'", "B", True), ("code NOT BETWEEN 'a' AND 'c'", "B", False),
+    ("code < 'b'", "A", True), ("code >= 'b'", "A", False), ("code <= 'a'", "A ", True), ("code > 'a'", "B", True),
+    ("code = 'x'", None, None), ("code = 'x' OR qty = 5", None, True), ("NOT code IN ('a')", None, None),
+    ("code IS NULL", None, True), ("code IS NOT NULL", "x", True),
+])
+def test_text_is_compared_by_the_servers_answers_not_by_python(predicate: str, value: str | None,
+                                                              expected: bool | None) -> None:
+    server = FakeServer()
+    answers = TextAnswers(server)
+    assert truth(predicate, row(code=value), answers) is expected
+    # Python's == would say 'Active' <> 'active'; only the server's answers are used, each asked once.
+    asked = [question for call in server.calls for question in call]
+    assert len(asked) == len(set(asked))
+    assert all(question[:2] == ("utf8mb4", "utf8mb4_general_ci") for question in asked)
+
+
+def test_a_batch_asks_every_missing_comparison_in_one_round_trip_and_caches_the_answers() -> None:
+    bound = bind_filter("code IN ('eu', 'us') OR (qty > 3 AND code <> 'gone')", SCHEMA)
+    assert bound.asks_server
+    images = [row(code=code) for code in ("EU", "eu", "Us", "fr", None, "EU", "GONE")]
+    server = FakeServer()
+    cache = AnswerCache()
+    answers = TextAnswers(server, cache)
+    answers.prefetch(question for image in images for question in bound.questions(image))
+    assert len(server.calls) == 1  # one round trip for the batch
+    assert len(server.calls[0]) == 5 * 3  # distinct values (EU, eu, Us, fr, GONE) × literals ('eu', 'us', 'gone')
+    assert [bound.matches(image, answers) for image in images] == [True, True, True, True, False, True, False]
+    assert len(server.calls) == 1  # evaluation asked nothing more
+    later = TextAnswers(server, cache)  # the next batch: known answers come from the cache
+    later.prefetch(bound.questions(row(code="eu")))
+    assert len(server.calls) == 1
+    later.prefetch(bound.questions(row(code="de")))
+    assert len(server.calls) == 2 and len(server.calls[1]) == 3
+
+
+def test_the_answer_cache_is_bounded_and_keyed_by_collation() -> None:
+    cache = AnswerCache(max_entries=2, max_value_chars=5)
+    cache.put(("utf8mb4", "utf8mb4_general_ci", "a", "A"), 0)
+    cache.put(("utf8mb4", "utf8mb4_bin", "a", "A"), 1)
+    assert cache.get(("utf8mb4", "utf8mb4_general_ci", "a", "A")) == 0
+    assert cache.get(("utf8mb4", "utf8mb4_bin", "a", "A")) == 1
+    cache.put(("latin1", "latin1_swedish_ci", "b", "B"), 0)
+    assert len(cache) == 2 and cache.get(("utf8mb4", "utf8mb4_general_ci", "a", "A")) is None  # least recent out
+    cache.put(("utf8mb4", "utf8mb4_bin", "long value", "x"), -1)
+    assert cache.get(("utf8mb4", "utf8mb4_bin", "long value", "x")) is None  # long values are not kept
+
+
+def test_text_without_answers_is_not_guessed() -> None:
+    with pytest.raises(RuntimeError, match="server"):
+        truth("code = 'x'", row(code="x"))
+
+
+def test_binary_strings_compare_bytewise_without_padding() -> None:
+    assert not bind_filter("tag = 'ab'", SCHEMA).asks_server
+    assert truth("tag = 'ab'", row(tag=b"ab")) is True
+    assert truth("tag = 'ab'", row(tag=b"AB")) is False  # no collation: bytes
+    assert truth("tag = 'ab'", row(tag=b"ab ")) is False  # trailing blanks count
+    assert truth("tag < 'ab'", row(tag=b"a")) is True  # a shorter prefix first
+    assert truth("tag > 'a'", row(tag=b"\xff")) is True  # unsigned bytes
+    assert truth("tag = 'é'", row(tag="é".encode())) is True  # the literal's utf8mb4 bytes
+    assert truth("fixed = 'ab'", row(fixed=b"ab\x00\x00")) is False  # BINARY(4) holds its 0x00 padding
+    assert truth("fixed = 'ab'", row(fixed=None)) is None
 
 
 # -- refusals ------------------------------------------------------------------------------------------------
@@ -119,7 +198,7 @@ def test_text_outside_the_subset_is_refused(predicate: str) -> None:
 
 @pytest.mark.parametrize(("predicate", "why"), [
     ("gone = 1", "does not have"), ("ratio > 1", "double"), ("stamp > '2024-01-01'", "time zone"),
-    ("code = 'x'", "collation"), ("qty = 'x'", "not a number"), ("day = 20240101", "is a number"),
+    ("tag > 5", "not a string"), ("qty = 'x'", "not a number"), ("day = 20240101", "is a number"),
     ("day = '2024-01-01 10:00:00'", "datetime"), ("qty > DATE '2024-01-01'", "not a number"),
 ])
 def test_what_does_not_fit_the_schema_is_refused_with_a_remedy(predicate: str, why: str) -> None:
@@ -128,10 +207,11 @@ def test_what_does_not_fit_the_schema_is_refused_with_a_remedy(predicate: str, w
     assert "sink.tables.shop.orders" in (raised.value.remedy or "")
 
 
-def test_text_compare_is_refused_under_a_case_insensitive_collation() -> None:
-    with pytest.raises(ColumnRulesError, match="utf8mb4_general_ci"):
-        bind_filter("code = 'x'", SCHEMA, {"code": "utf8mb4_general_ci"})
-    assert truth("code IS NULL", row(), {"code": "utf8mb4_general_ci"}) is True  # NULL tests need no collation
+def test_text_compare_without_a_recorded_collation_asks_for_a_re_snapshot() -> None:
+    with pytest.raises(ColumnRulesError, match="collation") as raised:
+        bind_filter("old = 'x'", SCHEMA)
+    assert "binlake snapshot --table shop.orders" in (raised.value.remedy or "")
+    assert truth("old IS NULL", row()) is True  # NULL tests need no collation
 
 
 def test_a_dropped_filter_column_stops_even_a_lenient_shape() -> None:
@@ -149,7 +229,8 @@ def test_the_sql_is_rendered_from_the_tree_not_the_text() -> None:
     at = "IF(YEAR(`at`) = 0 OR MONTH(`at`) = 0 OR DAYOFMONTH(`at`) = 0, NULL, `at`)"
     assert bound.sql == (f"((`qty` >= 1) AND ((`total` IN (1.50, 2)) OR (NOT ({zero_null} < DATE'2024-01-01'))) "
                          f"AND ({at} IS NOT NULL))")
-    assert bind_filter("code = 'it''s'", SCHEMA, {"code": "utf8mb4_bin"}).sql == "(`code` = 'it''s')"
+    assert bind_filter("code = 'it''s'", SCHEMA).sql == "(`code` = 'it''s')"
+    assert bind_filter("tag IN ('é', 'a')", SCHEMA).sql == "(`tag` IN ('é', 'a'))"
 
 
 # -- the config key ------------------------------------------------------------------------------------------
@@ -228,3 +309,23 @@ def test_the_filter_sees_the_clear_value_of_a_masked_column() -> None:
     ((key, (operation, stored)),) = changes.rows.items()
     assert key == (1,) and operation == "upsert" and stored is not None
     assert stored[0] == 1 and isinstance(stored[1], str) and len(stored[1]) == 64  # landed hashed, chosen in clear
+
+
+def test_a_text_filter_on_a_masked_column_asks_about_the_clear_value_and_lands_the_hash() -> None:
+    schema = TableSchema(SMALL.table, SMALL.columns[:2] + (
+        ColumnInfo("email", "varchar", "varchar(80)", True, character_set="utf8mb4", collation="utf8mb4_general_ci"),),
+        ("id",))
+    rules = ColumnRules(mask={"email": ColumnMask(kind="hash", key_env="K")})
+    shape = column_shape(schema, rules, row_filter="email = 'ann@example.com'", environ={"K": "k"})
+    server = FakeServer()
+    decoder = TableDecoder.for_schema(schema, shape=shape, answers=TextAnswers(server))
+    assert decoder.asks_server
+    changes = TableChanges(decoder.key_positions)
+    images = [(1, 1, "ANN@example.com"), (2, 1, "bob@example.com")]
+    decoder.prefetch(images)
+    for image in images:
+        fold_insert(decoder, changes, image)
+    assert len(server.calls) == 1 and {q[2] for q in server.calls[0]} == {"ANN@example.com", "bob@example.com"}
+    ((key, (operation, stored)),) = changes.rows.items()
+    assert key == (1,) and operation == "upsert" and stored is not None
+    assert stored[2] != "ANN@example.com" and len(stored[2]) == 64  # chosen in clear, landed hashed

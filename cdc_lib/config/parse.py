@@ -654,10 +654,6 @@ def _check_iceberg(settings: TableSettings, prefix: str, *, deletion_vectors: bo
     if deletion_vectors if settings.deletion_vectors is None else settings.deletion_vectors:
         raise ConfigError(f"{prefix}iceberg", "cannot be exact with deletion vectors: Iceberg readers would not see "
                           "the rows a Delta deletion vector removes", remedy=f"set {prefix}deletion_vectors: false")
-    if settings.layout is not None and settings.layout.partition_by:
-        raise ConfigError(f"{prefix}iceberg", "cannot be exact on a partitioned table: Delta keeps partition values "
-                          "out of the Parquet files, where an Iceberg reader looks for them",
-                          remedy="drop partition_by (cluster_by is fine), or drop iceberg")
 
 
 def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, prefix: str) -> None:

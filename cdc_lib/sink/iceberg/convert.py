@@ -32,6 +32,7 @@ from cdc_lib.sink.storage import S3SinkStorage, SinkStorage, storage_for
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadataV2
 
@@ -45,6 +46,9 @@ KEEP_VERSIONS = 10
 _HINT = "version-hint.text"
 _NAME_MAPPING = "schema.name-mapping.default"
 _MAPPING_MODES = ("delta.columnMapping.mode",)
+#: Column types a partition may have: Delta's partition value (a string in the log, typed by delta-rs) is the same
+#: value Iceberg holds. Timestamps are left out: Delta's writers disagree on the zone of a timestamp's string.
+_PARTITION_TYPES = ("boolean", "int", "long", "string", "date")
 
 
 @dataclass(frozen=True)
@@ -163,12 +167,14 @@ def refresh(path: str, *, table: str | None = None, storage: SinkStorage | None 
             return Converted(delta_version=version, written=False, metadata_file=current_file)
     _check_exact(delta, table)
     columns = _columns(delta, base, table)
+    partition_columns = list(delta.metadata().partition_columns)
+    partitioning = _partition_spec(partition_columns, columns[0], base, table)
     number = 1 if current_file is None else _number(current_file) + 1
     # A metadata file is never overwritten: a number already taken (a run that died before its hint, or another
     # converter that got there first) is skipped, so a file a reader opened never changes under it (on S3 too).
     while place.io.new_input(place.file(f"v{number}.metadata.json")).exists():
         number += 1
-    written = _write(place, delta, version, columns, base, number, current_file)
+    written = _write(place, delta, version, columns, (partition_columns, *partitioning), base, number, current_file)
     _expire(place, number, written)
     log.info("%s: Iceberg metadata v%d lists Delta version %d", table or path, number, version)
     return Converted(delta_version=version, written=True, metadata_file=place.file(f"v{number}.metadata.json"))
@@ -183,10 +189,6 @@ def _check_exact(delta: DeltaTable, table: str | None) -> None:
             raise IcebergMetadataError(
                 f"the Delta table has {key} = {configuration[key]}: its Parquet columns have physical names, which "
                 "binlake's Iceberg name mapping does not describe", remedy="drop iceberg for the table", table=table)
-    if metadata.partition_columns:
-        raise IcebergMetadataError(
-            f"the Delta table is partitioned by {', '.join(metadata.partition_columns)}, whose values are not in its "
-            "Parquet files", remedy="re-snapshot the table without partition_by, or drop iceberg", table=table)
     actions = delta.get_add_actions(flatten=True)
     names = set(actions.schema.names)
     if "deletionVector.storageType" in names or any(name.startswith("deletionVector") for name in names):
@@ -220,6 +222,40 @@ def _columns(delta: DeltaTable, base: TableMetadataV2 | None, table: str | None)
     return assign_ids(fields, known, last_id, table=table)
 
 
+def _partition_spec(
+    names: list[str], columns: list[Column], base: TableMetadataV2 | None, table: str | None,
+) -> tuple[PartitionSpec, list[PartitionSpec], int]:
+    """The identity partition spec of Delta's partition columns (one already in the metadata when it is the same),
+    every spec the metadata keeps, and the last partition field id. Delta keeps partition values out of its
+    Parquet files; Iceberg readers project an identity partition's value from the manifest entry instead."""
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    specs = list(base.partition_specs) if base is not None else [UNPARTITIONED_PARTITION_SPEC]
+    last = base.last_partition_id if base is not None and base.last_partition_id is not None else 999
+    known = {field.source_id: field.field_id for spec in specs for field in spec.fields}  # a column keeps its id
+    by_name = {column.name: column for column in columns}
+    fields = []
+    for name in names:
+        column = by_name[name]
+        if column.type not in _PARTITION_TYPES and not column.type.startswith("decimal("):
+            raise IcebergMetadataError(
+                f"the Delta table is partitioned by {name} ({column.type}), whose partition values binlake does not "
+                "describe to Iceberg", remedy="re-snapshot the table partitioned by another column, or drop iceberg",
+                table=table)
+        field_id = known.get(column.field_id)
+        if field_id is None:
+            last += 1
+            field_id = last
+        fields.append(PartitionField(source_id=column.field_id, field_id=field_id, transform=IdentityTransform(),
+                                     name=name))
+    same = next((spec for spec in specs if tuple(spec.fields) == tuple(fields)), None)
+    if same is not None:
+        return same, specs, last
+    spec = PartitionSpec(*fields, spec_id=max(spec.spec_id for spec in specs) + 1)
+    return spec, [*specs, spec], last
+
+
 def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
     from pyiceberg import types
     from pyiceberg.schema import Schema
@@ -246,6 +282,7 @@ def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
 
 def _write(
     place: _Place, delta: DeltaTable, version: int, columns_and_last: tuple[list[Column], int],
+    partitioning: tuple[list[str], PartitionSpec, list[PartitionSpec], int],
     base: TableMetadataV2 | None, number: int, previous_file: str | None,
 ) -> set[int]:
     """Write the manifest, manifest list and v<number>.metadata.json, then the hint; the snapshot ids kept."""
@@ -259,7 +296,7 @@ def _write(
         write_manifest,
         write_manifest_list,
     )
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.partitioning import _to_partition_representation
     from pyiceberg.table.metadata import TableMetadataV2
     from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
     from pyiceberg.table.snapshots import MetadataLogEntry, Operation, Snapshot, SnapshotLogEntry, Summary
@@ -282,10 +319,14 @@ def _write(
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     sequence = (base.last_sequence_number if base is not None else 0) + 1
     now_ms = int(time.time() * 1000)
-    files = pa.table(delta.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
+    partition_columns, spec, specs, last_partition_id = partitioning
+    partition_types = [field.field_type for field in spec.partition_type(schema).fields]
+    # delta-rs types each file's partition values (`partition.<column>`) from the strings in the log.
+    files = pa.table(delta.get_add_actions(flatten=True)).select(
+        ["path", "size_bytes", "num_records", *(f"partition.{name}" for name in partition_columns)]).to_pylist()
     manifest_path = place.file(f"manifest-{snapshot_id}.avro")
     records = 0
-    with write_manifest(format_version=2, spec=UNPARTITIONED_PARTITION_SPEC, schema=schema,
+    with write_manifest(format_version=2, spec=spec, schema=schema,
                         output_file=io.new_output(manifest_path), snapshot_id=snapshot_id,
                         avro_compression="deflate") as writer:
         for entry in files:
@@ -300,9 +341,11 @@ def _write(
             records += count
             data_file = DataFile.from_args(
                 content=DataFileContent.DATA, file_path=file_path, file_format=FileFormat.PARQUET,
-                partition=Record(), record_count=count, file_size_in_bytes=entry["size_bytes"],
+                partition=Record(*[_to_partition_representation(kind, entry[f"partition.{name}"])
+                                   for name, kind in zip(partition_columns, partition_types, strict=True)]),
+                record_count=count, file_size_in_bytes=entry["size_bytes"],
             )
-            data_file.spec_id = 0
+            data_file.spec_id = spec.spec_id
             writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
                                                data_file=data_file))
     manifest = writer.to_manifest_file()
@@ -332,8 +375,8 @@ def _write(
         "location": root,
         "table-uuid": base.table_uuid if base is not None else uuid.uuid4(),
         "last-updated-ms": now_ms, "last-column-id": last_id, "schemas": schemas,
-        "current-schema-id": schema.schema_id, "partition-specs": [UNPARTITIONED_PARTITION_SPEC],
-        "default-spec-id": 0, "last-partition-id": 999,
+        "current-schema-id": schema.schema_id, "partition-specs": specs,
+        "default-spec-id": spec.spec_id, "last-partition-id": last_partition_id,
         "properties": {
             _NAME_MAPPING: json.dumps(name_mapping(columns)), DELTA_VERSION: str(version),
             "write.metadata.previous-versions-max": str(KEEP_VERSIONS), "write.metadata.delete-after-commit.enabled":

@@ -245,8 +245,7 @@ def _sink(document: Mapping[str, Any], base_dir: Path | None, patterns: tuple[st
                               f"applies to mirror tables only, not mode {settings.mode or mode}",
                               remedy="land the table as a mirror, or drop its layout")
         if settings.iceberg:
-            _check_iceberg(settings, f"sink.tables.{name}.", on_s3=path.startswith("s3a://"),
-                           deletion_vectors=deletion_vectors)
+            _check_iceberg(settings, f"sink.tables.{name}.", deletion_vectors=deletion_vectors)
     freshness = _freshness(document, "sink.")
     if path.startswith(("s3://", "s3n://")):
         raise ConfigError(
@@ -646,22 +645,15 @@ def _column_mask(value: Any, key: str) -> ColumnMask:
     )
 
 
-def _check_iceberg(settings: TableSettings, prefix: str, *, on_s3: bool, deletion_vectors: bool) -> None:
+def _check_iceberg(settings: TableSettings, prefix: str, *, deletion_vectors: bool) -> None:
     """`iceberg: true`: binlake writes the table's Iceberg metadata itself (cdc_lib/sink/iceberg, docs/iceberg.md),
     listing the Parquet files of the Delta version. Refused where that listing would not be the table's rows."""
     if importlib.util.find_spec("pyiceberg") is None:  # found, not imported: loading the config stays fast
         raise ConfigError(f"{prefix}iceberg", "needs the pyiceberg package, which is not installed",
                           remedy="pip install binlake[iceberg]")
-    if on_s3:
-        raise ConfigError(f"{prefix}iceberg", "is supported on a local sink.path only, not on S3 yet",
-                          remedy="remove the key, or land the table in a local sink (docs/iceberg.md)")
     if deletion_vectors if settings.deletion_vectors is None else settings.deletion_vectors:
         raise ConfigError(f"{prefix}iceberg", "cannot be exact with deletion vectors: Iceberg readers would not see "
                           "the rows a Delta deletion vector removes", remedy=f"set {prefix}deletion_vectors: false")
-    if settings.layout is not None and settings.layout.partition_by:
-        raise ConfigError(f"{prefix}iceberg", "cannot be exact on a partitioned table: Delta keeps partition values "
-                          "out of the Parquet files, where an Iceberg reader looks for them",
-                          remedy="drop partition_by (cluster_by is fine), or drop iceberg")
 
 
 def _check_metadata_columns(mode: TableMode | None, metadata_columns: bool, prefix: str) -> None:

@@ -109,7 +109,7 @@ def maintain(
             from cdc_lib.sink.iceberg import convert
 
             try:
-                convert.refresh(context.table_path(table), table=table)
+                convert.refresh(context.table_path(table), table=table, storage=context.sink)
             except (IcebergMetadataError, OSError) as exc:
                 log.error("%s: Iceberg metadata not written: %s; the next sync writes it", table, exc)
     abandoned = leftovers.abandoned_snapshot_documents(context.store, context.config.pipeline)

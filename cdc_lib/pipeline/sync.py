@@ -667,7 +667,7 @@ def _keep_iceberg_current(context: PipelineContext, name: str, position: BinlogP
     from cdc_lib.sink.iceberg import convert
 
     try:
-        convert.refresh(context.table_path(name), table=name)
+        convert.refresh(context.table_path(name), table=name, storage=context.sink)
     except OSError as exc:
         log.warning("%s: Iceberg metadata not written (%s); the next batch writes it", name, exc,
                     extra=about_table(name))

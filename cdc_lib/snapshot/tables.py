@@ -89,7 +89,7 @@ def snapshot_tables(
             # The snapshot's Delta version as an Iceberg snapshot (docs/iceberg.md); the syncs keep it current.
             from cdc_lib.sink.iceberg import convert
 
-            convert.refresh(context.table_path(result.table), table=result.table)
+            convert.refresh(context.table_path(result.table), table=result.table, storage=context.sink)
     order = [schema.table.name for schema in schemas]
     return sorted(results, key=lambda result: order.index(result.table))
 

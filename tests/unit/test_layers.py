@@ -47,7 +47,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 TOP_MODULES = {"cdc_lib.errors": frozenset(), "cdc_lib.cli": frozenset(MAY_IMPORT)}
 ENGINES = ("cdc_lib.sink.spark", "cdc_lib.sink.delta_rs")
 # The sink modules above both engines: they choose an engine or act on a table whichever engine wrote it.
-SINK_ABOVE_ENGINES = {"cdc_lib.sink.merge", "cdc_lib.sink.fencing", "cdc_lib.sink.catalog", "cdc_lib.sink.change_feed"}
+SINK_ABOVE_ENGINES = {"cdc_lib.sink.merge", "cdc_lib.sink.fencing", "cdc_lib.sink.catalog", "cdc_lib.sink.change_feed",
+                      "cdc_lib.sink.iceberg.convert"}
 
 
 @cache

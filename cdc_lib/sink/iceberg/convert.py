@@ -2,30 +2,37 @@
 
 Written where Delta UniForm would write it: `<table>/metadata/v<N>.metadata.json`, Avro manifests and manifest
 lists beside it, and `metadata/version-hint.text` naming the newest N (Hadoop-catalog readers, pyiceberg's
-`StaticTable.from_metadata(<table>)`). Each snapshot is a full manifest of the Delta version's files (O(files);
-maintenance keeps files few) and records the version in its summary (`binlake.delta-version`): converting a version
-already converted writes nothing, and a run that died between its Delta commit and this write is healed by the next
-conversion of the newest version. Old metadata files, and the manifests of snapshots no longer kept, are removed.
+`StaticTable.from_metadata(<table>)`), on a local disk or on S3 (pyiceberg's FileIO with the sink's endpoint and
+credentials; the Iceberg side names S3 locations `s3://`, which every Iceberg reader opens, not Hadoop's `s3a://`).
+Each snapshot is a full manifest of the Delta version's files (O(files); maintenance keeps files few) and records
+the version in its summary (`binlake.delta-version`): converting a version already converted writes nothing, and a
+run that died between its Delta commit and this write is healed by the next conversion of the newest version. Old
+metadata files, and the manifests of snapshots no longer kept, are removed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from cdc_lib.common.s3 import S3Settings, is_s3_uri
 from cdc_lib.errors import IcebergMetadataError
+from cdc_lib.sink.delta_rs.writer import storage_options, table_uri
 from cdc_lib.sink.iceberg.schema import Column, assign_ids, name_mapping
+from cdc_lib.sink.storage import S3SinkStorage, SinkStorage, storage_for
 
 if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadataV2
 
@@ -39,6 +46,9 @@ KEEP_VERSIONS = 10
 _HINT = "version-hint.text"
 _NAME_MAPPING = "schema.name-mapping.default"
 _MAPPING_MODES = ("delta.columnMapping.mode",)
+#: Column types a partition may have: Delta's partition value (a string in the log, typed by delta-rs) is the same
+#: value Iceberg holds. Timestamps are left out: Delta's writers disagree on the zone of a timestamp's string.
+_PARTITION_TYPES = ("boolean", "int", "long", "string", "date")
 
 
 @dataclass(frozen=True)
@@ -50,52 +60,124 @@ class Converted:
     metadata_file: str | None = None
 
 
-def metadata_dir(path: str) -> Path:
-    return Path(path.removeprefix("file://")) / "metadata"
+def location(path: str) -> str:
+    """The table's location as Iceberg readers name it: a local folder, or `s3://bucket/key` for any S3 scheme."""
+    if is_s3_uri(path):
+        return table_uri(path).rstrip("/")
+    return str(Path(path.removeprefix("file://")))
 
 
-def current_metadata_file(path: str) -> Path | None:
+def metadata_dir(path: str) -> str:
+    return f"{location(path)}/metadata"
+
+
+def file_io_properties(settings: S3Settings | None) -> dict[str, str]:
+    """pyiceberg FileIO properties for the sink's S3 store: the endpoint, region, credentials, addressing style and
+    bounded waits binlake's own S3 calls and delta-rs use (empty for AWS defaults). A reader passes the same to
+    `StaticTable.from_metadata(..., properties=...)`."""
+    if settings is None:
+        return {}
+    properties = {
+        "s3.region": settings.resolved_region(),
+        # pyiceberg's PyArrow S3 defaults to virtual-hosted addressing, which MinIO, moto and Ceph do not serve.
+        "s3.force-virtual-addressing": "false" if settings.path_style else "true",
+        "s3.connect-timeout": str(settings.connect_seconds),
+        "s3.request-timeout": str(settings.read_seconds),
+    }
+    if settings.endpoint_url is not None:
+        properties["s3.endpoint"] = settings.endpoint_url
+    if settings.credentials is not None:
+        properties["s3.access-key-id"] = settings.credentials.access_key_id
+        properties["s3.secret-access-key"] = settings.credentials.secret_access_key
+        if settings.credentials.session_token:
+            properties["s3.session-token"] = settings.credentials.session_token
+    return properties
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where the table is, and how to read and write beside it (pyiceberg's FileIO, binlake's sink storage)."""
+
+    path: str
+    storage: SinkStorage
+    io: FileIO
+
+    @property
+    def folder(self) -> str:
+        return metadata_dir(self.path)
+
+    def file(self, name: str) -> str:
+        return f"{self.folder}/{name}"
+
+    @property
+    def delta_options(self) -> dict[str, str] | None:
+        return storage_options(self.path, self.storage)
+
+
+def _place(path: str, storage: SinkStorage | None) -> _Place:
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    if storage is None:
+        storage = storage_for(path)
+    settings = storage.settings if isinstance(storage, S3SinkStorage) and is_s3_uri(path) else None
+    return _Place(path=path, storage=storage, io=PyArrowFileIO(file_io_properties(settings)))
+
+
+def current_metadata_file(path: str, storage: SinkStorage | None = None) -> str | None:
     """The newest Iceberg metadata file of the Delta table at `path` (by its version hint), or None."""
-    folder = metadata_dir(path)
-    try:
-        hint = (folder / _HINT).read_text().strip()
-    except FileNotFoundError:
+    place = _place(path, storage)
+    return _current(place)
+
+
+def _current(place: _Place) -> str | None:
+    hint = place.storage.read_bytes(place.file(_HINT))
+    if hint is None:
         return None
-    return folder / f"v{int(hint)}.metadata.json"
+    return place.file(f"v{int(hint.decode().strip())}.metadata.json")
 
 
-def refresh(path: str, *, table: str | None = None) -> Converted:
+def _number(metadata_file: str) -> int:
+    return int(metadata_file.rsplit("/", 1)[1].split(".")[0][1:])
+
+
+def refresh(path: str, *, table: str | None = None, storage: SinkStorage | None = None) -> Converted:
     """Make the table's current Iceberg snapshot list the Delta table's newest version (a no-op when it does).
 
+    `storage` is the sink's (its S3 endpoint and credentials); None: the local disk, or AWS defaults on S3.
     Raise IcebergMetadataError when the version cannot be described exactly (a column type Iceberg lacks, column
     mapping or deletion vectors turned on by another writer, partitions); I/O errors pass through (the next run
     converts again).
     """
-    from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.serializers import FromInputFile
 
+    place = _place(path, storage)
     try:
-        delta = DeltaTable(path)
+        delta = DeltaTable(table_uri(path), storage_options=place.delta_options)
     except TableNotFoundError:
         return Converted(delta_version=-1, written=False)  # no Delta table yet: nothing for Iceberg to list
     version = delta.version()
-    folder = metadata_dir(path)
-    current_file = current_metadata_file(path)
+    current_file = _current(place)
     base: TableMetadataV2 | None = None
-    if current_file is not None and current_file.exists():
-        loaded = FromInputFile.table_metadata(PyArrowFileIO().new_input(str(current_file)))
+    if current_file is not None and place.io.new_input(current_file).exists():
+        loaded = FromInputFile.table_metadata(place.io.new_input(current_file))
         base = loaded  # type: ignore[assignment]  # binlake writes format version 2 only
         snapshot = loaded.current_snapshot()
         if snapshot is not None and snapshot.summary is not None \
                 and snapshot.summary.get(DELTA_VERSION) == str(version):
-            return Converted(delta_version=version, written=False, metadata_file=str(current_file))
+            return Converted(delta_version=version, written=False, metadata_file=current_file)
     _check_exact(delta, table)
     columns = _columns(delta, base, table)
-    number = 1 if current_file is None else int(current_file.name.split(".")[0][1:]) + 1
-    written = _write(path, folder, delta, version, columns, base, number, current_file)
-    _expire(folder, number, written)
+    partition_columns = list(delta.metadata().partition_columns)
+    partitioning = _partition_spec(partition_columns, columns[0], base, table)
+    number = 1 if current_file is None else _number(current_file) + 1
+    # A metadata file is never overwritten: a number already taken (a run that died before its hint, or another
+    # converter that got there first) is skipped, so a file a reader opened never changes under it (on S3 too).
+    while place.io.new_input(place.file(f"v{number}.metadata.json")).exists():
+        number += 1
+    written = _write(place, delta, version, columns, (partition_columns, *partitioning), base, number, current_file)
+    _expire(place, number, written)
     log.info("%s: Iceberg metadata v%d lists Delta version %d", table or path, number, version)
-    return Converted(delta_version=version, written=True, metadata_file=str(folder / f"v{number}.metadata.json"))
+    return Converted(delta_version=version, written=True, metadata_file=place.file(f"v{number}.metadata.json"))
 
 
 def _check_exact(delta: DeltaTable, table: str | None) -> None:
@@ -107,10 +189,6 @@ def _check_exact(delta: DeltaTable, table: str | None) -> None:
             raise IcebergMetadataError(
                 f"the Delta table has {key} = {configuration[key]}: its Parquet columns have physical names, which "
                 "binlake's Iceberg name mapping does not describe", remedy="drop iceberg for the table", table=table)
-    if metadata.partition_columns:
-        raise IcebergMetadataError(
-            f"the Delta table is partitioned by {', '.join(metadata.partition_columns)}, whose values are not in its "
-            "Parquet files", remedy="re-snapshot the table without partition_by, or drop iceberg", table=table)
     actions = delta.get_add_actions(flatten=True)
     names = set(actions.schema.names)
     if "deletionVector.storageType" in names or any(name.startswith("deletionVector") for name in names):
@@ -144,6 +222,40 @@ def _columns(delta: DeltaTable, base: TableMetadataV2 | None, table: str | None)
     return assign_ids(fields, known, last_id, table=table)
 
 
+def _partition_spec(
+    names: list[str], columns: list[Column], base: TableMetadataV2 | None, table: str | None,
+) -> tuple[PartitionSpec, list[PartitionSpec], int]:
+    """The identity partition spec of Delta's partition columns (one already in the metadata when it is the same),
+    every spec the metadata keeps, and the last partition field id. Delta keeps partition values out of its
+    Parquet files; Iceberg readers project an identity partition's value from the manifest entry instead."""
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    specs = list(base.partition_specs) if base is not None else [UNPARTITIONED_PARTITION_SPEC]
+    last = base.last_partition_id if base is not None and base.last_partition_id is not None else 999
+    known = {field.source_id: field.field_id for spec in specs for field in spec.fields}  # a column keeps its id
+    by_name = {column.name: column for column in columns}
+    fields = []
+    for name in names:
+        column = by_name[name]
+        if column.type not in _PARTITION_TYPES and not column.type.startswith("decimal("):
+            raise IcebergMetadataError(
+                f"the Delta table is partitioned by {name} ({column.type}), whose partition values binlake does not "
+                "describe to Iceberg", remedy="re-snapshot the table partitioned by another column, or drop iceberg",
+                table=table)
+        field_id = known.get(column.field_id)
+        if field_id is None:
+            last += 1
+            field_id = last
+        fields.append(PartitionField(source_id=column.field_id, field_id=field_id, transform=IdentityTransform(),
+                                     name=name))
+    same = next((spec for spec in specs if tuple(spec.fields) == tuple(fields)), None)
+    if same is not None:
+        return same, specs, last
+    spec = PartitionSpec(*fields, spec_id=max(spec.spec_id for spec in specs) + 1)
+    return spec, [*specs, spec], last
+
+
 def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
     from pyiceberg import types
     from pyiceberg.schema import Schema
@@ -169,12 +281,12 @@ def _iceberg_schema(columns: list[Column], schema_id: int) -> Schema:
 
 
 def _write(
-    path: str, folder: Path, delta: DeltaTable, version: int, columns_and_last: tuple[list[Column], int],
-    base: TableMetadataV2 | None, number: int, previous_file: Path | None,
+    place: _Place, delta: DeltaTable, version: int, columns_and_last: tuple[list[Column], int],
+    partitioning: tuple[list[str], PartitionSpec, list[PartitionSpec], int],
+    base: TableMetadataV2 | None, number: int, previous_file: str | None,
 ) -> set[int]:
     """Write the manifest, manifest list and v<number>.metadata.json, then the hint; the snapshot ids kept."""
     import pyarrow as pa
-    from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.manifest import (
         DataFile,
         DataFileContent,
@@ -184,7 +296,7 @@ def _write(
         write_manifest,
         write_manifest_list,
     )
-    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.partitioning import _to_partition_representation
     from pyiceberg.table.metadata import TableMetadataV2
     from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
     from pyiceberg.table.snapshots import MetadataLogEntry, Operation, Snapshot, SnapshotLogEntry, Summary
@@ -192,9 +304,10 @@ def _write(
     from pyiceberg.typedef import Record
 
     columns, last_id = columns_and_last
-    folder.mkdir(parents=True, exist_ok=True)
-    io = PyArrowFileIO()
-    location = str(Path(path.removeprefix("file://")))
+    io = place.io
+    root = location(place.path)
+    if not is_s3_uri(place.path):  # S3 has no folders; the local rename of the hint needs one
+        Path(place.folder).mkdir(parents=True, exist_ok=True)
     schemas = list(base.schemas) if base is not None else []
     schema = _iceberg_schema(columns, schema_id=0)
     same = next((old for old in schemas if old.fields == schema.fields), None)
@@ -206,30 +319,38 @@ def _write(
     snapshot_id = uuid.uuid4().int & ((1 << 63) - 1)
     sequence = (base.last_sequence_number if base is not None else 0) + 1
     now_ms = int(time.time() * 1000)
-    files = pa.table(delta.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
-    manifest_path = str(folder / f"manifest-{snapshot_id}.avro")
+    partition_columns, spec, specs, last_partition_id = partitioning
+    partition_types = [field.field_type for field in spec.partition_type(schema).fields]
+    # delta-rs types each file's partition values (`partition.<column>`) from the strings in the log.
+    files = pa.table(delta.get_add_actions(flatten=True)).select(
+        ["path", "size_bytes", "num_records", *(f"partition.{name}" for name in partition_columns)]).to_pylist()
+    manifest_path = place.file(f"manifest-{snapshot_id}.avro")
     records = 0
-    with write_manifest(format_version=2, spec=UNPARTITIONED_PARTITION_SPEC, schema=schema,
+    with write_manifest(format_version=2, spec=spec, schema=schema,
                         output_file=io.new_output(manifest_path), snapshot_id=snapshot_id,
                         avro_compression="deflate") as writer:
         for entry in files:
-            file_path = f"{location}/{entry['path']}"
+            # The log holds a relative URI (percent-encoded); Iceberg holds the location readers open as is.
+            file_path = f"{root}/{unquote(entry['path'])}"
             count = entry["num_records"]
             if count is None:  # a file written without statistics: its footer has the count
                 import pyarrow.parquet as pq
 
-                count = pq.read_metadata(file_path).num_rows
+                with io.new_input(file_path).open() as stream:
+                    count = pq.read_metadata(stream).num_rows
             records += count
             data_file = DataFile.from_args(
                 content=DataFileContent.DATA, file_path=file_path, file_format=FileFormat.PARQUET,
-                partition=Record(), record_count=count, file_size_in_bytes=entry["size_bytes"],
+                partition=Record(*[_to_partition_representation(kind, entry[f"partition.{name}"])
+                                   for name, kind in zip(partition_columns, partition_types, strict=True)]),
+                record_count=count, file_size_in_bytes=entry["size_bytes"],
             )
-            data_file.spec_id = 0
+            data_file.spec_id = spec.spec_id
             writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id,
                                                data_file=data_file))
     manifest = writer.to_manifest_file()
     previous = base.current_snapshot() if base is not None else None
-    list_path = str(folder / f"snap-{snapshot_id}.avro")
+    list_path = place.file(f"snap-{snapshot_id}.avro")
     with write_manifest_list(format_version=2, output_file=io.new_output(list_path), snapshot_id=snapshot_id,
                              parent_snapshot_id=previous.snapshot_id if previous is not None else None,
                              sequence_number=sequence, avro_compression="deflate") as list_writer:
@@ -248,14 +369,14 @@ def _write(
     snapshot_log = [entry for entry in (base.snapshot_log if base is not None else []) if entry.snapshot_id in kept]
     metadata_log = list(base.metadata_log) if base is not None else []
     if previous_file is not None and base is not None:
-        metadata_log.append(MetadataLogEntry.model_validate({"metadata-file": str(previous_file),
+        metadata_log.append(MetadataLogEntry.model_validate({"metadata-file": previous_file,
                                                 "timestamp-ms": base.last_updated_ms}))
     metadata = TableMetadataV2.model_validate({
-        "location": location,
+        "location": root,
         "table-uuid": base.table_uuid if base is not None else uuid.uuid4(),
         "last-updated-ms": now_ms, "last-column-id": last_id, "schemas": schemas,
-        "current-schema-id": schema.schema_id, "partition-specs": [UNPARTITIONED_PARTITION_SPEC],
-        "default-spec-id": 0, "last-partition-id": 999,
+        "current-schema-id": schema.schema_id, "partition-specs": specs,
+        "default-spec-id": spec.spec_id, "last-partition-id": last_partition_id,
         "properties": {
             _NAME_MAPPING: json.dumps(name_mapping(columns)), DELTA_VERSION: str(version),
             "write.metadata.previous-versions-max": str(KEEP_VERSIONS), "write.metadata.delete-after-commit.enabled":
@@ -269,29 +390,25 @@ def _write(
         "refs": {"main": SnapshotRef.model_validate({"snapshot-id": snapshot_id, "type": SnapshotRefType.BRANCH})},
         "last-sequence-number": sequence,
     })
-    # The metadata file and then the hint, each written whole beside and renamed over: a reader sees the old
-    # table or the new one, and a crash before the hint leaves v<number> to be written again by the next run.
-    _replace(folder / f"v{number}.metadata.json", metadata.model_dump_json(exclude_none=True).encode())
-    _replace(folder / _HINT, str(number).encode())
+    # The metadata file (a new name) and then the hint, each written whole: renamed over on a local disk, one PUT
+    # on S3, where an object is never seen half-written. A reader sees the old table until the hint names the new
+    # file, which is complete by then; a crash before the hint leaves v<number> unnamed, and the next run skips it.
+    place.storage.replace_bytes(place.file(f"v{number}.metadata.json"),
+                                metadata.model_dump_json(exclude_none=True).encode())
+    place.storage.replace_bytes(place.file(_HINT), str(number).encode())
     return kept
 
 
-def _replace(target: Path, content: bytes) -> None:
-    staged = target.with_name(f".binlake-{uuid.uuid4().hex}.tmp")
-    staged.write_bytes(content)
-    os.replace(staged, target)
-
-
-def _expire(folder: Path, number: int, kept: set[int]) -> None:
+def _expire(place: _Place, number: int, kept: set[int]) -> None:
     """Remove metadata files older than the last KEEP_VERSIONS, and the Avro files of snapshots not kept."""
-    for entry in os.scandir(folder):
-        name = entry.name
+    for name in place.storage.list_names(place.folder) or []:
         if name.startswith("v") and name.endswith(".metadata.json"):
             if int(name[1:].split(".")[0]) <= number - KEEP_VERSIONS:
-                os.unlink(entry.path)
+                place.io.delete(place.file(name))
         elif name.endswith(".avro") and (name.startswith("manifest-") or name.startswith("snap-")):
             if int(name.split("-", 1)[1].removesuffix(".avro")) not in kept:
-                os.unlink(entry.path)
+                place.io.delete(place.file(name))
 
 
-__all__ = ["DELTA_VERSION", "KEEP_VERSIONS", "Converted", "current_metadata_file", "metadata_dir", "refresh"]
+__all__ = ["DELTA_VERSION", "KEEP_VERSIONS", "Converted", "current_metadata_file", "file_io_properties", "location",
+           "metadata_dir", "refresh"]

@@ -48,10 +48,25 @@ def test_a_busy_table_keeps_a_bounded_number_of_metadata_files(tmp_path: Path) -
     assert len(StaticTable.from_metadata(path).scan().to_arrow()) == 3 * (KEEP_VERSIONS + 5)
 
 
-def test_a_partitioned_delta_table_is_refused(tmp_path: Path) -> None:
+def test_a_partitioned_table_gets_identity_partitions_and_a_new_spec_when_the_columns_change(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, _batch(0), partition_by=["v"])
-    with pytest.raises(IcebergMetadataError, match="partitioned by v"):
+    refresh(path)
+    table = StaticTable.from_metadata(path)
+    assert [(field.source_id, field.field_id, field.name) for field in table.spec().fields] == [(2, 1000, "v")]
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda row: row["id"]) == _batch(0).to_pylist()
+    write_deltalake(path, _batch(5), partition_by=["id"], mode="overwrite", schema_mode="overwrite")
+    refresh(path)
+    table = StaticTable.from_metadata(path)
+    assert table.spec().spec_id == 2 and [field.field_id for field in table.spec().fields] == [1001]
+    assert [spec.spec_id for spec in table.specs().values()] == [0, 1, 2], "older specs are kept"
+    assert sorted(row["id"] for row in table.scan().to_arrow().to_pylist()) == [5, 6, 7]
+
+
+def test_a_timestamp_partition_is_refused(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1], "at": pa.array([0], pa.timestamp("us"))}), partition_by=["at"])
+    with pytest.raises(IcebergMetadataError, match="partitioned by at"):
         refresh(path, table="shop.t")
     assert not (tmp_path / "t" / "metadata").exists()
 

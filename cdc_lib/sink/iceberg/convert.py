@@ -174,8 +174,8 @@ def refresh(path: str, *, table: str | None = None, storage: SinkStorage | None 
     # converter that got there first) is skipped, so a file a reader opened never changes under it (on S3 too).
     while place.io.new_input(place.file(f"v{number}.metadata.json")).exists():
         number += 1
-    written = _write(place, delta, version, columns, (partition_columns, *partitioning), base, number, current_file)
-    _expire(place, number, written)
+    _write(place, delta, version, columns, (partition_columns, *partitioning), base, number, current_file)
+    _expire(place, number)
     log.info("%s: Iceberg metadata v%d lists Delta version %d", table or path, number, version)
     return Converted(delta_version=version, written=True, metadata_file=place.file(f"v{number}.metadata.json"))
 
@@ -399,15 +399,59 @@ def _write(
     return kept
 
 
-def _expire(place: _Place, number: int, kept: set[int]) -> None:
-    """Remove metadata files older than the last KEEP_VERSIONS, and the Avro files of snapshots not kept."""
-    for name in place.storage.list_names(place.folder) or []:
-        if name.startswith("v") and name.endswith(".metadata.json"):
-            if int(name[1:].split(".")[0]) <= number - KEEP_VERSIONS:
-                place.io.delete(place.file(name))
-        elif name.endswith(".avro") and (name.startswith("manifest-") or name.startswith("snap-")):
-            if int(name.split("-", 1)[1].removesuffix(".avro")) not in kept:
-                place.io.delete(place.file(name))
+def _expire(place: _Place, number: int) -> None:
+    """Remove metadata files older than the last KEEP_VERSIONS, and the Avro files of snapshots they name that no
+    remaining metadata file has as its current snapshot (so each kept file's current snapshot stays readable, and
+    KEEP_VERSIONS snapshots' files stay in all).
+
+    Files are chosen from the metadata files themselves, never from what this run's base knew: another converter
+    running at the same moment (a sync beside `binlake maintain`) writes its own snapshot from the same base, and
+    its metadata file may become current after ours. A snapshot no metadata file names yet (a converter between
+    its manifest and its metadata file, or one that died there) is named by no removed file, so it is left alone.
+    """
+    numbered = sorted((int(name[1:].split(".")[0]), name) for name in place.storage.list_names(place.folder) or []
+                      if name.startswith("v") and name.endswith(".metadata.json"))
+    removed = [name for version, name in numbered if version <= number - KEEP_VERSIONS]
+    if not removed:
+        return
+    current = {_snapshots(place, name)[0] for version, name in numbered if version > number - KEEP_VERSIONS}
+    for name in removed:
+        for snapshot_id in _snapshots(place, name)[1] - current:
+            for avro in (f"manifest-{snapshot_id}.avro", f"snap-{snapshot_id}.avro"):
+                _delete(place, avro)
+        _delete(place, name)
+        _SNAPSHOTS.pop(place.file(name), None)
+
+
+def _delete(place: _Place, name: str) -> None:
+    """Delete a file of the metadata folder; gone already is fine (an older expiry, or another converter's)."""
+    try:
+        place.io.delete(place.file(name))
+    except FileNotFoundError:
+        pass
+
+
+#: Each metadata file's current snapshot id and every snapshot id it names, by its location. A metadata file is
+#: never rewritten (a number is never reused), so this never changes, and a conversion reads only the files
+#: written since its last.
+_SNAPSHOTS: dict[str, tuple[int | None, frozenset[int]]] = {}
+
+
+def _snapshots(place: _Place, name: str) -> tuple[int | None, frozenset[int]]:
+    where = place.file(name)
+    known = _SNAPSHOTS.get(where)
+    if known is None:
+        document = place.storage.read_bytes(where)
+        if document is None:
+            return None, frozenset()  # removed meanwhile by another converter
+        metadata = json.loads(document)
+        current = metadata.get("current-snapshot-id")
+        known = (None if current is None else int(current),
+                 frozenset(int(snapshot["snapshot-id"]) for snapshot in metadata.get("snapshots") or []))
+        if len(_SNAPSHOTS) > 4096:
+            _SNAPSHOTS.clear()  # a bound for a process converting many tables for days
+        _SNAPSHOTS[where] = known
+    return known
 
 
 __all__ = ["DELTA_VERSION", "KEEP_VERSIONS", "Converted", "current_metadata_file", "file_io_properties", "location",

@@ -73,3 +73,23 @@ def test_a_timestamp_partition_is_refused(tmp_path: Path) -> None:
 
 def test_no_delta_table_yet_writes_nothing(tmp_path: Path) -> None:
     assert not refresh(str(tmp_path / "none")).written
+
+
+def test_a_converter_racing_another_never_removes_the_files_of_the_others_snapshot(tmp_path: Path) -> None:
+    """Two converters from one base (a sync beside `binlake maintain`): B, which never saw A's snapshot, expires
+    old files; A's hint then lands last. A's snapshot must still be readable, whole."""
+    path = str(tmp_path / "t")
+    metadata = tmp_path / "t" / "metadata"
+    for round_number in range(KEEP_VERSIONS):
+        write_deltalake(path, _batch(round_number * 10), mode="append")
+        refresh(path)
+    base_hint = (metadata / "version-hint.text").read_text()
+    write_deltalake(path, _batch(1000), mode="append")
+    converted_a = refresh(path)  # A: a new metadata file and its snapshot
+    assert converted_a.written and converted_a.metadata_file is not None
+    (metadata / "version-hint.text").write_text(base_hint)  # B reads the base A started from
+    write_deltalake(path, _batch(2000), mode="append")
+    assert refresh(path).written  # B: the next number, and the expiry of old files
+    (metadata / "version-hint.text").write_text(converted_a.metadata_file.rsplit("/v", 1)[1].split(".")[0])
+    rows = StaticTable.from_metadata(converted_a.metadata_file).scan().to_arrow()
+    assert len(rows) == 3 * (KEEP_VERSIONS + 1)

@@ -148,9 +148,9 @@ def test_a_round_under_column_rules_matches_the_source_masked_by_the_fuzzer(fuzz
     fuzzer = Fuzzer(fuzz_server, tmp_path, shrink_seconds=SHRINK_SECONDS, out=lambda line: print(line, flush=True))
     for number in range(200):
         plan = fuzzer.plan(COLUMNS_SEED, number)
-        stops = any(action.kind == "sql" and any(form in action.text.upper() for form in EXPECTED_STOP_FORMS)
-                    for step in plan.steps for action in step.actions)
-        if len(plan.rules) == len(plan.tables) and len(_masks_of(plan)) >= 3 and not stops:
+        # Routes are the next test's: a round without them (and, drawn or not, filters are compared alike).
+        if (len(plan.rules) == len(plan.tables) and len(_masks_of(plan)) >= 3 and not plan.routes
+                and not _stops(plan)):
             break
     else:
         pytest.fail("no round of the seed draws rules on every table")

@@ -5,6 +5,7 @@
     python -m bench.fuzz.fuzz --seed 1 --families -xa,-crash # narrow the families
     python -m bench.fuzz.fuzz --minutes 60 --long            # + concurrent actors (`race`: re-snapshot, outside writer)
     python -m bench.fuzz.fuzz --minutes 10 --columns-share 1 # column rules and masks in every round
+    python -m bench.fuzz.fuzz --minutes 10 --filters-share 1 --routes-share 0.5  # row filters, routed shards
 
 Every round derives from (seed, round) alone: its tables, rows, statements, sync points and crashes are
 drawn from `random.Random(f"{seed}:{round}")` before anything runs, so a round replays exactly. A round:
@@ -35,6 +36,12 @@ The `columns` family gives some rounds column rules (`sink.tables.<db.t>.columns
 `bench/fuzz/fuzz_columns.py` from a generator of their own): include or exclude lists and masks. The oracle then
 projects and masks the source itself, by its own reading of docs/columns-and-masking.md, before comparing.
 
+The `filters` family gives some rounds' tables a random row filter (`sink.tables.<db.t>.filter`; drawn by
+`bench/fuzz/fuzz_filters.py`); the oracle keeps the rows the source server itself selects with the same predicate
+(`SELECT … WHERE`), never binlake's evaluator. The `routes` family routes the first table and 1-2 copies of it
+(one maybe in a second database) into one target (`sink.routes`), sometimes re-snapshotting one shard; the oracle
+is the union of the shards' rows, each followed by its database and table name.
+
 Outcomes: `ok`; `expected-stop` (binlake stopped a table after a form that should stop it); failures are
 `difference` (success with a wrong row, always a bug) and `unexpected-stop` (a stopped table or a failed
 sync the workload did not call for). A failure is shrunk (ddmin over steps, then statements) and printed
@@ -58,7 +65,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +76,7 @@ time.tzset()
 
 import pymysql  # noqa: E402
 
-from bench.fuzz import fuzz_columns  # noqa: E402
+from bench.fuzz import fuzz_columns, fuzz_filters  # noqa: E402
 from bench.fuzz.fuzz_values import (  # noqa: E402
     ColumnKind,
     SourceColumn,
@@ -82,7 +89,7 @@ from bench.fuzz.fuzz_values import (  # noqa: E402
 )
 
 FAMILIES = ("types", "charsets", "txn", "big", "pkswap", "xa", "savepoint", "ddl", "ddl_stop", "partition",
-            "sync_cli", "crash", "paths", "columns")
+            "sync_cli", "crash", "paths", "columns", "filters", "routes")
 #: Families only the long mode (`--long`) turns on: `race`, a second actor on a table while a CLI sync is paused
 #: before its Delta commit (a re-snapshot of the table, or an outside writer compacting it), then the sync resumes.
 LONG_FAMILIES = ("race",)
@@ -96,11 +103,13 @@ WAVE_FAILPOINTS = ("after_snapshot_wave_commit@1", "after_snapshot_wave_recorded
 #: The apply paths a run reports coverage of: rounds whose Delta logs (or binlake's log) show each one taken.
 PATHS = ("append", "concurrent", "spill", "chunked", "between_waves", "follow", "follow_cli", "crash_append",
          "crash_concurrent", "crash_spill", "crash_follow", "crash_chunked", "spark_batches", "delta_rs_batches",
-         "delta_rs_refused", "columns")
+         "delta_rs_refused", "columns", "filters", "routes", "resnapshot_shard", "resnapshot_refused")
 #: `batch.writer` values a round draws (with `paths` on), and may switch between in its workload.
 WRITERS = ("spark", "delta-rs", "auto")
 #: Statement forms after which binlake may stop the table (instead of applying them exactly).
 EXPECTED_STOP_FORMS = ("DROP COLUMN", "RENAME COLUMN", "DROP PARTITION", "TRUNCATE PARTITION")
+#: The columns a route's target adds after the source's, as docs/routing.md names them (not binlake's constants).
+ROUTE_COLUMNS = ("_binlake_source_db", "_binlake_source_table")
 
 # -- the plan of a round ------------------------------------------------------------------------
 
@@ -112,6 +121,7 @@ class Action:
     #: "sql" | "sync" | "sync_cli" | "crash" | "follow" (in-process, `text` = budget seconds) |
     #: "follow_cli" (`binlake sync --follow`, `text` = its failpoint or "") | "snapshot" (resume unfinished snapshots)
     #: | "writer" (`batch.writer` = `text` for the syncs that follow: config rewritten, pipeline rebuilt)
+    #: | "resnapshot" (binlake snapshot of `table`, in-process, while its siblings of a route keep their rows)
     kind: str
     text: str = ""  # the SQL, the failpoint of a crash (`name` or `name@n`: its n-th arrival), a follow budget
     table: str = ""  # for DDL that may stop a table: the table it names
@@ -132,6 +142,8 @@ class Action:
             return "-- binlake snapshot of the tables whose snapshot is unfinished (resumes at its next wave)"
         if self.kind == "writer":
             return f"-- batch.writer: {self.text} from here on"
+        if self.kind == "resnapshot":
+            return f"-- binlake snapshot --table {self.table} (a re-snapshot)"
         return f"-- binlake sync ({'in-process' if self.kind == 'sync' else 'CLI subprocess'})"
 
 
@@ -143,6 +155,7 @@ class Step:
 
 @dataclass(frozen=True)
 class TablePlan:
+    #: The table's name in the round's database, or 'database.table' for one in another (a route's shard).
     name: str
     create: str
     engine: str
@@ -204,6 +217,9 @@ class RoundPlan:
     #: Column rules per table (`sink.tables.<db.t>` documents: `columns`, `mask`; bench/fuzz/fuzz_columns.py), by
     #: table name; () in most rounds (every column in clear).
     rules: tuple[tuple[str, dict[str, Any]], ...] = ()
+    #: Routes (`sink.routes`; bench/fuzz/fuzz_filters.py): per target table (in the round's database), the shards
+    #: (table names as in `tables`) routed into it; () in most rounds.
+    routes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def rules_of(self, table: str) -> dict[str, Any] | None:
         return dict(self.rules).get(table)
@@ -222,6 +238,7 @@ class RoundPlan:
         lines = [f"-- bench.fuzz.fuzz seed {self.seed} round {self.round}", f"-- config: {self.settings.describe()}"]
         lines += [table.create + ";" for table in self.tables]
         lines += [f"-- sink.tables.<db>.{name}: {fuzz_columns.describe(rules)}" for name, rules in self.rules]
+        lines += [f"-- sink.routes: {', '.join(shards)} -> <db>.{target}" for target, shards in self.routes]
         for step in self.preload:
             lines += [f"-- preload: {step.label}", *(action.render() for action in step.actions)]
         crash = f" (CLI killed at {self.snapshot_crash} first)" if self.snapshot_crash else ""
@@ -247,6 +264,8 @@ class TableModel:
     next_key: int = 1
     engine: str = "InnoDB"
     partitioned: bool = False
+    #: The shards of a route are created alike (same columns) and written to as separate tables.
+    shard_of: str = ""
 
     def key_literal(self, key: tuple[Any, ...]) -> list[str]:
         return [str(part) if isinstance(part, int) else quote(part) for part in key]
@@ -297,6 +316,10 @@ class Generator:
     def on(self, family: str) -> bool:
         return family in self.families
 
+    def ref(self, model: TableModel) -> str:
+        database, _, table = _full(self.database, model.name).partition(".")
+        return f"`{database}`.`{table}`"
+
     # -- tables --
 
     def make_tables(self) -> list[TablePlan]:
@@ -336,7 +359,7 @@ class Generator:
             values = model.key_literal(key) + [self.value(model.columns[column]) for column in columns]
             tuples.append("(" + ", ".join(values) + ")")
         names = ", ".join(f"`{column}`" for column in [*(c for c, _ in model.key), *columns])
-        return f"INSERT INTO `{self.database}`.`{model.name}` ({names}) VALUES " + ", ".join(tuples)
+        return f"INSERT INTO {self.ref(model)} ({names}) VALUES " + ", ".join(tuples)
 
     def value(self, kind: ColumnKind) -> str:
         return "NULL" if self.rng.random() < 0.08 else kind.draw(self.rng)
@@ -347,13 +370,13 @@ class Generator:
         key = self.rng.choice(model.keys)
         chosen = self.rng.sample(list(model.columns), self.rng.randint(1, len(model.columns)))
         sets = ", ".join(f"`{column}` = {self.value(model.columns[column])}" for column in chosen)
-        return f"UPDATE `{self.database}`.`{model.name}` SET {sets} WHERE {model.where(key)}"
+        return f"UPDATE {self.ref(model)} SET {sets} WHERE {model.where(key)}"
 
     def delete(self, model: TableModel) -> str | None:
         if not model.keys:
             return None
         key = model.keys.pop(self.rng.randrange(len(model.keys)))
-        return f"DELETE FROM `{self.database}`.`{model.name}` WHERE {model.where(key)}"
+        return f"DELETE FROM {self.ref(model)} WHERE {model.where(key)}"
 
     def dml(self, model: TableModel) -> list[str]:
         roll = self.rng.random()
@@ -367,15 +390,15 @@ class Generator:
             columns = list(model.columns)
             values = model.key_literal(key) + [self.value(model.columns[column]) for column in columns]
             names = ", ".join(f"`{column}`" for column in [*(c for c, _ in model.key), *columns])
-            return [f"DELETE FROM `{self.database}`.`{model.name}` WHERE {model.where(key)}",
-                    f"INSERT INTO `{self.database}`.`{model.name}` ({names}) VALUES ({', '.join(values)})"]
+            return [f"DELETE FROM {self.ref(model)} WHERE {model.where(key)}",
+                    f"INSERT INTO {self.ref(model)} ({names}) VALUES ({', '.join(values)})"]
         return [statement for statement in [self.delete(model)] if statement]
 
     def key_change(self, model: TableModel) -> list[str]:
         """Update a row's key, or swap two rows' keys through a free key."""
         if len(model.keys) < 2:
             return []
-        table = f"`{self.database}`.`{model.name}`"
+        table = self.ref(model)
         first, second = self.rng.sample(model.keys, 2)
         spare = model.new_key(self.rng)
 
@@ -465,7 +488,7 @@ class Generator:
             model = rng.choice(self.transactional() or self.models)
             rows = rng.choice((1000, 1000, 2000) if self.settings.max_buffered_changes is None else (500, 1000))
             inserts = [self.insert(model, 500) for _ in range(rows // 500)]
-            updates = [f"UPDATE `{self.database}`.`{model.name}` SET `{column}` = {self.value(kind)}"
+            updates = [f"UPDATE {self.ref(model)} SET `{column}` = {self.value(kind)}"
                        for column, kind in list(model.columns.items())[:1]]
             return Step(label, tuple(sql(text) for text in ["BEGIN", *inserts, *updates, "COMMIT"]))
         if label == "xa":
@@ -556,7 +579,7 @@ class Generator:
             chunks_per_wave=rng.choice((1, 1, 2)) if chunked else None,
         )
 
-    def draw_writers(self, steps: list[Step]) -> None:
+    def draw_writers(self, steps: list[Step], *, routed: bool = False) -> None:
         """The round's `batch.writer`, and in most rounds a switch or two to another one between its batches.
 
         Drawn from a generator of their own, so the rest of a round (tables, statements, the other settings) is
@@ -564,7 +587,8 @@ class Generator:
         """
         rng = random.Random(f"{self.seed}:{self.round}:writer")
         # A spilled batch is Spark's (delta-rs would hold it whole): `delta-rs` is not forced where batches spill.
-        allowed = WRITERS if self.settings.max_buffered_changes is None else ("spark", "auto")
+        # Routed tables are Spark's too: `delta-rs` with routes is refused at load (docs/routing.md).
+        allowed = WRITERS if self.settings.max_buffered_changes is None and not routed else ("spark", "auto")
         writer = rng.choice(allowed)
         self.settings = dataclasses.replace(self.settings, writer=writer)
         switches = []
@@ -582,7 +606,7 @@ class Generator:
     def ddl_step(self) -> Step:
         rng = self.rng
         model = rng.choice(self.models)
-        table = f"`{self.database}`.`{model.name}`"
+        table = self.ref(model)
         forms = ["add_default", "add_nullable", "add_not_null", "add_index", "truncate", "widen", "add_generated"]
         form = rng.choice(forms)
         text: str | None = None
@@ -639,7 +663,7 @@ class Generator:
     def ddl_stop_step(self) -> Step:
         rng = self.rng
         model = rng.choice(self.models)
-        table = f"`{self.database}`.`{model.name}`"
+        table = self.ref(model)
         if model.partitioned and rng.random() < 0.7:
             partition = rng.choice(("p0", "p1"))
             text = f"ALTER TABLE {table} {rng.choice(('DROP', 'TRUNCATE'))} PARTITION {partition}"
@@ -657,25 +681,74 @@ class Generator:
         return Step("ddl_stop", (Action("sql", self._comment() + text, model.name),))
 
     def draw_rules(self) -> tuple[tuple[str, dict[str, Any]], ...]:
-        """Column rules for some tables of some rounds (`columns` on), over the columns the tables are created with.
+        """Column rules for some tables of some rounds (`columns` on), and row filters (`filters` on), over the
+        columns the tables are created with; a route's shards all take the rules of the first (a target's sources
+        must land alike).
 
-        Drawn from a generator of their own, like the writers: the rest of a round is what it was before rules
+        Drawn from generators of their own, like the writers: the rest of a round is what it was before rules
         were drawn, so the seeds chosen for the paths they cover keep covering them.
         """
         rng = random.Random(f"{self.seed}:{self.round}:columns")
-        if not self.on("columns") or rng.random() >= fuzz_columns.ROUND_SHARE:
-            return ()
-        drawn = []
+        columns = self.on("columns") and rng.random() < fuzz_columns.ROUND_SHARE
+        filter_rng = random.Random(f"{self.seed}:{self.round}:filters")
+        filters = self.on("filters") and filter_rng.random() < fuzz_filters.ROUND_SHARE
+        drawn: dict[str, dict[str, Any]] = {}
         for model in self.models:
-            rules = fuzz_columns.draw_rules(rng, [column for column, _ in model.key], dict(model.columns))
-            if rules is not None:
-                drawn.append((model.name, rules))
-        return tuple(drawn)
+            if model.shard_of:
+                continue
+            rules: dict[str, Any] = {}
+            if columns:
+                rules.update(fuzz_columns.draw_rules(rng, [column for column, _ in model.key], dict(model.columns))
+                             or {})
+            if filters and filter_rng.random() < fuzz_filters.TABLE_SHARE:
+                predicate = fuzz_filters.draw_filter(filter_rng, model.key, model.columns)
+                if predicate is not None:
+                    rules["filter"] = predicate
+            if rules:
+                drawn[model.name] = rules
+        for model in self.models:
+            if model.shard_of in drawn:
+                drawn[model.name] = drawn[model.shard_of]
+        return tuple((model.name, drawn[model.name]) for model in self.models if model.name in drawn)
+
+    def draw_routes(self, tables: list[TablePlan]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """With `routes` on, in some rounds: the first table and 1-2 copies of it (one maybe in a second database)
+        routed into one target; the copies become tables of the round, written to like the others, with keys
+        that overlap (each table counts its keys from 1).
+
+        Drawn from a generator of its own: a round without routes is what it was before routes were drawn.
+        """
+        rng = random.Random(f"{self.seed}:{self.round}:route")
+        if not self.on("routes") or rng.random() >= fuzz_filters.ROUTE_SHARE:
+            return ()
+        base, plan = self.models[0], tables[0]
+        names = [f"{base.name}_{number}" for number in range(1, rng.choice((2, 3)))]
+        if rng.random() < 0.5:
+            names[-1] = f"{self.database}_b.{base.name}"  # the same name in another database
+        for name in names:
+            model = TableModel(name, list(base.key), dict(base.columns), engine=base.engine,
+                               partitioned=base.partitioned, shard_of=base.name)
+            self.models.append(model)
+            create = plan.create.replace(self.ref(base), self.ref(model), 1)
+            tables.append(TablePlan(name, create, plan.engine))
+        return ((f"routed_{base.name}", (base.name, *names)),)
+
+    def draw_resnapshot(self, steps: list[Step], routes: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
+        """In half the rounds with a route: a re-snapshot of one shard somewhere in the workload (its siblings'
+        rows in the shared target must stay as they are)."""
+        rng = random.Random(f"{self.seed}:{self.round}:resnapshot")
+        if routes and rng.random() < 0.5:
+            shard = rng.choice(routes[0][1])
+            steps.insert(rng.randint(0, len(steps)), Step("resnapshot", (Action("resnapshot", table=shard),)))
 
     def plan(self) -> RoundPlan:
         tables = self.make_tables()
+        routes = self.draw_routes(tables)
         rules = self.draw_rules()
         self.settings = self.draw_settings()
+        if routes:
+            # A routed source whose batch spills stops (docs/routing.md): routes are drawn without tiny spills.
+            self.settings = dataclasses.replace(self.settings, max_buffered_changes=None)
         chunked = self.settings.rows_per_chunk is not None
         preload = []
         for model in self.models:
@@ -693,10 +766,11 @@ class Generator:
         if "@" in snapshot_crash:
             # The interrupted snapshot resumes after some of the workload (its DML, syncs, DDL) ran between waves.
             steps.insert(self.rng.randint(0, len(steps)), Step("snapshot_resume", (Action("snapshot"),)))
+        self.draw_resnapshot(steps, routes)
         if self.on("paths"):
-            self.draw_writers(steps)
+            self.draw_writers(steps, routed=bool(routes))
         return RoundPlan(self.seed, self.round, tuple(tables), tuple(preload), snapshot_crash, tuple(steps),
-                         self.settings, rules)
+                         self.settings, rules, routes)
 
 
 # -- running a round ----------------------------------------------------------------------------
@@ -752,7 +826,7 @@ def _config_document(server: Server, work: Path, database: str, tables: list[str
     return {
         "pipeline": f"fz{uuid.uuid4().hex[:8]}",
         "source": {"host": "127.0.0.1", "port": server.port, "user": server.user, "password": server.password,
-                   "server_id": 7000 + random.randrange(1000), "tables": [f"{database}.{t}" for t in tables]},
+                   "server_id": 7000 + random.randrange(1000), "tables": [_full(database, t) for t in tables]},
         "sink": {"path": str(work / "lake")},
         "offsets": {"uri": str(work / "lake" / "_offsets")},
         "spark": {"master": "local[2]"},
@@ -815,10 +889,29 @@ def _counting_spills() -> Iterator[_PathLog]:
         logger.setLevel(level)
 
 
+def _resume_snapshots(pipeline: Any, pending: list[str], expected_stop: set[str], refused: set[str],
+                      outcome: Outcome) -> None:
+    """Snapshot (resume) `pending` tables; a routed shard ALTERed since its snapshot began is refused by binlake
+    (RoutingError: its schema is no longer its target's, docs/routing.md): recorded in `refused`, left out of the
+    comparison. Any other failure raises."""
+    routed = [name for name in pending if name in expected_stop]
+    others = [name for name in pending if name not in expected_stop]
+    if others:
+        pipeline.snapshot(others)
+    for name in routed:
+        try:
+            pipeline.snapshot([name])
+        except Exception as error:
+            if type(error).__name__ != "RoutingError":
+                raise
+            outcome.took("resnapshot_refused")
+            refused.add(name)
+
+
 def _unsnapshotted(pipeline: Any, database: str, plan: RoundPlan) -> list[str]:
     """The round's tables whose snapshot is not installed in the pipeline state (unfinished, or not begun)."""
     installed = pipeline.read_state().tables
-    return [f"{database}.{t.name}" for t in plan.tables if f"{database}.{t.name}" not in installed]
+    return [_full(database, t.name) for t in plan.tables if _full(database, t.name) not in installed]
 
 
 def _count_delta_paths(outcome: Outcome, plan: RoundPlan, paths: list[str]) -> None:
@@ -876,10 +969,12 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
     shutil.rmtree(work / "lake", ignore_errors=True)
     connection = server.admin()
     outcome = Outcome("ok")
+    databases = _databases_of(plan)
     try:
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
-            cursor.execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+            for name in databases:
+                cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+                cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
             cursor.execute("SET SESSION time_zone = '+00:00', SESSION sql_mode = 'STRICT_TRANS_TABLES'")
             for table in plan.tables:
                 cursor.execute(table.create)
@@ -889,10 +984,16 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
         document = _config_document(server, work, database, [table.name for table in plan.tables])
         plan.settings.apply(document)
         if plan.rules:
-            document["sink"]["tables"] = {f"{database}.{name}": rules for name, rules in plan.rules}
+            document["sink"]["tables"] = {_full(database, name): rules for name, rules in plan.rules}
             # The hash key, in the process and the CLI syncs it starts (they inherit the environment).
             os.environ[fuzz_columns.KEY_ENV] = fuzz_columns.KEY
-            outcome.took("columns")
+            outcome.took("columns", any(set(rules) - {"filter"} for _, rules in plan.rules))
+            outcome.took("filters", any("filter" in rules for _, rules in plan.rules))
+        if plan.routes:
+            document["sink"]["routes"] = [
+                {"source": fuzz_filters.route_source([_full(database, shard) for shard in shards]),
+                 "target": f"{database}.{target}"} for target, shards in plan.routes]
+            outcome.took("routes")
         config = parse_config(document)
         config_file = work / "binlake.yaml"
         import yaml
@@ -912,8 +1013,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
 
         # A table with waves in Delta but no installed snapshot waits for the workload's `snapshot` step (a
         # completed one is installed by the next sync); a table with nothing in Delta is snapshotted now.
-        missing = [f"{database}.{t.name}" for t in plan.tables
-                   if not delta_log.table_exists(pipeline.table_path(f"{database}.{t.name}"))]
+        missing = [_full(database, t.name) for t in plan.tables
+                   if not delta_log.table_exists(pipeline.table_path(_full(database, t.name)))]
         if missing:
             try:
                 pipeline.snapshot(missing)
@@ -922,14 +1023,16 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
         outcome.phases["snapshot"] = time.monotonic() - mark
         mark = time.monotonic()
         expected_stop: set[str] = set()
+        refused: set[str] = set()
         race: _RacingSync | None = None
         for step in plan.steps:
             for action in step.actions:
                 if action.kind == "sql":
                     ok = _execute(connection, action.text)
                     failed += not ok
-                    if ok and action.table and any(form in action.text.upper() for form in EXPECTED_STOP_FORMS):
-                        expected_stop.add(f"{database}.{action.table}")
+                    if ok and action.table and (any(form in action.text.upper() for form in EXPECTED_STOP_FORMS)
+                                                or _may_stop(plan, action)):
+                        expected_stop.add(_full(database, action.table))
                 elif action.kind == "sync":
                     try:
                         pipeline.sync(until_caught_up=False)
@@ -954,14 +1057,27 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                 elif action.kind == "race_start":
                     race = _RacingSync.start(config_file, work / "race-paused")
                 elif action.kind == "race_end":
-                    race_error = _race(race, action, config_file, pipeline.table_path(f"{database}.{action.table}"),
-                                       f"{database}.{action.table}", outcome)
+                    race_error = _race(race, action, config_file, pipeline.table_path(_full(database, action.table)),
+                                       _full(database, action.table), outcome)
                     race = None
                     if race_error and _writer_refused(document, race_error):
                         outcome.took("delta_rs_refused")
                         config, pipeline = _switch_writer(document, config_file, "auto")
                     elif race_error:
                         errors.append(race_error)
+                elif action.kind == "resnapshot":
+                    name = _full(database, action.table)
+                    try:
+                        pipeline.snapshot([name])
+                        outcome.took("resnapshot_shard")
+                    except Exception as error:  # noqa: BLE001
+                        if name in expected_stop and type(error).__name__ == "RoutingError":
+                            # An ALTERed shard no longer has its target's schema: the documented refusal
+                            # (docs/routing.md, Schemas); the shard stays stopped, its siblings go on.
+                            outcome.took("resnapshot_refused")
+                            refused.add(name)
+                        else:
+                            errors.append(f"re-snapshot of {action.table} raised {_describe(error)}")
                 elif action.kind == "writer":
                     # Later batches (in-process and CLI) take the other engine; tables and offsets are unchanged.
                     config, pipeline = _switch_writer(document, config_file, action.text)
@@ -973,8 +1089,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                     between = [document for document in documents
                                if document is not None and document.status == "running" and document.waves]
                     try:
-                        if pending:
-                            pipeline.snapshot(pending)
+                        _resume_snapshots(pipeline, [name for name in pending if name not in refused],
+                                          expected_stop, refused, outcome)
                         outcome.took("between_waves", bool(between))
                     except Exception as error:  # noqa: BLE001
                         errors.append(f"resumed snapshot raised {_describe(error)}")
@@ -1002,9 +1118,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
         mark = time.monotonic()
         try:
             # A snapshot the workload left unfinished (its `snapshot` step shrunk away) resumes here.
-            pending = _unsnapshotted(pipeline, database, plan)
-            if pending:
-                pipeline.snapshot(pending)
+            pending = [name for name in _unsnapshotted(pipeline, database, plan) if name not in refused]
+            _resume_snapshots(pipeline, pending, expected_stop, refused, outcome)
         except Exception as error:  # noqa: BLE001
             errors.append(f"resumed snapshot raised {_describe(error)}")
         for attempt in range(2):
@@ -1028,17 +1143,28 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
         unexpected = {name: error for name, error in stopped.items() if name not in expected_stop}
         differences: list[str] = []
         rows = 0
+        routed = {shard: target for target, shards in plan.routes for shard in shards}
         for table in plan.tables:
-            name = f"{database}.{table.name}"
-            if name in stopped:
+            name = _full(database, table.name)
+            if name in stopped or table.name in routed:
                 continue
             compared, found = compare_table(connection, database, table.name, pipeline.table_path(name),
                                             rules=plan.rules_of(table.name))
             rows += compared
             differences += found
+        for target, shards in plan.routes:
+            # One comparison of the target with the union of its shards; a stopped shard's rows are left out on
+            # both sides (its siblings go on, its rows stay where its stop left them).
+            sources = [_split(_full(database, shard)) for shard in shards]
+            left_out = [source for source in sources if ".".join(source) in stopped or ".".join(source) in refused]
+            compared, found = compare_table(connection, database, target, pipeline.table_path(".".join(sources[0])),
+                                            rules=plan.rules_of(shards[0]), shards=sources, left_out=left_out)
+            rows += compared
+            differences += found
         outcome.rows_compared = rows
         outcome.phases["compare"] = time.monotonic() - mark
-        _count_delta_paths(outcome, plan, [pipeline.table_path(f"{database}.{t.name}") for t in plan.tables])
+        _count_delta_paths(outcome, plan, list(dict.fromkeys(pipeline.table_path(_full(database, t.name))
+                                                             for t in plan.tables)))
         if errors or (unexpected and not differences):
             # A sync that raised stopped every table (loudly): its missing rows are not a silent difference.
             # A difference in a table that was not stopped outranks another table's unexpected stop.
@@ -1047,9 +1173,10 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
                                                    unexpected.items())][:4] + differences[:2])
         elif differences:
             outcome.result, outcome.detail = "difference", "; ".join(differences[:6])
-        elif stopped:
-            outcome.result, outcome.detail = "expected-stop", "; ".join(f"{name}: {error[:120]}"
-                                                                        for name, error in stopped.items())
+        elif stopped or refused:
+            outcome.result, outcome.detail = "expected-stop", "; ".join(
+                [*(f"{name}: {error[:120]}" for name, error in stopped.items()),
+                 *(f"{name}: snapshot refused after an ALTER (RoutingError)" for name in sorted(refused))])
     except Exception as error:  # noqa: BLE001 - a broken round is reported, the run goes on
         outcome.result = "harness-error"
         outcome.detail = f"{type(error).__name__}: {error}"[:600] + "\n" + traceback.format_exc()[-1500:]
@@ -1058,7 +1185,8 @@ def _run_round(plan: RoundPlan, server: Server, work: Path, *, keep: bool) -> Ou
             _settle(connection, plan)
             if not keep:
                 with connection.cursor() as cursor:
-                    cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+                    for name in databases:
+                        cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
         finally:
             connection.close()
         if not keep:
@@ -1153,6 +1281,36 @@ def _database_of(plan: RoundPlan) -> str:
     return f"fz_{plan.seed % 10**8}_{plan.round}"
 
 
+def _full(database: str, name: str) -> str:
+    """'database.table' of a plan's table name (a bare name is in the round's database)."""
+    return name if "." in name else f"{database}.{name}"
+
+
+def _split(name: str) -> tuple[str, str]:
+    database, _, table = name.partition(".")
+    return database, table
+
+
+def _databases_of(plan: RoundPlan) -> list[str]:
+    """The round's database, then any other its tables live in (a route's shard in a second database)."""
+    database = _database_of(plan)
+    return list(dict.fromkeys([database, *(_full(database, t.name).split(".", 1)[0] for t in plan.tables)]))
+
+
+def _may_stop(plan: RoundPlan, action: Action) -> bool:
+    """Whether a DDL statement may stop its table beyond `EXPECTED_STOP_FORMS`: any ALTER of a routed shard (a
+    routed table's schema policy is always `stop`, docs/routing.md), and an ALTER naming a column the table's
+    filter reads (a retyped filter column stops the table, docs/row-filters.md)."""
+    text = action.text.upper()
+    if "ALTER TABLE" not in text:
+        return False
+    if any(action.table in shards for _, shards in plan.routes):
+        return True
+    predicate = (plan.rules_of(action.table) or {}).get("filter")
+    return predicate is not None and any(f"`{column}`" in action.text
+                                         for column in fuzz_filters.filter_columns(predicate))
+
+
 def _execute(connection: pymysql.connections.Connection, text: str) -> bool:
     try:
         with connection.cursor() as cursor:
@@ -1206,10 +1364,11 @@ def primary_key(connection: pymysql.connections.Connection, database: str, table
 
 
 def read_source(connection: pymysql.connections.Connection, database: str, table: str,
-                columns: list[SourceColumn]) -> list[list[Any]]:
+                columns: list[SourceColumn], *, where: str = "") -> list[list[Any]]:
+    """The table's rows as the server renders them; `where`: only those the server finds it true for."""
     select = ", ".join(column.select for column in columns)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {select} FROM `{database}`.`{table}`")
+        cursor.execute(f"SELECT {select} FROM `{database}`.`{table}`" + (f" WHERE {where}" if where else ""))
         fetched = cursor.fetchall()
     return [[canonical_source(column, _text(value)) for column, value in zip(columns, row, strict=True)]
             for row in fetched]
@@ -1272,20 +1431,42 @@ def _instant(value: int | None, scale: float, aware: bool) -> Any:
 
 
 def compare_table(connection: pymysql.connections.Connection, database: str, table: str,
-                  path: str, *, rules: dict[str, Any] | None = None) -> tuple[int, list[str]]:
+                  path: str, *, rules: dict[str, Any] | None = None,
+                  shards: Sequence[tuple[str, str]] = (), left_out: Collection[tuple[str, str]] = ()
+                  ) -> tuple[int, list[str]]:
     """Rows compared, and each difference between the source table and its Delta table.
 
-    `rules` (the table's `columns`/`mask` document): the source is projected and masked by the fuzzer's own
-    reading of docs/columns-and-masking.md (bench/fuzz/fuzz_columns.py) before the comparison; a masked column's
-    Delta value is compared as Delta holds it (a hash is its hex text whatever the source type).
+    `rules` (the table's `columns`/`mask`/`filter` document): the source is projected and masked by the fuzzer's
+    own reading of docs/columns-and-masking.md (bench/fuzz/fuzz_columns.py) before the comparison; a masked
+    column's Delta value is compared as Delta holds it (a hash is its hex text whatever the source type). A
+    `filter` keeps the rows the source server itself selects with it (bench/fuzz/fuzz_filters.py).
+
+    `shards` ((database, table) pairs): the Delta table is a route's target (`table` names it in messages), and the
+    source is the union of the shards' rows, each followed by its database and table name, which close the key
+    (docs/routing.md); the rows of the shards in `left_out` (stopped) are compared on neither side.
     """
-    columns = fuzz_columns.landed_columns(source_columns(connection, database, table), rules)
-    key = primary_key(connection, database, table)
-    source = read_source(connection, database, table, columns)
+    sources = [source for source in shards if source not in left_out] if shards else [(database, table)]
+    if not sources:
+        return 0, []
+    columns = fuzz_columns.landed_columns(source_columns(connection, *sources[0]), rules)
+    key = primary_key(connection, *sources[0])
+    predicate = (rules or {}).get("filter")
+    source: list[list[Any]] = []
+    for source_database, source_table in sources:
+        where = ""
+        if predicate:
+            temporal = [column.name for column in source_columns(connection, source_database, source_table)
+                        if column.data_type in ("date", "datetime")]
+            where = fuzz_filters.oracle_where(predicate, temporal)
+        rows = read_source(connection, source_database, source_table, columns, where=where)
+        source += [[*row, source_database, source_table] if shards else row for row in rows]
     masked_names = {column.name for column in columns if column.name in (rules or {}).get("mask", {})}
     for row in source:
         for index, column in enumerate(columns):
             row[index] = fuzz_columns.masked(column, row[index], rules)
+    if shards:
+        columns = [*columns, *(SourceColumn(name, "varchar", "varchar(64)", 0) for name in ROUTE_COLUMNS)]
+        key = [*key, *ROUTE_COLUMNS]
     try:
         delta_names, delta_rows = read_delta(path)
     except Exception as error:  # noqa: BLE001
@@ -1304,6 +1485,8 @@ def compare_table(connection: pymysql.connections.Connection, database: str, tab
     source_by_key = {key_of(row): row for row in source}
     delta_by_key: dict[tuple[Any, ...], list[Any]] = {}
     for record in delta_rows:
+        if shards and tuple(record.get(name) for name in ROUTE_COLUMNS) in left_out:
+            continue
         values = [(record.get(name) if name in masked_names else canonical_delta(by_name[name], record.get(name)))
                   if name in delta_names else None for name in names]
         row_key = key_of(values)
@@ -1382,7 +1565,7 @@ def shrink(plan: RoundPlan, signature: str, rerun: Callable[[RoundPlan], Outcome
 def _replace(plan: RoundPlan, **changes: Any) -> RoundPlan:
     fields = {"seed": plan.seed, "round": plan.round, "tables": plan.tables, "preload": plan.preload,
               "snapshot_crash": plan.snapshot_crash, "steps": plan.steps, "settings": plan.settings,
-              "rules": plan.rules, **changes}
+              "rules": plan.rules, "routes": plan.routes, **changes}
     fields["steps"], fields["preload"] = tuple(fields["steps"]), tuple(fields["preload"])
     return RoundPlan(**fields)
 
@@ -1552,11 +1735,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write totals and failures here")
     parser.add_argument("--columns-share", type=float, default=None,
                         help=f"share of rounds that draw column rules (default {fuzz_columns.ROUND_SHARE})")
+    parser.add_argument("--filters-share", type=float, default=None,
+                        help=f"share of rounds that draw row filters (default {fuzz_filters.ROUND_SHARE})")
+    parser.add_argument("--routes-share", type=float, default=None,
+                        help=f"share of rounds that route shards into one table (default {fuzz_filters.ROUTE_SHARE})")
     parser.add_argument("--print-plan", action="store_true", help="print each round's script before running it")
     arguments = parser.parse_args(argv)
     seed = arguments.seed if arguments.seed is not None else random.SystemRandom().randrange(10**6)
     if arguments.columns_share is not None:
         fuzz_columns.ROUND_SHARE = arguments.columns_share
+    if arguments.filters_share is not None:
+        fuzz_filters.ROUND_SHARE = arguments.filters_share
+    if arguments.routes_share is not None:
+        fuzz_filters.ROUTE_SHARE = arguments.routes_share
     families = parse_families(arguments.families) | (frozenset(LONG_FAMILIES) if arguments.long else frozenset())
     print(f"bench.fuzz.fuzz seed {seed}, families {','.join(sorted(families))}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="binlake-fuzz-"))

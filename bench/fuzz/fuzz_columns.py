@@ -132,6 +132,8 @@ def describe(rules: Mapping[str, Any]) -> str:
     for name, spec in rules.get("mask", {}).items():
         (kind, argument), = spec.items()
         parts.append(f"{name}: {kind}" + ("" if kind == "hash" else f" {argument!r}"))
+    if "filter" in rules:
+        parts.append(f"filter {rules['filter']}")
     return "; ".join(parts)
 
 

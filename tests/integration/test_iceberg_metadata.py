@@ -7,7 +7,6 @@ these tests fail, they do not skip.
 
 from __future__ import annotations
 
-import datetime as dt
 import signal
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,10 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
 from cdc_lib.sink.iceberg.convert import DELTA_VERSION, KEEP_VERSIONS
 from tests.conftest import run_cli, source_rows, sql, write_config_file
+from tests.integration.iceberg_rows import normal, sorted_rows
 from tests.integration.type_rows import COLUMNS, ROWS
 
 EAGER = {"min_files_to_compact": 2, "vacuum_retention_hours": 0, "checkpoint_every_commits": 3}
-
-
-def _normal(value: Any) -> Any:
-    # DATETIME lands as a wall-clock time; a reader may hand it back tagged UTC.
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def _rows(frame: Any) -> list[tuple[Any, ...]]:
-    return sorted(tuple(_normal(value) for value in row.values()) for row in frame.to_pylist())
 
 
 def _iceberg(path: str) -> tuple[list[tuple[Any, ...]], str]:
@@ -42,7 +31,7 @@ def _iceberg(path: str) -> tuple[list[tuple[Any, ...]], str]:
     table = StaticTable.from_metadata(path)
     snapshot = table.current_snapshot()
     assert snapshot is not None and snapshot.summary is not None
-    return _rows(table.scan().to_arrow()), str(snapshot.summary[DELTA_VERSION])
+    return sorted_rows(table.scan().to_arrow()), str(snapshot.summary[DELTA_VERSION])
 
 
 def _check(config: PipelineConfig, table: str, mariadb: Any) -> None:
@@ -50,8 +39,8 @@ def _check(config: PipelineConfig, table: str, mariadb: Any) -> None:
     delta = DeltaTable(path)
     rows, version = _iceberg(path)
     assert version == str(delta.version()), "the Iceberg snapshot lists the newest Delta version"
-    assert rows == _rows(delta.to_pyarrow_table()), "Iceberg and delta-rs read the same rows"
-    assert rows == [tuple(_normal(value) for value in row) for row in source_rows(mariadb, table)]
+    assert rows == sorted_rows(delta.to_pyarrow_table()), "Iceberg and delta-rs read the same rows"
+    assert rows == [tuple(normal(value) for value in row) for row in source_rows(mariadb, table)]
 
 
 def test_iceberg_readers_see_every_delta_version_binlake_commits(
@@ -146,4 +135,4 @@ def test_every_mysql_type_reads_the_same_through_iceberg_as_through_delta(
     delta = DeltaTable(path)
     rows, version = _iceberg(path)
     assert version == str(delta.version())
-    assert rows == _rows(delta.to_pyarrow_table()) and len(rows) == len(ROWS)
+    assert rows == sorted_rows(delta.to_pyarrow_table()) and len(rows) == len(ROWS)

@@ -7,7 +7,6 @@ level: without it these tests fail, they do not skip.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -21,17 +20,7 @@ from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink.iceberg.convert import DELTA_VERSION
 from tests.conftest import source_rows, sql
 from tests.integration.conftest import s3_sink
-
-
-def _normal(value: Any) -> Any:
-    # DATETIME lands as a wall-clock time; a reader may hand it back tagged UTC.
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def _rows(frame: Any) -> list[tuple[Any, ...]]:
-    return sorted(tuple(_normal(value) for value in row.values()) for row in frame.to_pylist())
+from tests.integration.iceberg_rows import normal, sorted_rows
 
 
 def _reader_properties(endpoint: str) -> dict[str, str]:
@@ -61,9 +50,9 @@ def _check(config: PipelineConfig, table: str, mariadb: Any, endpoint: str) -> S
     listed = sorted(task.file.file_path for task in iceberg.scan().plan_files())
     assert listed == sorted(delta.file_uris()) and all(file.startswith(f"{location}/") for file in listed), \
         "the same Parquet files Delta lists, as s3:// URIs"
-    rows = _rows(iceberg.scan().to_arrow())
-    assert rows == _rows(delta.to_pyarrow_table()), "Iceberg and delta-rs read the same rows"
-    assert rows == [tuple(_normal(value) for value in row) for row in source_rows(mariadb, table)]
+    rows = sorted_rows(iceberg.scan().to_arrow())
+    assert rows == sorted_rows(delta.to_pyarrow_table()), "Iceberg and delta-rs read the same rows"
+    assert rows == [tuple(normal(value) for value in row) for row in source_rows(mariadb, table)]
     return iceberg
 
 

@@ -288,10 +288,10 @@ def test_a_row_decode_failure_stops_only_that_table(mariadb, database, make_conf
 
     real_fold = batch.fold_rows
 
-    def failing_fold(event: Any, decoder: TableDecoder, changes: TableChanges) -> int:
+    def failing_fold(event: Any, decoder: TableDecoder, changes: TableChanges, ahead: Any = None) -> int:
         if decoder.schema.table.name == bad and any(row.get("values", {}).get("id") == 66 for row in event.rows):
             raise UnicodeDecodeError("latin1", b"\x81", 0, 1, "a byte Python's codec rejects")
-        return real_fold(event, decoder, changes)
+        return real_fold(event, decoder, changes, ahead)
 
     monkeypatch.setattr(batch, "fold_rows", failing_fold)
     sql(mariadb, f"INSERT INTO {bad} VALUES (1, 'fine', 1)", f"INSERT INTO {good} VALUES (1, 'fine', 1)")

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -80,6 +81,47 @@ class OffsetStore(ABC):
         self.read(pipeline)
 
 
+#: How long a write waits for the local store's folder lock. A write holds it for milliseconds (read, write, fsync,
+#: rename); a holder past this bound is a process frozen inside its write (SIGSTOP, a debugger, a frozen cgroup),
+#: and waiting on would hang this runner for as long as that one stays frozen.
+LOCK_WAIT_SECONDS = 60.0
+
+
+def _lock_folder(handle: Any, path: Path) -> None:
+    """Take the folder's lock, or raise OffsetStoreError naming its holder once LOCK_WAIT_SECONDS have passed."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = _lock_holder(path)
+                raise OffsetStoreError(
+                    f"the offset folder's lock {path} has been held for over {LOCK_WAIT_SECONDS:.0f} s"
+                    + (f" by process {holder}" if holder else "")
+                    + ", which a write holds for milliseconds: that process is stopped or frozen inside a write",
+                    remedy="resume the frozen process (kill -CONT) or end it, then run again",
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
+def _lock_holder(path: Path) -> str | None:
+    """The process holding a flock on `path`, from /proc/locks (None: not found, or no /proc)."""
+    try:
+        inode = path.stat().st_ino
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "FLOCK" in fields and "->" not in fields and len(fields) >= 6 \
+                    and fields[5].rsplit(":", 1)[-1] == str(inode):
+                return fields[4]
+    except OSError:
+        return None
+    return None
+
+
 class LocalOffsetStore(OffsetStore):
     """A folder on local disk; CAS via an exclusive lock file and an atomic rename."""
 
@@ -127,7 +169,7 @@ class LocalOffsetStore(OffsetStore):
                 f"cannot open the lock file in {folder} ({exc.strerror})", remedy="make offsets.uri writable"
             ) from None
         with lock_handle:
-            fcntl.flock(lock_handle, fcntl.LOCK_EX)
+            _lock_folder(lock_handle, folder / ".lock")
             _, current = self.read_document(pipeline, name)
             if current != token:
                 raise ConcurrentRunError(

@@ -10,6 +10,7 @@ by delta-rs's scan (not binlake's reader), with no primary key twice.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -98,10 +99,22 @@ def _paused_cli(config_path: Path, flag: Path, failpoint: str, *arguments: str) 
 
 
 def _stop_when_paused(process: subprocess.Popen[str], flag: Path, what: str) -> None:
-    """Wait for the process to reach its pause point, then stop its whole process group (a paused VM)."""
+    """Wait for the process to reach its pause point, then stop its whole process group (a paused VM).
+
+    The offset folders' locks are held while it is stopped: its heartbeat thread, which runs on at the pause point,
+    is then never frozen inside a write holding one. That freeze is real (a stopped runner holding the local store's
+    lock), and it ends in a bounded OffsetStoreError (tests/unit/state/test_offset_store_lock.py), not in the
+    takeover these tests are about."""
     wait_for(lambda: flag.exists() or process.poll() is not None, timeout=180, what=what)
     assert process.poll() is None, process.communicate()[1]
-    os.killpg(process.pid, signal.SIGSTOP)
+    handles = [open(lock, "a+") for lock in flag.parent.rglob(".lock")]  # noqa: SIM115 - closed below
+    try:
+        for handle in handles:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        os.killpg(process.pid, signal.SIGSTOP)
+    finally:
+        for handle in handles:
+            handle.close()
     flag.unlink()
 
 

@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pymysql
 
@@ -238,7 +239,7 @@ def _resumable(
                     ref.name, mode, existing.snapshot_id, existing.mode)
         return None
     current = mysql.describe_table(connection, ref)
-    if current.to_json() != existing.schema:
+    if not same_schema(current, existing.schema):
         log.warning("snapshot of %s: the table's schema changed since snapshot %s began (%d/%d chunks done): "
                     "STARTING OVER", ref.name, existing.snapshot_id, existing.chunks_done, len(existing.plan))
         return None
@@ -393,7 +394,7 @@ def _check_schema_unchanged(
     the binlog repairs for rows that do not change again. The wave stays recorded but the snapshot is not
     complete, so it is never installed; the next `binlake snapshot` sees the new schema and starts over."""
     current = mysql.describe_table(connection, TableRef.parse(document.table))
-    if current.to_json() == document.schema:
+    if same_schema(current, document.schema):
         return
     handle.save()
     raise SchemaChangeError(
@@ -424,3 +425,14 @@ def _report(
     ))
 
 __all__ = ["ChunkedOutcome", "run_chunked_snapshot", "server_time"]
+
+
+def same_schema(current: TableSchema, recorded: dict[str, Any] | None) -> bool:
+    """`current` is the schema a snapshot recorded. A record written before binlake read collations has none: it is
+    compared without them, so a snapshot in flight across that upgrade resumes rather than starting over."""
+    now = current.to_json()
+    columns = (recorded or {}).get("columns") or []
+    if not any("collation" in column for column in columns):
+        now = {**now, "columns": [{key: value for key, value in column.items() if key != "collation"}
+                                  for column in now["columns"]]}
+    return now == recorded

@@ -17,6 +17,7 @@ Sizes are flags; `--quick` fits in a few minutes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -375,6 +376,13 @@ def write_results(text: str, results: dict[str, Any]) -> None:
     )
 
 
+def _plain(value: Any) -> Any:
+    """A figure's JSON form: the peers' per-phase results are dataclasses (bench/peers/olake.py `Phase`)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -431,7 +439,7 @@ def main() -> None:
     if not arguments.no_results_file:
         write_results(text, results)
     if arguments.json:
-        arguments.json.write_text(json.dumps(results, indent=1))
+        arguments.json.write_text(json.dumps(results, indent=1, default=_plain))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ _ROWS_EVENTS = frozenset({
     BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.UPDATE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V2,
 })
 _UPDATES = frozenset({BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V2})
+_DELETES = frozenset({BINLOG.DELETE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V2})
 _STRUCT_CODES = {
     FIELD_TYPE.TINY: ("b", "B", 1), FIELD_TYPE.SHORT: ("h", "H", 2), FIELD_TYPE.LONG: ("i", "I", 4),
     FIELD_TYPE.LONGLONG: ("q", "Q", 8),
@@ -76,11 +77,18 @@ class Unsupported:
 
 @dataclass
 class RowImageReader:
-    """Decodes the row images of one table map; `decode(data, start, end)` returns them in order."""
+    """Decodes the row images of one table map; `decode(data, start, end)` returns them in order.
+
+    `decode_keys` reads every image for its key columns only, and `decode_updates` an update's before images so
+    and its after images whole: the other columns of those images are stepped over by their lengths, never made
+    into values (`FastRows.images`, `old_keys_only`). Both are None for a table without a primary key.
+    """
 
     decode: Callable[[bytes, int, int], list[Row]]
     width: int
     source: str
+    decode_keys: Callable[[bytes, int, int], list[Row]] | None = None
+    decode_updates: Callable[[bytes, int, int], list[Row]] | None = None
 
 
 class _Code:
@@ -110,6 +118,18 @@ class _Column:
     lines: list[str] = field(default_factory=list)
     post: str | None = None  # an expression of {v}, applied to non-None values
     post_may_see_none: bool = False
+    #: How to step over the value without reading it: its fixed size in bytes, or lines of source.
+    skip_size: int | None = None
+    skip: list[str] = field(default_factory=list)
+
+    def skip_lines(self) -> list[str]:
+        if self.struct_code:
+            return [f"p += {self.size}"]
+        if self.skip_size is not None:
+            return [f"p += {self.skip_size}"]
+        if not self.skip:
+            raise AssertionError(f"column {self.index} has no way to be stepped over")
+        return self.skip
 
 
 def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader | Unsupported:
@@ -132,24 +152,45 @@ def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader 
         specs.append(spec)
     order = [names.index(name) for name in schema.column_names]
     width = len(columns)
-    null_bytes = (width + 7) // 8
+    keys = frozenset(names.index(name) for name in schema.primary_key)
+    every = frozenset(range(width))
     code.emit(0, "def decode(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:")
+    _emit_image(code, specs, order, every)
+    code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
+    if keys:
+        code.emit(0, "def decode_keys(data, pos, end):", "    out = []", "    append = out.append",
+                  "    while pos < end:")
+        _emit_image(code, specs, order, keys)
+        code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
+        code.emit(0, "def decode_updates(data, pos, end):", "    out = []", "    append = out.append",
+                  "    while pos < end:")
+        _emit_image(code, specs, order, keys)
+        code.emit(2, "if pos >= end:", "    raise ValueError('an update ends after its before image')")
+        _emit_image(code, specs, order, every)
+        code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
+    source = "\n".join(code.lines)
+    namespace = dict(code.names)
+    exec(_compiled(source, f"<row decoder {schema.table.name}>"), namespace)  # noqa: S102 - our own source
+    return RowImageReader(decode=namespace["decode"], width=width, source=source,
+                          decode_keys=namespace.get("decode_keys"), decode_updates=namespace.get("decode_updates"))
+
+
+def _emit_image(code: _Code, specs: list[_Column], order: list[int], decoded: frozenset[int]) -> None:
+    """The loop body reading one row image at `pos` into a tuple in schema order; columns outside `decoded` are
+    stepped over (None in the tuple). Leaves `pos` at the next image."""
+    width = len(specs)
+    null_bytes = (width + 7) // 8
     # The server sets the bitmap's unused high bits; only the columns' own bits say NULL.
     if null_bytes == 1:
         code.emit(2, f"nulls = data[pos] & {(1 << width) - 1}")
     else:
         code.emit(2, f"nulls = from_bytes(data[pos:pos + {null_bytes}], 'little') & {(1 << width) - 1}")
     code.emit(2, f"p = pos + {null_bytes}", "if not nulls:")
-    _emit_columns(code, specs, 3, nullable=False)
+    _emit_columns(code, specs, 3, nullable=False, decoded=decoded)
     code.emit(2, "else:")
-    _emit_columns(code, specs, 3, nullable=True)
-    values = ", ".join(f"v{index}" for index in order)
+    _emit_columns(code, specs, 3, nullable=True, decoded=decoded)
+    values = ", ".join(f"v{index}" if index in decoded else "None" for index in order)
     code.emit(2, f"append(({values}{',' if width == 1 else ''}))", "pos = p")
-    code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
-    source = "\n".join(code.lines)
-    namespace = dict(code.names)
-    exec(_compiled(source, f"<row decoder {schema.table.name}>"), namespace)  # noqa: S102 - our own source
-    return RowImageReader(decode=namespace["decode"], width=width, source=source)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -160,9 +201,12 @@ def _compiled(source: str, filename: str) -> CodeType:
     return compile(source, filename, "exec")
 
 
-def _emit_columns(code: _Code, specs: list[_Column], indent: int, *, nullable: bool) -> None:
-    """Read every column; without nulls, adjacent fixed-width numbers share one struct unpack."""
+def _emit_columns(code: _Code, specs: list[_Column], indent: int, *, nullable: bool,
+                  decoded: frozenset[int]) -> None:
+    """Read the `decoded` columns and step over the others; without nulls, adjacent fixed-width numbers share one
+    struct unpack, and adjacent fixed-width columns stepped over one addition."""
     run: list[_Column] = []
+    stepped = 0
 
     def flush() -> None:
         if not run:
@@ -176,7 +220,26 @@ def _emit_columns(code: _Code, specs: list[_Column], indent: int, *, nullable: b
                 code.emit(indent, f"v{spec.index} = " + spec.post.replace("{v}", f"v{spec.index}"))
         run.clear()
 
+    def step() -> None:
+        nonlocal stepped
+        if stepped:
+            code.emit(indent, f"p += {stepped}")
+            stepped = 0
+
     for spec in specs:
+        if spec.index not in decoded:
+            flush()
+            if nullable:
+                step()
+                code.emit(indent, f"if not nulls & {1 << spec.index}:",
+                          *("    " + line for line in spec.skip_lines()))
+            elif spec.struct_code or spec.skip_size is not None:
+                stepped += spec.size if spec.struct_code else spec.skip_size or 0
+            else:
+                step()
+                code.emit(indent, *spec.skip_lines())
+            continue
+        step()
         if spec.struct_code and not nullable:
             run.append(spec)
             continue
@@ -196,6 +259,7 @@ def _emit_columns(code: _Code, specs: list[_Column], indent: int, *, nullable: b
                 post = f"None if v{spec.index} is None else {post}"
             code.emit(inner, f"v{spec.index} = {post}")
     flush()
+    step()
 
 
 def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Column | Unsupported:
@@ -218,6 +282,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             apply(convert)
     elif kind == FIELD_TYPE.INT24:
         spec.lines = [f"{{v}} = from_bytes(data[p:p + 3], 'little', signed={not column.unsigned})", "p += 3"]
+        spec.skip_size = 3
         apply(convert)
     elif kind in (FIELD_TYPE.FLOAT, FIELD_TYPE.DOUBLE):
         spec.struct_code, spec.size = ("f", 4) if kind == FIELD_TYPE.FLOAT else ("d", 8)
@@ -230,6 +295,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
             spec.post = code.bind(f"convert_{index}", convert) + "({v} + 1900 if {v} else 0)"
     elif kind == FIELD_TYPE.NEWDECIMAL:
         spec.lines = _decimal_lines(column.precision, column.decimals)
+        spec.skip_size = _decimal_size(column.precision, column.decimals)
         apply(convert)
     elif kind in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
         prefix = column.length_size if kind == FIELD_TYPE.BLOB else (2 if column.max_length > 255 else 1)
@@ -239,6 +305,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         if charset is None:
             return Unsupported(f"column {column.name} has no known character set")
         spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n"]
+        spec.skip = list(spec.lines)
         if charset == "binary":
             spec.lines.append("{v} = data[p - n:p]")
             if convert is not as_binary:
@@ -254,6 +321,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
     elif kind == FIELD_TYPE.DATE:
         spec.lines = ["n = data[p] | data[p + 1] << 8 | data[p + 2] << 16", "p += 3",
                       "{v} = date(n >> 9, n >> 5 & 15, n & 31) if n >> 9 and n >> 5 & 15 and n & 31 else None"]
+        spec.skip_size = 3
         apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.DATETIME2:
         spec.lines = ["n = from_bytes(data[p:p + 5], 'big')", "p += 5", *_fraction_lines(column.fsp),
@@ -262,6 +330,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
                       "    {v} = datetime(ym // 13, ym % 13, n >> 17 & 31, n >> 12 & 31, n >> 6 & 63, n & 63, us)",
                       "except ValueError:",
                       "    {v} = " + code.bind("invalid_datetime", _invalid_datetime) + "(us)"]
+        spec.skip_size = 5 + (column.fsp + 1) // 2
         apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.TIMESTAMP2:
         epoch = _UTC_EPOCH if convert is timestamp_to_utc else _NAIVE_EPOCH
@@ -269,6 +338,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         # as on the library path and in the snapshot.
         spec.lines = ["n = from_bytes(data[p:p + 4], 'big', signed=True)", "p += 4", *_fraction_lines(column.fsp),
                       f"{{v}} = {code.bind(f'epoch_{index}', epoch)} + timedelta(0, n, us) if n else None"]
+        spec.skip_size = 4 + (column.fsp + 1) // 2
         if convert is not timestamp_to_utc:
             apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.TIME2:
@@ -277,6 +347,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         digits = info.datetime_precision or 0
         spec.lines = [f"{{v}} = {code.bind('time2', time2_text)}(from_bytes(data[p:p + {size}], 'big'), "
                       f"{column.fsp}, {digits})", f"p += {size}"]
+        spec.skip_size = size
     elif kind == FIELD_TYPE.ENUM:
         if column.size not in (1, 2):
             return Unsupported(f"ENUM column {column.name} has {column.size}-byte values")
@@ -284,6 +355,7 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         read = _little_endian("p", column.size)
         spec.lines = [f"{{v}} = {code.bind(f'enum_{index}', values)}[{read}]" if values else "{v} = None",
                       f"p += {column.size}"]
+        spec.skip_size = column.size
         apply(convert, may_see_none=True)
     elif kind == FIELD_TYPE.SET:
         if not 1 <= column.size <= 8:
@@ -291,9 +363,11 @@ def _column_spec(index: int, column: Any, info: ColumnInfo, code: _Code) -> _Col
         reader = _set_reader(column.set_values, convert, set_column=info.data_type.lower() == "set")
         spec.lines = [f"{{v}} = {code.bind(f'set_{index}', reader)}({_little_endian('p', column.size)})",
                       f"p += {column.size}"]
+        spec.skip_size = column.size
     elif kind == FIELD_TYPE.BIT:
         spec.lines = [f"{{v}} = from_bytes(data[p:p + {column.bytes}], 'big') & {(1 << column.bits) - 1}",
                       f"p += {column.bytes}"]
+        spec.skip_size = column.bytes
         if info.data_type.lower() == "bit":
             spec.post = "Decimal({v})" if spark_type_ddl(info) == "decimal(20,0)" else None
         else:
@@ -315,6 +389,7 @@ def _json_spec(spec: _Column, column: Any, convert: Callable[[Any], Any] | None,
         return Unsupported(f"JSON column {column.name} has a {prefix}-byte length prefix")
     decode = code.bind(f"json_{spec.index}", _json_document)
     spec.lines = [f"n = {_little_endian('p', prefix)}", f"p += {prefix} + n", f"{{v}} = {decode}(data[p - n:p])"]
+    spec.skip = spec.lines[:2]
     if convert is not None:
         spec.post = code.bind(f"convert_{spec.index}", convert) + "({v})"
     return spec
@@ -483,14 +558,22 @@ def _set_reader(
     return read
 
 
+def _decimal_fields(precision: int, scale: int) -> list[tuple[int, int]]:
+    """(bytes, digits) of each field of a packed DECIMAL, most significant first: leading digits, 9-digit words,
+    trailing digits."""
+    int_groups, int_rest = divmod(precision - scale, 9)
+    frac_groups, frac_rest = divmod(scale, 9)
+    fields = ([(_DIGITS_TO_BYTES[int_rest], int_rest)] if int_rest else []) + [(4, 9)] * (int_groups + frac_groups)
+    return fields + ([(_DIGITS_TO_BYTES[frac_rest], frac_rest)] if frac_rest else [])
+
+
+def _decimal_size(precision: int, scale: int) -> int:
+    return sum(width for width, _ in _decimal_fields(precision, scale))
+
+
 def _decimal_lines(precision: int, scale: int) -> list[str]:
     """Source that reads a packed DECIMAL into `{v}`: the library's value, with its exponent (-scale)."""
-    integral = precision - scale
-    int_groups, int_rest = divmod(integral, 9)
-    frac_groups, frac_rest = divmod(scale, 9)
-    # (bytes, digits) of each field, most significant first: leading digits, 9-digit words, trailing digits.
-    fields = ([(_DIGITS_TO_BYTES[int_rest], int_rest)] if int_rest else []) + [(4, 9)] * (int_groups + frac_groups)
-    fields += [(_DIGITS_TO_BYTES[frac_rest], frac_rest)] if frac_rest else []
+    fields = _decimal_fields(precision, scale)
     size = sum(width for width, _ in fields)
     top = 1 << (8 * size - 1)
     terms = []
@@ -547,10 +630,14 @@ class FastRows:
         self._last_columns: Any = None
         self._last_reader: RowImageReader | Unsupported = Unsupported("no table map yet")
 
-    def images(self, event: Any) -> list[Row] | None:
+    def images(self, event: Any, *, old_keys_only: bool = False) -> list[Row] | None:
         """The event's row images in order (an update's before and after alternate), or None.
 
-        Call it before the library reads `event.rows`: it also sets the table map up for exact text there.
+        `old_keys_only`: a delete's images and an update's before images hold their key columns only (None in the
+        others), for a fold that reads nothing else of them (the mirror's, `TableChanges`). Their other columns are
+        stepped over by length, which still checks that the images fill the event exactly; an after image and an
+        insert's image are always whole. Call it before the library reads `event.rows`: it also sets the table map
+        up for exact text there.
         """
         columns = event.columns
         if columns is not self._last_columns:
@@ -569,8 +656,14 @@ class FastRows:
         found = rows_image(event)
         if found is None:
             return self._fall_back()
+        decode = reader.decode
+        if old_keys_only:
+            if event.event_type in _UPDATES:
+                decode = reader.decode_updates or decode
+            elif event.event_type in _DELETES:
+                decode = reader.decode_keys or decode
         try:
-            images = reader.decode(*found)
+            images = decode(*found)
         except (ValueError, IndexError, KeyError, TypeError, struct.error, UnicodeDecodeError, OverflowError):
             # The library decodes it instead, and raises its own error if the bytes are bad.
             return self._fall_back()

@@ -200,13 +200,16 @@ def fold_rows(event: Any, decoder: TableDecoder, changes: TableChanges, ahead: l
     """
     if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
         return fold_partial_update(event, decoder, changes)
-    images = ahead if ahead is not None else decoder.fast.images(event)
+    # The mirror's fold of a table without a filter or a shape reads only the keys of a delete's images and of an
+    # update's before images (TableChanges.update_rows, delete_rows): the decoder steps over their other columns.
+    whole_event = decoder.shape is None and type(changes) is TableChanges
+    images = ahead if ahead is not None else decoder.fast.images(event, old_keys_only=whole_event)
     if images is not None:
         if decoder.temporal_keys:
             decoder.check_keys(images)
         if decoder.asks_server:
             decoder.prefetch(images)  # one round trip for the event's missing answers (none once a read prefetched)
-        if decoder.shape is None and type(changes) is TableChanges:
+        if whole_event:
             # The mirror's fold of a table without a filter or a shape: the whole event in one call, the same fold.
             if isinstance(event, UpdateRowsEvent):
                 changes.update_rows(images)

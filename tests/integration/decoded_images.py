@@ -39,7 +39,9 @@ def decode_both_ways(config: PipelineConfig, table: str,
         for event in stream:
             if f"{event.schema}.{event.table}" != table:
                 continue
-            fast.extend(typed(row) for row in decoder.fast.images(event) or [])
+            whole = decoder.fast.images(event) or []
+            fast.extend(typed(row) for row in whole)
+            _assert_keys_only_agree(decoder, event, whole)
             for row in event.rows:
                 if isinstance(event, UpdateRowsEvent):
                     library.append(typed(decoder.row(row["before_values"], row.get("before_none_sources"))))
@@ -49,3 +51,18 @@ def decode_both_ways(config: PipelineConfig, table: str,
     finally:
         stream.close()
     return fast, library, decoder
+
+
+def _assert_keys_only_agree(decoder: TableDecoder, event: Any, whole: list[tuple[Any, ...]]) -> None:
+    """The mirror's decode of the same event (`old_keys_only`): an insert's and an update's after images whole, a
+    delete's and an update's before images their key columns only, every other column stepped over exactly."""
+    if not whole:
+        return
+    fallbacks = decoder.fast.fallback_events
+    keyed = decoder.fast.images(event, old_keys_only=True)
+    assert keyed is not None and decoder.fast.fallback_events == fallbacks, "the key-only decode fell back"
+    keys = set(decoder.key_positions)
+    for number, (ours, full) in enumerate(zip(keyed, whole, strict=True)):
+        old = isinstance(event, DeleteRowsEvent) or (isinstance(event, UpdateRowsEvent) and number % 2 == 0)
+        expected = tuple(value if not old or index in keys else None for index, value in enumerate(full))
+        assert typed(ours) == typed(expected), f"image {number} of a {type(event).__name__}"

@@ -149,3 +149,74 @@ def test_time2_reads_negative_fractions_as_mysql_stores_them(text: str, fsp: int
     if not int(kept) and whole == "00:00:00":
         expected = expected.lstrip("-")  # MySQL has no negative zero
     assert time2_text(_time2_bytes(stored_text, fsp), fsp, fsp) == expected
+
+
+def _mixed_table() -> tuple[TableSchema, list[Column]]:
+    """A key between other columns, so stepping over the columns before it must land exactly on it."""
+    infos = (ColumnInfo("note", "varchar", "varchar(300)", True, character_set="utf8mb4"),
+             ColumnInfo("k", "bigint", "bigint(20)", False),
+             ColumnInfo("amount", "decimal", "decimal(12,2)", True),
+             ColumnInfo("at", "timestamp", "timestamp(6)", True, None, None, 6),
+             ColumnInfo("n", "int", "int(11)", True))
+    columns = [Column(type=FIELD_TYPE.VARCHAR, name="note", max_length=1200, collation_name="utf8mb4_bin"),
+               Column(type=FIELD_TYPE.LONGLONG, name="k", unsigned=False),
+               Column(type=FIELD_TYPE.NEWDECIMAL, name="amount", precision=12, decimals=2),
+               Column(type=FIELD_TYPE.TIMESTAMP2, name="at", fsp=6),
+               Column(type=FIELD_TYPE.LONG, name="n", unsigned=False)]
+    return TableSchema(TableRef.parse("db.m"), infos, ("k",)), columns
+
+
+def _mixed_image(note: str | None, key: int, amount: str | None, at: int | None, n: int | None) -> bytes:
+    values = (note, key, amount, at, n)
+    nulls = sum(1 << index for index, value in enumerate(values) if value is None)
+    out = bytearray([nulls | 0xE0])
+    if note is not None:
+        text = note.encode("utf-8")
+        out += len(text).to_bytes(2, "little") + text
+    out += key.to_bytes(8, "little", signed=True)
+    if amount is not None:
+        out += _decimal_bytes(amount, 12, 2)
+    if at is not None:
+        out += at.to_bytes(4, "big") + (654_321).to_bytes(3, "big")
+    if n is not None:
+        out += n.to_bytes(4, "little", signed=True)
+    return bytes(out)
+
+
+def test_old_images_decode_their_key_only_and_step_over_the_rest_exactly() -> None:
+    table, columns = _mixed_table()
+    reader = build_reader(table, columns)
+    assert isinstance(reader, RowImageReader) and reader.decode_keys and reader.decode_updates
+    images = [
+        _mixed_image("é" * 150, -7, "-1234.56", 1_767_225_600, 42),
+        _mixed_image(None, 9_000_000_000, None, None, None),
+        _mixed_image("", 3, "0.01", 1, -1),
+        _mixed_image("x" * 299, 4, "9999999999.99", None, 2**31 - 1),
+    ]
+    data = b"".join(images)
+    whole = reader.decode(data, 0, len(data))
+    assert [row[1] for row in whole] == [-7, 9_000_000_000, 3, 4]
+    assert whole[0][0] == "é" * 150 and whole[0][2] == Decimal("-1234.56") and whole[3][4] == 2**31 - 1
+
+    def keys_only(row: tuple[object, ...]) -> tuple[object, ...]:
+        return tuple(value if index == 1 else None for index, value in enumerate(row))
+
+    assert reader.decode_keys(data, 0, len(data)) == [keys_only(row) for row in whole]
+    # An update's images alternate before/after: the before images come back as their keys, the after images whole.
+    assert reader.decode_updates(data, 0, len(data)) == [
+        keys_only(whole[0]), whole[1], keys_only(whole[2]), whole[3],
+    ]
+    odd = b"".join(images[:3])
+    with pytest.raises(ValueError, match="ends after its before image"):
+        reader.decode_updates(odd, 0, len(odd))
+    for decode in (reader.decode_keys, reader.decode_updates):
+        with pytest.raises((ValueError, IndexError)):
+            decode(data, 0, len(data) - 1)  # an image stepped over past the event's end is still refused
+
+
+def test_a_table_without_a_primary_key_has_no_key_only_decoders() -> None:
+    table, columns = _mixed_table()
+    keyless = TableSchema(table.table, table.columns, ())
+    reader = build_reader(keyless, columns)
+    assert isinstance(reader, RowImageReader)
+    assert reader.decode_keys is None and reader.decode_updates is None

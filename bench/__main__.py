@@ -36,6 +36,7 @@ os.environ["TZ"] = "UTC"
 from bench import peer, scenarios  # noqa: E402
 from bench.common import PASSWORD, USER, load_rows  # noqa: E402
 from bench.keepup import keepup_report  # noqa: E402
+from bench.load import around, load_text  # noqa: E402
 from bench.paths import huge_transaction  # noqa: E402
 from bench.peers import __main__ as peers_main  # noqa: E402
 from bench.snapshot import snapshot_freshness, snapshot_resume  # noqa: E402
@@ -133,7 +134,7 @@ def read_path(config_path: Path, start: dict[str, Any]) -> tuple[int, float]:
 def attempt(results: dict[str, Any], key: str, measure: Callable[[], Any]) -> None:
     """Run one extra measurement; a failure is reported in the results instead of losing the others."""
     try:
-        results[key] = measure()
+        results[key] = around(results, key, measure)
     except Exception as error:  # noqa: BLE001 - a benchmark reports what broke and goes on
         results.setdefault("failures", {})[key] = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
         print(f"{key} failed: {results['failures'][key]}", flush=True)
@@ -160,20 +161,21 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             )
             return time.perf_counter() - started
 
-        dump_median, dump_runs = median_of(arguments.repeat, mysqldump_seconds)
+        dump_median, dump_runs = around(results, 'mysqldump', lambda: median_of(arguments.repeat, mysqldump_seconds))
         results["mysqldump_rows_per_s"] = arguments.rows / dump_median
 
         config_path = work / "binlake.yaml"
         config_path.write_text(config_text(server.port, work / "lake", "bench"))
         pipeline = Pipeline(load_config(config_path))
         started = time.perf_counter()
-        pipeline.snapshot()  # the first one includes the JVM start and the first-write warm-up
+        # The first one includes the JVM start and the first-write warm-up.
+        around(results, "first_snapshot", pipeline.snapshot)
         results["first_snapshot_s_with_jvm_start"] = time.perf_counter() - started
 
         def snapshot_seconds() -> float:
             return pipeline.snapshot()[0].seconds
 
-        snap_median, snap_runs = median_of(arguments.repeat, snapshot_seconds)
+        snap_median, snap_runs = around(results, 'snapshot', lambda: median_of(arguments.repeat, snapshot_seconds))
         results["snapshot_rows_per_s"] = arguments.rows / snap_median
         results["snapshot_vs_mysqldump"] = results["snapshot_rows_per_s"] / results["mysqldump_rows_per_s"]
         if "snapshot-stages" in arguments.only:
@@ -199,7 +201,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             assert sum(batch.row_changes for batch in batches) == changed, "sync must carry every change"
             return seconds
 
-        sync_median, sync_runs = median_of(arguments.repeat, sync_seconds)
+        sync_median, sync_runs = around(results, 'sync', lambda: median_of(arguments.repeat, sync_seconds))
         results["sync_rows_per_s"] = changed / sync_median
 
         def bare_seconds() -> float:
@@ -207,7 +209,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             assert rows == changed, (rows, changed)
             return seconds
 
-        bare_median, bare_runs = median_of(arguments.repeat, bare_seconds)
+        bare_median, bare_runs = around(results, 'bare_reader', lambda: median_of(arguments.repeat, bare_seconds))
         results["bare_reader_rows_per_s"] = changed / bare_median
         results["sync_vs_bare_reader"] = results["sync_rows_per_s"] / results["bare_reader_rows_per_s"]
 
@@ -216,7 +218,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             assert rows == changed, (rows, changed)
             return seconds
 
-        read_median, read_runs = median_of(arguments.repeat, read_path_seconds)
+        read_median, read_runs = around(results, 'read_path', lambda: median_of(arguments.repeat, read_path_seconds))
         results["read_path_rows_per_s"] = changed / read_median
         results["read_path_vs_bare_reader"] = results["read_path_rows_per_s"] / results["bare_reader_rows_per_s"]
 
@@ -228,7 +230,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 assert rows >= changed, f"the tap emitted {rows} records for {changed} changes"
                 return seconds
 
-            peer_median, peer_runs = median_of(arguments.repeat, peer_seconds)
+            peer_median, peer_runs = around(results, 'peer', lambda: median_of(arguments.repeat, peer_seconds))
             results["peer_rows_per_s"] = changed / peer_median
             results["sync_vs_peer"] = results["sync_rows_per_s"] / results["peer_rows_per_s"]
             runs_extra["peer_s"] = peer_runs
@@ -255,7 +257,7 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             assert json.loads(output)[0]["spark_started"] is False
             return seconds
 
-        idle_median, idle_runs = median_of(arguments.repeat, idle_seconds)
+        idle_median, idle_runs = around(results, 'idle', lambda: median_of(arguments.repeat, idle_seconds))
         results["idle_sync_wall_s"] = idle_median
         if "freshness" in arguments.only:
             print("freshness …", flush=True)
@@ -304,33 +306,39 @@ def report(results: dict[str, Any]) -> str:
         f"workload: {results['rows']:,} rows snapshot, {results['changes']:,} row changes, "
         f"median of {results['repeat']} runs",
         "",
-        "| measurement | binlake | baseline | ratio |",
-        "| --- | --- | --- | --- |",
+        "load: the 1-minute load average before→after each measurement (\"noisy\" when above the cores)",
+        "",
+        "| measurement | binlake | baseline | ratio | load |",
+        "| --- | --- | --- | --- | --- |",
         f"| snapshot rows/s | {results['snapshot_rows_per_s']:,.0f} | mysqldump {results['mysqldump_rows_per_s']:,.0f} "
-        f"| {results['snapshot_vs_mysqldump']:.2f}× |",
+        f"| {results['snapshot_vs_mysqldump']:.2f}× | {load_text(results, 'mysqldump', 'snapshot')} |",
         f"| sync rows/s | {results['sync_rows_per_s']:,.0f} | bare python-mysql-replication "
-        f"{results['bare_reader_rows_per_s']:,.0f} | {results['sync_vs_bare_reader']:.2f}× |",
+        f"{results['bare_reader_rows_per_s']:,.0f} | {results['sync_vs_bare_reader']:.2f}× "
+        f"| {load_text(results, 'sync', 'bare_reader')} |",
         f"| read path rows/s (reader alone, no Spark) | {results['read_path_rows_per_s']:,.0f} | bare "
         f"python-mysql-replication {results['bare_reader_rows_per_s']:,.0f} | "
-        f"{results['read_path_vs_bare_reader']:.2f}× |",
+        f"{results['read_path_vs_bare_reader']:.2f}× | {load_text(results, 'read_path')} |",
         *(
             [f"| sync rows/s vs peer | {results['sync_rows_per_s']:,.0f} | pipelinewise-tap-mysql LOG_BASED "
-             f"{results['peer_rows_per_s']:,.0f} | {results['sync_vs_peer']:.2f}× |"]
+             f"{results['peer_rows_per_s']:,.0f} | {results['sync_vs_peer']:.2f}× | {load_text(results, 'peer')} |"]
             if "peer_rows_per_s" in results else []
         ),
-        f"| idle sync wall s | {results['idle_sync_wall_s']:.2f} | target ≤ 5 s, no JVM | — |",
-        f"| first snapshot incl. JVM start s | {results['first_snapshot_s_with_jvm_start']:.1f} | — | — |",
+        f"| idle sync wall s | {results['idle_sync_wall_s']:.2f} | target ≤ 5 s, no JVM | — "
+        f"| {load_text(results, 'idle')} |",
+        f"| first snapshot incl. JVM start s | {results['first_snapshot_s_with_jvm_start']:.1f} | — | — "
+        f"| {load_text(results, 'first_snapshot')} |",
     ]
     if "merge_scaling_s" in results:
         merge = results["merge_scaling_s"]
         sizes = [key for key in merge if key.isdigit()]
         figures = ", ".join(f"{int(size):,} rows {merge[size]:.2f} s" for size in sizes)
         lines.append(f"| MERGE of {results['merge_changes']:,} changes | {figures} | target largest ≤ 3× smallest "
-                     f"| {merge['largest_vs_smallest']:.2f}× |")
+                     f"| {merge['largest_vs_smallest']:.2f}× | {load_text(results, 'merge_scaling_s')} |")
     if "freshness" in results:
         fresh = results["freshness"]
         lines.append(f"| freshness at {fresh['rows_per_second']} rows/s | p50 {fresh['p50_s']:.2f} s, "
-                     f"p95 {fresh['p95_s']:.2f} s ({fresh['samples']} commits) | — | — |")
+                     f"p95 {fresh['p95_s']:.2f} s ({fresh['samples']} commits) | — | — "
+                     f"| {load_text(results, 'freshness')} |")
     if "snapshot_stages" in results:
         stages = results["snapshot_stages"]
         dump = results["mysqldump_rows_per_s"]
@@ -339,20 +347,22 @@ def report(results: dict[str, Any]) -> str:
                              ("to_delta_key_stats", "… + Delta (stats on key columns)")):
             figure = stages[f"{stage}_rows_per_s"]
             lines.append(f"| snapshot stage: {label} | {figure:,.0f} rows/s | mysqldump {dump:,.0f} "
-                         f"| {figure / dump:.2f}× |")
+                         f"| {figure / dump:.2f}× | {load_text(results, 'snapshot_stages')} |")
     if "snapshot_freshness" in results:
         during = snapshot_freshness.summary(results["snapshot_freshness"])
-        lines.append(f"| other tables during a big snapshot | {during} | — | — |")
+        lines.append(f"| other tables during a big snapshot | {during} | — | — "
+                     f"| {load_text(results, 'snapshot_freshness')} |")
     if "snapshot_resume" in results:
         resume = results["snapshot_resume"]
         lines.append(f"| snapshot killed at 50 %, resume to the end s | {resume['resume_s']:.1f} (re-read "
                      f"{resume['reread_chunks']} chunks) | uninterrupted {resume['uninterrupted_s']:.1f} "
-                     f"| {resume['resume_vs_uninterrupted']:.2f}× |")
+                     f"| {resume['resume_vs_uninterrupted']:.2f}× | {load_text(results, 'snapshot_resume')} |")
     for key, failure in results.get("failures", {}).items():
-        lines.append(f"| {key} | FAILED: {failure} | — | — |")
+        lines.append(f"| {key} | FAILED: {failure} | — | — | {load_text(results, key)} |")
     for size, peak in results.get("memory", {}).items():
         lines.append(f"| peak RSS, max_events={int(size):,} | Python {peak['python_peak_mb']:.0f} MB, "
-                     f"JVM {peak['jvm_peak_mb']:.0f} MB ({peak['batches']} batches) | — | — |")
+                     f"JVM {peak['jvm_peak_mb']:.0f} MB ({peak['batches']} batches) | — | — "
+                     f"| {load_text(results, 'memory')} |")
     return "\n".join(lines)
 
 

@@ -154,25 +154,27 @@ def build_reader(schema: TableSchema, columns: Sequence[Any]) -> RowImageReader 
     width = len(columns)
     keys = frozenset(names.index(name) for name in schema.primary_key)
     every = frozenset(range(width))
-    code.emit(0, "def decode(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:")
-    _emit_image(code, specs, order, every)
-    code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
+    _emit_decoder(code, "decode", specs, order, [every])
     if keys:
-        code.emit(0, "def decode_keys(data, pos, end):", "    out = []", "    append = out.append",
-                  "    while pos < end:")
-        _emit_image(code, specs, order, keys)
-        code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
-        code.emit(0, "def decode_updates(data, pos, end):", "    out = []", "    append = out.append",
-                  "    while pos < end:")
-        _emit_image(code, specs, order, keys)
-        code.emit(2, "if pos >= end:", "    raise ValueError('an update ends after its before image')")
-        _emit_image(code, specs, order, every)
-        code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
+        _emit_decoder(code, "decode_keys", specs, order, [keys])
+        _emit_decoder(code, "decode_updates", specs, order, [keys, every])
     source = "\n".join(code.lines)
     namespace = dict(code.names)
     exec(_compiled(source, f"<row decoder {schema.table.name}>"), namespace)  # noqa: S102 - our own source
     return RowImageReader(decode=namespace["decode"], width=width, source=source,
                           decode_keys=namespace.get("decode_keys"), decode_updates=namespace.get("decode_updates"))
+
+
+def _emit_decoder(code: _Code, name: str, specs: list[_Column], order: list[int],
+                  images: list[frozenset[int]]) -> None:
+    """A function `name(data, pos, end)` reading groups of row images, each image with its own columns decoded
+    (`images`: one set for every image, or a before and an after set for an update's pairs)."""
+    code.emit(0, f"def {name}(data, pos, end):", "    out = []", "    append = out.append", "    while pos < end:")
+    for number, decoded in enumerate(images):
+        if number:
+            code.emit(2, "if pos >= end:", "    raise ValueError('an update ends after its before image')")
+        _emit_image(code, specs, order, decoded)
+    code.emit(1, "if pos != end:", "    raise ValueError('row images end past the event')", "return out")
 
 
 def _emit_image(code: _Code, specs: list[_Column], order: list[int], decoded: frozenset[int]) -> None:

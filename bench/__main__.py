@@ -34,7 +34,7 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 
 from bench import peer, scenarios  # noqa: E402
-from bench.common import PASSWORD, USER, load_rows  # noqa: E402
+from bench.common import PASSWORD, USER, installed_like_environment, load_rows  # noqa: E402
 from bench.keepup import keepup_report  # noqa: E402
 from bench.load import around, load_text  # noqa: E402
 from bench.paths import huge_transaction  # noqa: E402
@@ -247,11 +247,13 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 for size in (arguments.changes // 10, arguments.changes // 2)
             })  # each run ends caught up, so the idle measurement below finds nothing to do
 
+        installed_like = installed_like_environment(work)
+
         def idle_seconds() -> float:
             started = time.perf_counter()
             output = subprocess.run(
                 [sys.executable, "-m", "cdc_lib.cli", "--config", str(config_path), "sync", "--json"],
-                capture_output=True, text=True, check=True,
+                capture_output=True, text=True, check=True, env=installed_like,
             ).stdout
             seconds = time.perf_counter() - started
             assert json.loads(output)[0]["spark_started"] is False

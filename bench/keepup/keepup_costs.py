@@ -13,7 +13,6 @@ long log       a table whose `_delta_log` holds 10,000 commits vs one with 10: `
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -24,13 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import create_table, pipeline_config
+from bench.common import ROOT, create_table, installed_like_environment, pipeline_config
 from cdc_lib.config.load import load_config
 from cdc_lib.dev.local_mariadb import LocalMariaDB
 from cdc_lib.pipeline.pipeline import Pipeline
 from cdc_lib.sink import delta_log
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def median_seconds(repeat: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
@@ -169,8 +166,8 @@ def process_cost(server: LocalMariaDB, work: Path, *, repeat: int) -> dict[str, 
     pipeline.snapshot()
     table_path = pipeline.table_path("keepup.scheduled")
     dagster_home = Path(tempfile.mkdtemp(prefix="dagster-home-", dir=work))
-    environment = {**os.environ, "BINLAKE_CONFIG": str(config), "DAGSTER_HOME": str(dagster_home), "TZ": "UTC",
-                   "PYTHONPATH": str(ROOT)}
+    environment = {**installed_like_environment(work), "BINLAKE_CONFIG": str(config),
+                   "DAGSTER_HOME": str(dagster_home), "TZ": "UTC", "PYTHONPATH": str(ROOT)}
     dagster = str(Path(sys.executable).with_name("dagster"))
     commands = {
         "dagster": [dagster, "job", "execute", "-m", "orchestration.definitions",
